@@ -21,7 +21,9 @@ class VectorIndex:
 
     Args:
         ids: one id per row.
-        vectors: float array (n, d); rows are L2-normalised on the way in.
+        vectors: float array (n, d).
+        normalize: L2-normalise the rows on the way in (default True; `load` skips it, the saved
+            rows already are).
 
     Example:
         >>> import numpy as np
@@ -30,7 +32,7 @@ class VectorIndex:
         [('a', 0.99...)]
     """
 
-    def __init__(self, ids: Sequence[str], vectors: np.ndarray) -> None:
+    def __init__(self, ids: Sequence[str], vectors: np.ndarray, *, normalize: bool = True) -> None:
         vectors = np.asarray(vectors, dtype=np.float32)
         if vectors.ndim != 2:
             raise ValueError(f"vectors must be a 2-D array (n, d), got shape {vectors.shape}")
@@ -38,9 +40,10 @@ class VectorIndex:
             raise ValueError(f"got {len(ids)} ids for {vectors.shape[0]} vectors; pass one id per vector")
         if len(set(ids)) != len(ids):
             raise ValueError("duplicate ids: every vector needs a unique id")
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         self.ids = [str(i) for i in ids]
-        self.vectors = vectors / np.clip(norms, 1e-12, None)
+        if normalize:
+            vectors = vectors / np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
+        self.vectors = vectors
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -84,4 +87,4 @@ class VectorIndex:
         if not (path / "vectors.json").is_file():
             raise FileNotFoundError(f"{path} is not a saved VectorIndex directory (no vectors.json)")
         ids = json.loads((path / "vectors.json").read_text(encoding="utf-8"))["ids"]
-        return cls(ids, np.load(path / "vectors.npy", allow_pickle=False))
+        return cls(ids, np.load(path / "vectors.npy", allow_pickle=False), normalize=False)

@@ -1,0 +1,315 @@
+"""`VoyageEmbedder`: Voyage AI's hosted embeddings, split into requests the API accepts.
+
+The Voyage embeddings endpoint takes at most 1,000 texts per request, and at most a model-specific
+number of tokens in all of them together (1M for voyage-3.5-lite, 320K for voyage-3.5, 120K for
+voyage-3-large, ...). This module packs texts into consecutive requests that respect both limits,
+keeping the input order.
+
+Token counts are estimated offline. `voyageai.Client.count_tokens` is *not* used: it calls
+`tokenizers.Tokenizer.from_pretrained("voyageai/<model>")`, which downloads the tokenizer from the
+Hugging Face Hub on first use. `estimate_tokens` instead over-counts on purpose (one token per three
+ASCII characters, one per non-ASCII character); pass `token_estimator=` to plug in an exact count.
+
+Retries are the SDK's own: `voyageai.Client(max_retries=n)` retries rate limits (429), 502/503/504
+and timeouts with exponential back-off. Note that the SDK passes `max_retries` to tenacity's
+`stop_after_attempt`, so it is the total number of attempts: 0 and 1 both mean "try once".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
+
+import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import voyageai
+
+__all__ = [
+    "VoyageEmbedder",
+    "VoyageModelSpec",
+    "VOYAGE_EMBEDDING_MODELS",
+    "MAX_TEXTS_PER_REQUEST",
+    "FALLBACK_TOKENS_PER_REQUEST",
+    "estimate_tokens",
+    "plan_batches",
+]
+
+InputType = Literal["document", "query"]
+
+#: the API's cap on the number of texts in one embeddings request
+MAX_TEXTS_PER_REQUEST = 1000
+#: token cap assumed for models missing from `VOYAGE_EMBEDDING_MODELS` (the smallest published one)
+FALLBACK_TOKENS_PER_REQUEST = 120_000
+
+_MISSING_KEY = (
+    "VOYAGE_API_KEY is not set; pass client=voyageai.Client(api_key=...) "
+    "or use the offline default LocalMiniLMEmbedder"
+)
+_INSTALL_HINT = "the Voyage AI SDK is not installed; pip install 'contextual-retrieval[voyage]'"
+
+
+@dataclass(frozen=True)
+class VoyageModelSpec:
+    """Published limits of one Voyage embedding model.
+
+    Args:
+        max_tokens_per_request: the total-token cap over all texts of one request.
+        dimension: the default output dimension.
+    """
+
+    max_tokens_per_request: int
+    dimension: int
+
+
+#: per-model request token caps and default dimensions, from Voyage's documentation
+VOYAGE_EMBEDDING_MODELS: dict[str, VoyageModelSpec] = {
+    "voyage-3.5-lite": VoyageModelSpec(1_000_000, 1024),
+    "voyage-3.5": VoyageModelSpec(320_000, 1024),
+    "voyage-3-large": VoyageModelSpec(120_000, 1024),
+    "voyage-code-3": VoyageModelSpec(120_000, 1024),
+    "voyage-3-lite": VoyageModelSpec(1_000_000, 512),
+    "voyage-3": VoyageModelSpec(320_000, 1024),
+    "voyage-2": VoyageModelSpec(320_000, 1024),
+    "voyage-large-2": VoyageModelSpec(120_000, 1536),
+    "voyage-large-2-instruct": VoyageModelSpec(120_000, 1024),
+    "voyage-code-2": VoyageModelSpec(120_000, 1536),
+    "voyage-finance-2": VoyageModelSpec(120_000, 1024),
+    "voyage-law-2": VoyageModelSpec(120_000, 1024),
+    "voyage-multilingual-2": VoyageModelSpec(120_000, 1024),
+}
+
+
+def estimate_tokens(text: str) -> int:
+    """A deliberately high, offline estimate of a text's token count.
+
+    English prose runs at about four to five characters per token, so one token per three ASCII
+    characters over-counts it; scripts outside ASCII (CJK, Cyrillic, ...) are counted at one token
+    per character, and every text gets one more for the tokenizer's special tokens.
+
+    Example:
+        >>> estimate_tokens("contextual retrieval")
+        8
+    """
+    ascii_chars = sum(1 for ch in text if ord(ch) < 128)
+    return math.ceil(ascii_chars / 3) + (len(text) - ascii_chars) + 1
+
+
+def plan_batches(costs: Sequence[int], max_items: int, max_tokens: int) -> list[slice]:
+    """Split items into consecutive slices of at most `max_items` items and `max_tokens` cost.
+
+    An item that alone costs more than `max_tokens` gets a slice of its own (the API truncates
+    over-long inputs), so every item is always sent.
+
+    Example:
+        >>> plan_batches([5, 5, 5, 20, 1], max_items=2, max_tokens=12)
+        [slice(0, 2, None), slice(2, 3, None), slice(3, 4, None), slice(4, 5, None)]
+    """
+    if max_items <= 0 or max_tokens <= 0:
+        raise ValueError("max_items and max_tokens must be positive")
+    batches: list[slice] = []
+    start, used = 0, 0
+    for i, cost in enumerate(costs):
+        if i > start and (i - start >= max_items or used + cost > max_tokens):
+            batches.append(slice(start, i))
+            start, used = i, 0
+        used += cost
+    if start < len(costs):
+        batches.append(slice(start, len(costs)))
+    return batches
+
+
+def _import_voyageai() -> Any:
+    try:
+        import voyageai
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(_INSTALL_HINT) from exc
+    return voyageai
+
+
+def _as_texts(texts: Sequence[str]) -> list[str]:
+    if isinstance(texts, str):
+        raise TypeError("pass a list of texts, not a single string: embed_documents([text])")
+    out = list(texts)
+    for i, text in enumerate(out):
+        if not isinstance(text, str):
+            raise TypeError(f"texts[{i}] is {type(text).__name__}, expected str")
+    return out
+
+
+class VoyageEmbedder:
+    """Embeddings from Voyage AI's API; chunks as `input_type="document"`, queries as `"query"`.
+
+    Vectors come back as float32 arrays of shape (n, dimension), L2-normalised, in input order.
+    Requests hold at most `max_texts_per_request` texts and at most `max_tokens_per_request`
+    estimated tokens; async calls run up to `max_concurrency` requests at once.
+
+    Args:
+        model: a Voyage embedding model (default "voyage-3.5").
+        client: a ready `voyageai.Client`; built from VOYAGE_API_KEY when omitted.
+        async_client: a ready `voyageai.AsyncClient`; built from VOYAGE_API_KEY when omitted.
+        output_dimension: a smaller/larger Matryoshka dimension, for models that offer one.
+        truncation: let the API truncate texts longer than the model's context (default True).
+        max_texts_per_request: texts per request, at most the API's 1000.
+        max_tokens_per_request: token budget per request (default: the model's published cap,
+            120K for models not in `VOYAGE_EMBEDDING_MODELS`).
+        token_estimator: counts one text's tokens (default `estimate_tokens`, offline).
+        max_concurrency: concurrent requests in the async methods.
+        max_retries: attempts per request for clients built here (the SDK's own retry logic).
+        timeout: per-request timeout in seconds for clients built here.
+
+    The dimension of an empty result is the model's published one (or `output_dimension`); for a
+    model missing from the table it is learnt from the first response, and before that an empty
+    input gives shape (0, 0).
+
+    Example:
+        >>> import voyageai
+        >>> embedder = VoyageEmbedder(client=voyageai.Client(api_key="pa-..."))  # doctest: +SKIP
+        >>> embedder.embed_documents(["BM25 ranks by term overlap"]).shape  # doctest: +SKIP
+        (1, 1024)
+        >>> VoyageEmbedder(client=voyageai.Client(api_key="x")).embed_queries([]).shape
+        (0, 1024)
+    """
+
+    normalized = True
+
+    def __init__(
+        self,
+        model: str = "voyage-3.5",
+        *,
+        client: voyageai.Client | None = None,
+        async_client: voyageai.AsyncClient | None = None,
+        output_dimension: int | None = None,
+        truncation: bool = True,
+        max_texts_per_request: int = MAX_TEXTS_PER_REQUEST,
+        max_tokens_per_request: int | None = None,
+        token_estimator: Callable[[str], int] | None = None,
+        max_concurrency: int = 4,
+        max_retries: int = 3,
+        timeout: float | None = None,
+    ) -> None:
+        if not 0 < max_texts_per_request <= MAX_TEXTS_PER_REQUEST:
+            raise ValueError(
+                f"max_texts_per_request must be in 1..{MAX_TEXTS_PER_REQUEST}, got {max_texts_per_request}"
+            )
+        if max_concurrency <= 0:
+            raise ValueError(f"max_concurrency must be positive, got {max_concurrency}")
+        spec = VOYAGE_EMBEDDING_MODELS.get(model)
+        cap = spec.max_tokens_per_request if spec else FALLBACK_TOKENS_PER_REQUEST
+        if max_tokens_per_request is not None and max_tokens_per_request <= 0:
+            raise ValueError(f"max_tokens_per_request must be positive, got {max_tokens_per_request}")
+        self.model_name = model
+        self.output_dimension = output_dimension
+        self.dimension: int | None = output_dimension or (spec.dimension if spec else None)
+        self.truncation = truncation
+        self.max_texts_per_request = max_texts_per_request
+        self.max_tokens_per_request = max_tokens_per_request or cap
+        self.token_estimator = token_estimator or estimate_tokens
+        self.max_concurrency = max_concurrency
+        self._max_retries = max_retries
+        self._timeout = timeout
+        self._client = client
+        self._async_client = async_client
+        if client is None and async_client is None and not os.environ.get("VOYAGE_API_KEY"):
+            raise RuntimeError(_MISSING_KEY)
+
+    # -- public API ---------------------------------------------------------------------------
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors for chunks to be indexed (`input_type="document"`)."""
+        return self._embed(texts, "document")
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors for search queries (`input_type="query"`)."""
+        return self._embed(texts, "query")
+
+    async def aembed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """Async `embed_documents`."""
+        return await self._aembed(texts, "document")
+
+    async def aembed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Async `embed_queries`."""
+        return await self._aembed(texts, "query")
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _sync_client(self) -> voyageai.Client:
+        if self._client is None:
+            self._client = _import_voyageai().Client(
+                api_key=self._api_key(), max_retries=self._max_retries, timeout=self._timeout
+            )
+        return self._client
+
+    def _aio_client(self) -> voyageai.AsyncClient:
+        if self._async_client is None:
+            self._async_client = _import_voyageai().AsyncClient(
+                api_key=self._api_key(), max_retries=self._max_retries, timeout=self._timeout
+            )
+        return self._async_client
+
+    @staticmethod
+    def _api_key() -> str:
+        key = os.environ.get("VOYAGE_API_KEY")
+        if not key:
+            raise RuntimeError(_MISSING_KEY)
+        return key
+
+    def _plan(self, texts: list[str]) -> list[slice]:
+        costs = [self.token_estimator(t) for t in texts]
+        return plan_batches(costs, self.max_texts_per_request, self.max_tokens_per_request)
+
+    def _request_kwargs(self, input_type: InputType) -> dict[str, Any]:
+        return {
+            "model": self.model_name,
+            "input_type": input_type,
+            "truncation": self.truncation,
+            "output_dimension": self.output_dimension,
+        }
+
+    def _empty(self) -> np.ndarray:
+        return np.empty((0, self.dimension or 0), dtype=np.float32)
+
+    def _to_array(self, embeddings: Sequence[Sequence[float]], expected: int) -> np.ndarray:
+        if len(embeddings) != expected:
+            raise RuntimeError(
+                f"Voyage returned {len(embeddings)} embeddings for {expected} texts (model {self.model_name})"
+            )
+        return np.asarray(embeddings, dtype=np.float32).reshape(expected, -1)
+
+    def _finish(self, parts: list[np.ndarray]) -> np.ndarray:
+        vectors = np.vstack(parts) if len(parts) > 1 else parts[0]
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        vectors = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+        self.dimension = int(vectors.shape[1])
+        return np.ascontiguousarray(vectors, dtype=np.float32)
+
+    def _embed(self, texts: Sequence[str], input_type: InputType) -> np.ndarray:
+        items = _as_texts(texts)
+        if not items:
+            return self._empty()
+        client = self._sync_client()
+        kwargs = self._request_kwargs(input_type)
+        parts = []
+        for batch in self._plan(items):
+            result = client.embed(items[batch], **kwargs)
+            parts.append(self._to_array(result.embeddings, batch.stop - batch.start))
+        return self._finish(parts)
+
+    async def _aembed(self, texts: Sequence[str], input_type: InputType) -> np.ndarray:
+        items = _as_texts(texts)
+        if not items:
+            return self._empty()
+        client = self._aio_client()
+        kwargs = self._request_kwargs(input_type)
+        gate = asyncio.Semaphore(self.max_concurrency)
+
+        async def one(batch: slice) -> np.ndarray:
+            async with gate:
+                result = await client.embed(items[batch], **kwargs)
+            return self._to_array(result.embeddings, batch.stop - batch.start)
+
+        parts = await asyncio.gather(*(one(b) for b in self._plan(items)))
+        return self._finish(list(parts))

@@ -1,0 +1,50 @@
+"""Rerankers: rescore retrieved candidates against the query.
+
+Backends are imported on first use, so `import contextual_retrieval.rerank` needs neither cohere,
+voyageai nor sentence-transformers.
+
+Example:
+    >>> from contextual_retrieval.rerank import PassThroughReranker
+    >>> [r.index for r in PassThroughReranker().rerank("q", ["a", "b"])]
+    [0, 1]
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from contextual_retrieval.rerank.base import PassThroughReranker, Reranker, RerankResult
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from contextual_retrieval.rerank.cohere import CohereReranker
+    from contextual_retrieval.rerank.crossencoder import CrossEncoderReranker
+    from contextual_retrieval.rerank.voyage import VoyageReranker
+
+__all__ = [
+    "Reranker",
+    "RerankResult",
+    "PassThroughReranker",
+    "CohereReranker",
+    "VoyageReranker",
+    "CrossEncoderReranker",
+]
+
+_LAZY = {
+    "CohereReranker": "contextual_retrieval.rerank.cohere",
+    "VoyageReranker": "contextual_retrieval.rerank.voyage",
+    "CrossEncoderReranker": "contextual_retrieval.rerank.crossencoder",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,0 +1,108 @@
+"""`CrossEncoderReranker`: a local sentence-transformers cross-encoder, or any model with `predict`.
+
+sentence-transformers is optional (`pip install 'contextual-retrieval[crossencoder]'`) and imported
+only when a model is loaded by name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from contextual_retrieval.rerank.base import RerankResult
+
+__all__ = ["CrossEncoderReranker", "PairScorer"]
+
+DEFAULT_CROSS_ENCODER = "cross-encoder/ms-marco-MiniLM-L-6-v2"
+_INSTALL_HINT = (
+    "CrossEncoderReranker needs sentence-transformers: pip install 'contextual-retrieval[crossencoder]' "
+    "(or pass model= any object with a predict(list_of_pairs) method)"
+)
+
+
+@runtime_checkable
+class PairScorer(Protocol):
+    """Anything that scores (query, text) pairs, like `sentence_transformers.CrossEncoder`."""
+
+    def predict(self, sentences: list[tuple[str, str]]) -> Any:
+        ...
+
+
+def _check_top_n(top_n: int | None) -> None:
+    if top_n is not None and top_n <= 0:
+        raise ValueError(f"top_n must be a positive integer or None, got {top_n}")
+
+
+class CrossEncoderReranker:
+    """Reranks candidates with a cross-encoder that scores each (query, text) pair.
+
+    Args:
+        model_name: a sentence-transformers CrossEncoder to load (default
+            "cross-encoder/ms-marco-MiniLM-L-6-v2"); with `model=` it is only the reported name.
+        model: an already built scorer with `predict(list_of_pairs) -> scores`; nothing is loaded.
+        max_length: the CrossEncoder's max sequence length (when loading by name).
+        device: the torch device (when loading by name), e.g. "cpu" or "cuda".
+
+    Example:
+        >>> class Overlap:
+        ...     def predict(self, pairs):
+        ...         return [len(set(q.split()) & set(t.split())) for q, t in pairs]
+        >>> reranker = CrossEncoderReranker("overlap", model=Overlap())
+        >>> [r.index for r in reranker.rerank("red fox", ["blue sky", "red fox", "red car"])]
+        [1, 2, 0]
+    """
+
+    def __init__(
+        self,
+        model_name: str = DEFAULT_CROSS_ENCODER,
+        *,
+        model: PairScorer | None = None,
+        max_length: int | None = None,
+        device: str | None = None,
+    ) -> None:
+        self.model_name = model_name
+        if model is None:
+            model = _load_cross_encoder(model_name, max_length=max_length, device=device)
+        elif not callable(getattr(model, "predict", None)):
+            raise TypeError(f"model must have a predict(list_of_pairs) method, got {type(model).__name__}")
+        self.model = model
+
+    def rerank(self, query: str, texts: Sequence[str], top_n: int | None = None) -> list[RerankResult]:
+        """Scores `texts` against `query`; returns at most `top_n` results, best first."""
+        _check_top_n(top_n)
+        if isinstance(texts, str):
+            raise TypeError("pass a list of candidate texts, not a single string")
+        items = list(texts)
+        if not items:
+            return []
+        scores = np.asarray(self.model.predict([(query, text) for text in items]), dtype=np.float64)
+        if scores.ndim == 2 and scores.shape[1] == 1:
+            scores = scores[:, 0]
+        if scores.shape != (len(items),):
+            raise ValueError(
+                f"{self.model_name}: predict returned scores of shape {scores.shape} for {len(items)} "
+                "pairs; a reranking cross-encoder must return one score per pair"
+            )
+        order = sorted(range(len(items)), key=lambda i: (-scores[i], i))
+        if top_n is not None:
+            order = order[:top_n]
+        return [RerankResult(i, float(scores[i])) for i in order]
+
+    async def arerank(self, query: str, texts: Sequence[str], top_n: int | None = None) -> list[RerankResult]:
+        """`rerank` in a worker thread, so the event loop stays free while the model runs."""
+        return await asyncio.to_thread(self.rerank, query, texts, top_n)
+
+
+def _load_cross_encoder(model_name: str, *, max_length: int | None, device: str | None) -> PairScorer:
+    try:
+        from sentence_transformers import CrossEncoder
+    except ImportError as exc:
+        raise ImportError(_INSTALL_HINT) from exc
+    options: dict[str, Any] = {}
+    if max_length is not None:
+        options["max_length"] = max_length
+    if device is not None:
+        options["device"] = device
+    return CrossEncoder(model_name, **options)

@@ -1,0 +1,91 @@
+"""Shared fixtures: the cookbook dataset path and a tiny dataset written in its format."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+COOKBOOK = Path(os.environ.get("CONTEXTUAL_RETRIEVAL_DATASET", REPO.parent / "shared" / "data" / "cookbook-codebase"))
+
+
+@pytest.fixture(scope="session")
+def cookbook_dir() -> Path:
+    if not (COOKBOOK / "codebase_chunks.json").is_file():
+        pytest.fail(f"cookbook dataset not found at {COOKBOOK}; set CONTEXTUAL_RETRIEVAL_DATASET")
+    return COOKBOOK
+
+
+TINY_DOCS = [
+    (
+        "doc_g",
+        "uuid-g",
+        ["Revenue grew by 3% over the previous quarter.", "Globex opened two new plants."],
+    ),
+    (
+        "doc_a",
+        "uuid-a",
+        [
+            "class DiffExecutor:\n    def run_target(self, input):\n        return self.primary.run(input)",
+            "def compare_outputs(a, b):\n    return a == b",
+        ],
+    ),
+    (
+        "doc_b",
+        "uuid-b",
+        [
+            "Revenue grew by 3% over the previous quarter.",
+            "The company's headcount stayed flat at 1,200 employees.",
+        ],
+    ),
+    (
+        "doc_c",
+        "uuid-c",
+        ["信息检索是从大量文档中找到相关信息的过程。", "向量数据库存储嵌入向量。"],
+    ),
+]
+TINY_CONTEXTS = {
+    ("doc_g", 0): "Globex Inc's 2021 annual report, on yearly revenue.",
+    ("doc_g", 1): "Globex Inc's 2021 annual report, on manufacturing.",
+    ("doc_a", 0): "The DiffExecutor class of a differential fuzzer.",
+    ("doc_a", 1): "A helper that compares the two executors' outputs.",
+    ("doc_b", 0): "ACME Corp's Q2 2023 SEC filing, on quarterly revenue.",
+    ("doc_b", 1): "ACME Corp's Q2 2023 SEC filing, on staffing.",
+    ("doc_c", 0): "中文文档：信息检索的定义。",
+    ("doc_c", 1): "中文文档：向量数据库。",
+}
+TINY_QUERIES = [
+    ("What does DiffExecutor run_target do?", [("uuid-a", 0)]),
+    ("How did ACME's revenue change in Q2 2023?", [("uuid-b", 0)]),
+    ("什么是信息检索", [("uuid-c", 0)]),
+    ("How are the executors' outputs compared?", [("uuid-a", 1)]),
+]
+
+
+@pytest.fixture()
+def tiny_dataset(tmp_path: Path) -> Path:
+    """A three-document dataset in the cookbook format, plus contexts.jsonl."""
+    docs = []
+    for doc_id, uuid, chunks in TINY_DOCS:
+        docs.append(
+            {
+                "doc_id": doc_id,
+                "original_uuid": uuid,
+                "content": "\n".join(chunks),
+                "chunks": [
+                    {"chunk_id": f"{doc_id}_chunk_{i}", "original_index": i, "content": c}
+                    for i, c in enumerate(chunks)
+                ],
+            }
+        )
+    (tmp_path / "codebase_chunks.json").write_text(json.dumps(docs), encoding="utf-8")
+    with (tmp_path / "evaluation_set.jsonl").open("w", encoding="utf-8") as fh:
+        for query, golden in TINY_QUERIES:
+            fh.write(json.dumps({"query": query, "golden_chunk_uuids": golden}) + "\n")
+    with (tmp_path / "contexts.jsonl").open("w", encoding="utf-8") as fh:
+        for (doc_id, index), context in TINY_CONTEXTS.items():
+            fh.write(json.dumps({"doc_id": doc_id, "original_index": index, "context": context}) + "\n")
+    return tmp_path

@@ -1,0 +1,136 @@
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+from rank_bm25 import BM25Okapi
+
+from contextual_retrieval.bm25 import BM25Index
+from contextual_retrieval.tokenizer import Tokenizer
+
+
+def _zipf_corpus(n_docs: int, seed: int = 0) -> list[list[str]]:
+    rng = np.random.default_rng(seed)
+    vocab = np.array([f"t{i}" for i in range(400)])
+    docs = []
+    for _ in range(n_docs):
+        length = int(rng.integers(1, 60))
+        ranks = np.minimum(rng.zipf(1.3, size=length), len(vocab)) - 1
+        docs.append(list(vocab[ranks]))
+    return docs
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_robertson_equals_rank_bm25(seed):
+    docs = _zipf_corpus(300, seed)
+    ids = [f"d{i}" for i in range(len(docs))]
+    ours = BM25Index(method="robertson", k1=1.5, b=0.75).index_tokens(ids, docs)
+    oracle = BM25Okapi(docs, k1=1.5, b=0.75)
+    # the corpus has terms in more than half the documents: rank_bm25's epsilon idf floor matters
+    assert any(sum(t in set(d) for d in docs) > len(docs) / 2 for t in ("t0", "t1"))
+    rng = random.Random(seed)
+    for _ in range(20):
+        query = [f"t{rng.randrange(60)}" for _ in range(rng.randint(1, 8))]
+        expected = oracle.get_scores(query) / (1.5 + 1)
+        got = ours.get_scores(query)
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
+        hits = ours.search(query, k=50)
+        # the oracle's ranking, with float noise at 1e-9 treated as a tie broken by position
+        order = sorted((i for i in range(len(docs)) if expected[i] > 0), key=lambda i: (-round(expected[i], 9), i))
+        top = order[:50]
+        assert [s for _, s in hits] == pytest.approx([expected[i] for i in top], abs=1e-6)
+        cut = round(expected[top[-1]], 9)  # a tie group may straddle the cut: compare above it
+        above = [ids[i] for i in top if round(expected[i], 9) > cut]
+        assert [h for h, _ in hits][: len(above)] == above
+
+
+def test_lucene_idf_is_never_negative():
+    docs = [["common", "x"], ["common"], ["common", "rare"]]
+    index = BM25Index(tokenizer=Tokenizer(stemmer=None, stopwords=None)).index_tokens(["a", "b", "c"], docs)
+    hits = dict(index.search(["common"], k=3))
+    assert set(hits) == {"a", "b", "c"} and all(s > 0 for s in hits.values())
+
+
+def test_top_k_never_pads_with_zero_scores_and_k_above_corpus():
+    index = BM25Index().index(["a", "b", "c"], ["apple pie", "banana bread", "cherry tart"])
+    assert index.search("apple", k=10) == [("a", pytest.approx(index.search("apple", 1)[0][1]))]
+    everything = index.search("apple banana cherry", k=100)
+    assert sorted(h for h, _ in everything) == ["a", "b", "c"]
+
+
+def test_code_identifier_query_finds_its_chunk():
+    index = BM25Index().index(
+        ["exec", "other"],
+        ["pub struct DiffExecutor<A, B> { primary: A, secondary: B }", "fn parse_config(path: &str)"],
+    )
+    assert index.search("What does the diff executor do?", k=1)[0][0] == "exec"
+    assert index.search("DiffExecutor", k=1)[0][0] == "exec"
+    assert index.search("parse config", k=1)[0][0] == "other"
+
+
+def test_chinese_query_finds_chinese_chunk():
+    index = BM25Index().index(
+        ["zh1", "zh2", "en"],
+        ["信息检索是从大量文档中找到相关信息的过程", "向量数据库存储嵌入向量", "Information retrieval in English"],
+    )
+    assert index.search("什么是信息检索", k=1)[0][0] == "zh1"
+    assert index.search("向量数据库", k=1)[0][0] == "zh2"
+
+
+def test_save_load_round_trip_keeps_tokenizer_settings(tmp_path):
+    texts = ["DiffExecutor runs targets", "running the parser", "信息检索"]
+    tok = Tokenizer(stemmer=None, split_identifiers=False)
+    index = BM25Index(tok, k1=0.9, b=0.4).index(["a", "b", "c"], texts)
+    index.save(tmp_path / "idx")
+    loaded = BM25Index.load(tmp_path / "idx")
+    assert loaded.tokenizer.config == tok.config
+    assert (loaded.k1, loaded.b, loaded.method) == (0.9, 0.4, "lucene")
+    for q in ["DiffExecutor", "diff executor", "running", "run", "检索"]:
+        assert loaded.search(q, k=3) == index.search(q, k=3)
+    # without identifier splitting "diff executor" must not match "DiffExecutor" after reload either
+    assert loaded.search("diff executor", k=3) == []
+
+
+def test_saved_index_has_no_pickle(tmp_path):
+    BM25Index().index(["a"], ["hello world"]).save(tmp_path)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["bm25.json", "data.npy", "indices.npy", "indptr.npy"]
+    json.loads((tmp_path / "bm25.json").read_text())
+    for name in names[1:]:
+        np.load(tmp_path / name, allow_pickle=False)
+
+
+def test_load_errors_name_the_problem(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not a saved BM25Index"):
+        BM25Index.load(tmp_path)
+    (tmp_path / "bm25.json").write_text(json.dumps({"format": "something-else"}))
+    with pytest.raises(ValueError, match="not a BM25 index"):
+        BM25Index.load(tmp_path)
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="empty corpus"):
+        BM25Index().index([], [])
+    with pytest.raises(ValueError, match="duplicate id 'a'"):
+        BM25Index().index(["a", "b", "a"], ["x", "y", "z"])
+    with pytest.raises(ValueError, match="one id per text"):
+        BM25Index().index(["a"], ["x", "y"])
+    with pytest.raises(TypeError, match="decode"):
+        BM25Index().index(["a"], [b"\xff\xfe"])
+    index = BM25Index().index(["a"], ["hello world"])
+    assert index.search("", k=5) == []
+    assert index.search("   ", k=5) == []
+    assert index.search("zzzunknownterm", k=5) == []
+    assert index.search("the of and", k=5) == []  # only stop words
+    for bad_k in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="k must be a positive integer"):
+            index.search("hello", k=bad_k)
+    with pytest.raises(RuntimeError, match="call index"):
+        BM25Index().search("hello")
+
+
+def test_ties_are_broken_by_index_order():
+    index = BM25Index().index(["z", "y", "x"], ["identical text", "identical text", "identical text"])
+    assert [h for h, _ in index.search("identical", k=3)] == ["z", "y", "x"]

@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from contextual_retrieval.cli import build_parser, main
+
+
+def _subcommands() -> list[str]:
+    parser = build_parser()
+    action = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    return list(action.choices)
+
+
+def test_console_script_help():
+    result = subprocess.run([sys.executable, "-m", "contextual_retrieval.cli", "--help"], capture_output=True, text=True)
+    assert result.returncode == 0 and "eval" in result.stdout
+
+
+@pytest.mark.parametrize("command", _subcommands())
+def test_every_subcommand_has_help(command, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--help"])
+    assert exit_info.value.code == 0
+    assert command in capsys.readouterr().out
+
+
+def test_no_command_prints_help_and_fails(capsys):
+    assert main([]) == 2
+    assert "eval" in capsys.readouterr().out
+
+
+def test_eval_writes_table_json_and_plot(tiny_dataset, tmp_path, capsys):
+    out_json, out_png = tmp_path / "r.json", tmp_path / "r.png"
+    code = main([
+        "eval", "--dataset", str(tiny_dataset), "--contexts", str(tiny_dataset / "contexts.jsonl"),
+        "--json", str(out_json), "--plot", str(out_png), "--embedding-cache", str(tmp_path / "c.sqlite3"),
+        "--no-progress",
+    ])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "contextual-hybrid" in printed and "Pass@20" in printed
+    payload = json.loads(out_json.read_text())
+    names = [c["name"] for c in payload["configs"]]
+    assert names == ["dense", "bm25", "hybrid", "contextual-dense", "contextual-bm25", "contextual-hybrid"]
+    first = payload["configs"][0]
+    assert set(first["pass_at"]) == {"5", "10", "20"} and set(first["recall_at"]) == {"5", "10", "20"}
+    assert 0 <= first["mrr"] <= 100
+    assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_eval_without_contexts_runs_three_configs(tiny_dataset, tmp_path, capsys):
+    assert main(["eval", "--dataset", str(tiny_dataset), "--embedding-cache", "none", "--no-progress",
+                 "--json", str(tmp_path / "r.json")]) == 0
+    assert [c["name"] for c in json.loads((tmp_path / "r.json").read_text())["configs"]] == ["dense", "bm25", "hybrid"]
+
+
+def test_eval_errors_name_the_fix(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("CONTEXTUAL_RETRIEVAL_DATASET", raising=False)
+    assert main(["eval"]) == 2
+    assert "pass --dataset DIR or set CONTEXTUAL_RETRIEVAL_DATASET" in capsys.readouterr().err
+    assert main(["eval", "--dataset", str(tmp_path)]) == 2
+    assert "codebase_chunks.json" in capsys.readouterr().err

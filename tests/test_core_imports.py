@@ -1,0 +1,65 @@
+"""The core imports with no framework or hosted SDK installed, and imports none of them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+FRAMEWORKS = ["llama_index", "langchain", "langchain_core", "langchain_community", "langchain_classic",
+              "anthropic", "voyageai", "cohere", "chromadb", "torch", "sentence_transformers", "matplotlib"]
+
+CORE_MODULES = [
+    "contextual_retrieval",
+    "contextual_retrieval.types",
+    "contextual_retrieval.tokenizer",
+    "contextual_retrieval.bm25",
+    "contextual_retrieval.fusion",
+    "contextual_retrieval.vectors",
+    "contextual_retrieval.hybrid",
+    "contextual_retrieval.evaluation",
+    "contextual_retrieval.cli",
+    "contextual_retrieval.embeddings",
+    "contextual_retrieval.embeddings.base",
+    "contextual_retrieval.embeddings.cache",
+    "contextual_retrieval.embeddings.minilm",
+    "contextual_retrieval.rerank",
+    "contextual_retrieval.rerank.base",
+]
+
+# A meta-path finder that makes the frameworks look uninstalled: any import of them fails.
+BLOCKER = f"""
+import sys, importlib.abc
+BLOCKED = {FRAMEWORKS!r}
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in BLOCKED:
+            raise ImportError('blocked for the test: ' + name)
+        return None
+sys.meta_path.insert(0, Block())
+"""
+
+
+def _run(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+
+def test_core_imports_without_frameworks_installed():
+    code = BLOCKER + "\nimport importlib\n" + "".join(f"importlib.import_module({m!r})\n" for m in CORE_MODULES)
+    code += "import contextual_retrieval_llamaindex, contextual_retrieval_langchain\nprint('ok')\n"
+    result = _run(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
+def test_core_imports_no_framework_module():
+    code = "import importlib, sys\n" + "".join(f"importlib.import_module({m!r})\n" for m in CORE_MODULES)
+    code += f"print(sorted(m for m in sys.modules if m.split('.')[0] in {FRAMEWORKS!r}))\n"
+    result = _run(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_blocker_really_blocks():
+    # the finder above must make a framework unimportable, or the first test proves nothing
+    result = _run(BLOCKER + "\nimport llama_index.core\n")
+    assert result.returncode != 0 and "blocked for the test" in result.stderr
