@@ -15,8 +15,7 @@ any source gave, then by the order of first appearance: the result never depends
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Hashable, Literal, Sequence
+from typing import Hashable, Literal, NamedTuple, Sequence
 
 __all__ = ["FusedHit", "reciprocal_rank_fusion", "relative_score_fusion", "fuse", "FusionMode"]
 
@@ -25,9 +24,8 @@ FusionMode = Literal["rrf", "relative_score"]
 DEFAULT_DEPTH = 150
 
 
-@dataclass(frozen=True)
-class FusedHit:
-    """One fused result.
+class FusedHit(NamedTuple):
+    """One fused result (a named tuple: cheap to build by the hundred per query).
 
     Attributes:
         id: the item's id.
@@ -37,7 +35,7 @@ class FusedHit:
 
     id: Hashable
     score: float
-    ranks: tuple[int | None, ...] = field(default_factory=tuple)
+    ranks: tuple[int | None, ...] = ()
 
 
 def reciprocal_rank_fusion(
@@ -69,8 +67,13 @@ def reciprocal_rank_fusion(
     n = len(lists)
     for i, (ids, w) in enumerate(zip(lists, weights)):
         for rank, item in enumerate(ids, start=1):
-            scores[item] = scores.get(item, 0.0) + w / (k + rank)
-            ranks.setdefault(item, [None] * n)[i] = rank
+            if item in scores:
+                scores[item] += w / (k + rank)
+                ranks[item][i] = rank
+            else:
+                scores[item] = w / (k + rank)
+                ranks[item] = [None] * n
+                ranks[item][i] = rank
     return _ranked(scores, ranks, top_k)
 
 
@@ -164,13 +167,13 @@ def _check(
 def _ranked(
     scores: dict[Hashable, float], ranks: dict[Hashable, list[int | None]], top_k: int | None
 ) -> list[FusedHit]:
-    order = {item: pos for pos, item in enumerate(scores)}
-
-    def key(item: Hashable) -> tuple[float, int, int]:
-        best = min(r for r in ranks[item] if r is not None)
-        return (-scores[item], best, order[item])
-
-    items = sorted(scores, key=key)
+    # sort key: fused score (desc), best rank any source gave (asc), first appearance (asc)
+    big = float("inf")
+    keyed = [
+        (-score, min([big if r is None else r for r in ranks[item]]), pos, item)
+        for pos, (item, score) in enumerate(scores.items())
+    ]
+    keyed.sort(key=lambda t: t[:3])
     if top_k is not None:
-        items = items[:top_k]
-    return [FusedHit(item, scores[item], tuple(ranks[item])) for item in items]
+        keyed = keyed[:top_k]
+    return [FusedHit(item, -neg, tuple(ranks[item])) for neg, _, _, item in keyed]
