@@ -1,0 +1,245 @@
+"""ContextStore: round-trip, keys, durability across instances and processes, JSONL, schema."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from contextual_retrieval.prompts import DEFAULT_PROMPT, ContextPrompt
+from contextual_retrieval.store import SCHEMA_VERSION, ContextStore
+
+REPO = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
+def _key(i: int, prefix: str = "main") -> str:
+    return ContextStore.key("gen", "model", DEFAULT_PROMPT.identity, f"doc {prefix}", f"chunk {i}")
+
+
+def test_round_trip_and_metadata(tmp_path):
+    path = tmp_path / "sub" / "contexts.sqlite"
+    with ContextStore(path) as store:
+        k = _key(0)
+        assert store.get(k) is None and k not in store and len(store) == 0
+        store.put(k, "ctx {0}", generator="gen", model="model", doc_id="d", chunk_id="d_0",
+                  original_index=0, usage={"input_tokens": 10, "cache_read_input_tokens": 5})
+        assert store.get(k) == "ctx {0}"
+        conn = sqlite3.connect(path)
+        raw = conn.execute("SELECT usage FROM contexts").fetchone()[0]
+        conn.close()
+        assert json.loads(raw) == {"input_tokens": 10, "cache_read_input_tokens": 5}  # JSON, no pickle
+        assert k in store and 42 not in store and len(store) == 1
+        rec = store.record(k)
+        assert rec["usage"] == {"input_tokens": 10, "cache_read_input_tokens": 5}
+        assert (rec["doc_id"], rec["chunk_id"], rec["original_index"]) == ("d", "d_0", 0)
+        assert rec["created_at"]
+        store.put(k, "newer", generator="gen", model="model")
+        assert store.get(k) == "newer" and len(store) == 1
+    with pytest.raises(ValueError, match="closed"):
+        store.get(k)
+
+
+def test_get_many_batches(tmp_path):
+    with ContextStore(tmp_path / "c.sqlite") as store:
+        keys = [_key(i) for i in range(1200)]
+        for i in range(0, 1200, 2):
+            store.put(keys[i], f"c{i}", generator="gen", model="model")
+        found = store.get_many(keys + keys[:10])
+        assert len(found) == 600
+        assert found[keys[1198]] == "c1198" and keys[1] not in found
+        assert store.get_many([]) == {}
+
+
+def test_memory_store():
+    with ContextStore(":memory:") as store:
+        store.put("k", "v", generator="g", model="m")
+        assert store.get("k") == "v" and len(store) == 1
+
+
+def test_key_framing_and_parts():
+    k = ContextStore.key("ab", "c", "p", "d", "x")
+    assert len(k) == 64 and k == ContextStore.key("ab", "c", "p", "d", "x")
+    assert k != ContextStore.key("a", "bc", "p", "d", "x")
+    assert ContextStore.key("g", "m", "p", "ab", "c") != ContextStore.key("g", "m", "p", "a", "bc")
+    assert ContextStore.key("g", "m", "p", "d", "c") != ContextStore.key("g", "m2", "p", "d", "c")
+    assert ContextStore.key("g", "m", "p", "d", "c") != ContextStore.key("g2", "m", "p", "d", "c")
+
+
+def test_prompt_identity_changes_the_key(tmp_path):
+    other = ContextPrompt(DEFAULT_PROMPT.document_template, DEFAULT_PROMPT.chunk_template, glossary="G")
+    k1 = ContextStore.key("g", "m", DEFAULT_PROMPT.identity, "doc", "chunk")
+    k2 = ContextStore.key("g", "m", other.identity, "doc", "chunk")
+    assert k1 != k2
+    with ContextStore(tmp_path / "c.sqlite") as store:
+        store.put(k1, "old prompt's context", generator="g", model="m")
+        assert store.get(k2) is None
+
+
+def test_visible_from_a_second_instance_immediately(tmp_path):
+    path = tmp_path / "c.sqlite"
+    a, b = ContextStore(path), ContextStore(path)
+    try:
+        assert b.get(_key(1)) is None
+        a.put(_key(1), "from a", generator="gen", model="model")
+        assert b.get(_key(1)) == "from a" and len(b) == 1
+        b.put(_key(2), "from b", generator="gen", model="model")
+        assert a.get_many([_key(1), _key(2)]) == {_key(1): "from a", _key(2): "from b"}
+    finally:
+        a.close()
+        b.close()
+
+
+def test_threads_share_one_store(tmp_path):
+    with ContextStore(tmp_path / "c.sqlite") as store:
+        def work(t):
+            for i in range(25):
+                store.put(_key(i, f"t{t}"), f"{t}-{i}", generator="g", model="m")
+
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(store) == 100
+
+
+_CHILD = """
+import sys, time
+from contextual_retrieval.prompts import DEFAULT_PROMPT
+from contextual_retrieval.store import ContextStore
+path, prefix, n, linger = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
+store = ContextStore(path)
+for i in range(n):
+    key = ContextStore.key("gen", "model", DEFAULT_PROMPT.identity, "doc " + prefix, "chunk %d" % i)
+    store.put(key, prefix + "-%d" % i, generator="gen", model="model", original_index=i)
+print("done", flush=True)
+if linger:
+    time.sleep(600)
+"""
+
+
+def test_concurrent_processes_write_the_same_file(tmp_path):
+    path = tmp_path / "c.sqlite"
+    with ContextStore(path) as store:
+        child = subprocess.Popen(
+            [sys.executable, "-c", _CHILD, str(path), "child", "50", "0"],
+            env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for i in range(50):
+            store.put(_key(i, "parent"), f"parent-{i}", generator="gen", model="model")
+        out, err = child.communicate(timeout=120)
+        assert child.returncode == 0, err
+        assert out.strip() == "done"
+        assert len(store) == 100
+        got = store.get_many([_key(i, "child") for i in range(50)])
+        assert got == {_key(i, "child"): f"child-{i}" for i in range(50)}
+
+
+def test_sigkilled_writer_loses_nothing(tmp_path):
+    path = tmp_path / "c.sqlite"
+    n = 30
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, str(path), "killed", str(n), "1"],
+        env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        line = child.stdout.readline()
+        assert line.strip() == "done", child.stderr.read() if child.poll() is not None else line
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(timeout=30)
+    finally:
+        if child.poll() is None:
+            os.kill(child.pid, signal.SIGKILL)
+            child.wait()
+        child.stdout.close()
+        child.stderr.close()
+    assert child.returncode == -signal.SIGKILL
+    with ContextStore(path) as store:
+        assert len(store) == n
+        assert store.get(_key(n - 1, "killed")) == f"killed-{n - 1}"
+
+
+def test_export_import_round_trip(tmp_path):
+    src = ContextStore(tmp_path / "a.sqlite")
+    for i in range(5):
+        src.put(_key(i), f"context {i} with \u00e9 and {{braces}}", generator="anthropic",
+                model="claude-3-haiku", doc_id="doc_1", chunk_id=f"doc_1_chunk_{i}", original_index=i)
+    out = tmp_path / "export" / "contexts.jsonl"
+    assert src.export_jsonl(out) == 5
+    first = json.loads(out.read_text(encoding="utf-8").splitlines()[0])
+    assert first == {"doc_id": "doc_1", "chunk_id": "doc_1_chunk_0", "original_index": 0,
+                     "context": "context 0 with \u00e9 and {braces}", "key": _key(0),
+                     "generator": "anthropic", "model": "claude-3-haiku"}
+    dst = ContextStore(tmp_path / "b.sqlite")
+    res = dst.import_jsonl(out, lambda line: line["key"] if line["original_index"] != 4 else None)
+    assert res == (4, 1) and (res.imported, res.skipped) == (4, 1)
+    assert dst.get_many([_key(i) for i in range(5)]) == {
+        _key(i): f"context {i} with \u00e9 and {{braces}}" for i in range(4)
+    }
+    rec = dst.record(_key(0))
+    assert (rec["generator"], rec["model"], rec["chunk_id"]) == ("anthropic", "claude-3-haiku", "doc_1_chunk_0")
+    src.close()
+    dst.close()
+
+
+def test_import_the_cookbook_contexts(tmp_path, cookbook_dir):
+    path = cookbook_dir / "contexts_claude-3-haiku.jsonl"
+    chunks = json.loads((cookbook_dir / "codebase_chunks.json").read_text(encoding="utf-8"))
+    keys = {
+        (doc["doc_id"], c["original_index"]): ContextStore.key(
+            "anthropic", "claude-3-haiku", DEFAULT_PROMPT.identity, doc["content"], c["content"])
+        for doc in chunks
+        for c in doc["chunks"]
+    }
+    with ContextStore(tmp_path / "c.sqlite") as store:
+        res = store.import_jsonl(path, lambda line: keys.get((line["doc_id"], line["original_index"])),
+                                 generator="anthropic", model="claude-3-haiku")
+        assert res == (737, 0)
+        assert len(store) == 737
+        first = json.loads(path.read_text(encoding="utf-8").splitlines()[0])
+        assert store.get(keys[("doc_1", 0)]) == first["context"]
+        # and back out again, in the cookbook's line format
+        out = tmp_path / "out.jsonl"
+        assert store.export_jsonl(out) == 737
+        line = json.loads(out.read_text(encoding="utf-8").splitlines()[0])
+        assert {k: line[k] for k in ("doc_id", "chunk_id", "original_index", "context")} == {
+            k: first[k] for k in ("doc_id", "chunk_id", "original_index", "context")}
+
+
+def test_malformed_line_names_file_and_line(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"doc_id": "d", "original_index": 0, "context": "ok"}\n\n{"doc_id": oops}\n',
+                   encoding="utf-8")
+    with ContextStore(tmp_path / "c.sqlite") as store:
+        with pytest.raises(ValueError, match=r"bad\.jsonl, line 3"):
+            store.import_jsonl(bad, lambda line: "k")
+        assert len(store) == 0  # nothing half-imported
+        bad.write_text('{"doc_id": "d"}\n', encoding="utf-8")
+        with pytest.raises(ValueError, match=r"line 1.*context"):
+            store.import_jsonl(bad, lambda line: "k")
+
+
+def test_newer_schema_is_refused(tmp_path):
+    path = tmp_path / "c.sqlite"
+    ContextStore(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE meta SET value=? WHERE name='schema_version'", (str(SCHEMA_VERSION + 1),))
+    conn.commit()
+    conn.close()
+    with pytest.raises(RuntimeError, match=r"(?i)newer.*upgrade"):
+        ContextStore(path)
+
+
+def test_not_a_database(tmp_path):
+    path = tmp_path / "c.sqlite"
+    path.write_bytes(b"this is not sqlite at all" * 100)
+    with pytest.raises(ValueError, match="not a usable context store"):
+        ContextStore(path)
