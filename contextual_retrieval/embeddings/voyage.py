@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import math
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 
 import numpy as np
+
+from contextual_retrieval._sdk import LazyClients, env_key
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import voyageai
@@ -49,7 +50,6 @@ _MISSING_KEY = (
     "VOYAGE_API_KEY is not set; pass client=voyageai.Client(api_key=...) "
     "or use the offline default LocalMiniLMEmbedder"
 )
-_INSTALL_HINT = "the Voyage AI SDK is not installed; pip install 'contextual-retrieval[voyage]'"
 
 
 @dataclass(frozen=True)
@@ -122,14 +122,6 @@ def plan_batches(costs: Sequence[int], max_items: int, max_tokens: int) -> list[
     return batches
 
 
-def _import_voyageai() -> Any:
-    try:
-        import voyageai
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(_INSTALL_HINT) from exc
-    return voyageai
-
-
 def _as_texts(texts: Sequence[str]) -> list[str]:
     if isinstance(texts, str):
         raise TypeError("pass a list of texts, not a single string: embed_documents([text])")
@@ -140,7 +132,7 @@ def _as_texts(texts: Sequence[str]) -> list[str]:
     return out
 
 
-class VoyageEmbedder:
+class VoyageEmbedder(LazyClients):
     """Embeddings from Voyage AI's API; chunks as `input_type="document"`, queries as `"query"`.
 
     Vectors come back as float32 arrays of shape (n, dimension), L2-normalised, in input order.
@@ -173,6 +165,11 @@ class VoyageEmbedder:
         >>> VoyageEmbedder(client=voyageai.Client(api_key="x")).embed_queries([]).shape
         (0, 1024)
     """
+
+    _sdk = ("voyageai", "voyage", "Voyage AI")
+    _sync_cls, _async_cls = "Client", "AsyncClient"
+    _key_vars = ("VOYAGE_API_KEY",)
+    _missing_key = _MISSING_KEY
 
     normalized = True
 
@@ -213,7 +210,7 @@ class VoyageEmbedder:
         self._timeout = timeout
         self._client = client
         self._async_client = async_client
-        if client is None and async_client is None and not os.environ.get("VOYAGE_API_KEY"):
+        if client is None and async_client is None and not env_key("VOYAGE_API_KEY"):
             raise RuntimeError(_MISSING_KEY)
 
     # -- public API ---------------------------------------------------------------------------
@@ -236,26 +233,6 @@ class VoyageEmbedder:
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _sync_client(self) -> voyageai.Client:
-        if self._client is None:
-            self._client = _import_voyageai().Client(
-                api_key=self._api_key(), max_retries=self._max_retries, timeout=self._timeout
-            )
-        return self._client
-
-    def _aio_client(self) -> voyageai.AsyncClient:
-        if self._async_client is None:
-            self._async_client = _import_voyageai().AsyncClient(
-                api_key=self._api_key(), max_retries=self._max_retries, timeout=self._timeout
-            )
-        return self._async_client
-
-    @staticmethod
-    def _api_key() -> str:
-        key = os.environ.get("VOYAGE_API_KEY")
-        if not key:
-            raise RuntimeError(_MISSING_KEY)
-        return key
 
     def _plan(self, texts: list[str]) -> list[slice]:
         costs = [self.token_estimator(t) for t in texts]

@@ -8,10 +8,12 @@ request; retrieval candidate lists are far shorter). Long documents are truncate
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any, Sequence
 
-from contextual_retrieval.rerank.base import RerankResult
+from contextual_retrieval._sdk import LazyClients, env_key
+from contextual_retrieval.rerank.base import RerankResult, best_first, candidate_texts, check_top_n
+
+_KEY_VARS = ("COHERE_API_KEY", "CO_API_KEY")
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import cohere
@@ -22,21 +24,9 @@ _MISSING_KEY = (
     "COHERE_API_KEY is not set (nor CO_API_KEY); pass client=cohere.ClientV2(api_key=...) "
     "or use the offline default PassThroughReranker (no reranking)"
 )
-_INSTALL_HINT = "the Cohere SDK is not installed; pip install 'contextual-retrieval[cohere]'"
 
 
-def _check_top_n(top_n: int | None) -> None:
-    if top_n is not None and top_n <= 0:
-        raise ValueError(f"top_n must be a positive integer or None, got {top_n}")
-
-
-def _as_texts(texts: Sequence[str]) -> list[str]:
-    if isinstance(texts, str):
-        raise TypeError("pass a list of candidate texts, not a single string")
-    return list(texts)
-
-
-class CohereReranker:
+class CohereReranker(LazyClients):
     """Reranks candidates with Cohere's rerank API; returns at most `top_n`, best first.
 
     Args:
@@ -57,6 +47,11 @@ class CohereReranker:
         []
     """
 
+    _sdk = ("cohere", "cohere", "Cohere")
+    _sync_cls, _async_cls = "ClientV2", "AsyncClientV2"
+    _key_vars = _KEY_VARS
+    _missing_key = _MISSING_KEY
+
     def __init__(
         self,
         model: str = "rerank-v3.5",
@@ -75,13 +70,13 @@ class CohereReranker:
         self._timeout = timeout
         self._client = client
         self._async_client = async_client
-        if client is None and async_client is None and not _env_key():
+        if client is None and async_client is None and not env_key(*_KEY_VARS):
             raise RuntimeError(_MISSING_KEY)
 
     def rerank(self, query: str, texts: Sequence[str], top_n: int | None = None) -> list[RerankResult]:
         """Scores `texts` against `query`; returns at most `top_n` results, best first."""
-        _check_top_n(top_n)
-        items = _as_texts(texts)
+        check_top_n(top_n)
+        items = candidate_texts(texts)
         if not items:
             return []
         response = self._sync_client().rerank(**self._request(query, items, top_n))
@@ -89,8 +84,8 @@ class CohereReranker:
 
     async def arerank(self, query: str, texts: Sequence[str], top_n: int | None = None) -> list[RerankResult]:
         """Async `rerank`, through `cohere.AsyncClientV2`."""
-        _check_top_n(top_n)
-        items = _as_texts(texts)
+        check_top_n(top_n)
+        items = candidate_texts(texts)
         if not items:
             return []
         response = await self._aio_client().rerank(**self._request(query, items, top_n))
@@ -113,38 +108,6 @@ class CohereReranker:
             if not 0 <= item.index < size:
                 raise RuntimeError(f"Cohere rerank returned index {item.index} for {size} documents")
             out.append(RerankResult(int(item.index), float(item.relevance_score)))
-        out.sort(key=lambda r: (-r.score, r.index))
-        return out if top_n is None else out[:top_n]
-
-    def _sync_client(self) -> cohere.ClientV2:
-        if self._client is None:
-            self._client = _import_cohere().ClientV2(
-                api_key=_require_key(), max_retries=self._max_retries, timeout=self._timeout
-            )
-        return self._client
-
-    def _aio_client(self) -> cohere.AsyncClientV2:
-        if self._async_client is None:
-            self._async_client = _import_cohere().AsyncClientV2(
-                api_key=_require_key(), max_retries=self._max_retries, timeout=self._timeout
-            )
-        return self._async_client
+        return best_first(out, top_n)
 
 
-def _env_key() -> str | None:
-    return os.environ.get("COHERE_API_KEY") or os.environ.get("CO_API_KEY") or None
-
-
-def _require_key() -> str:
-    key = _env_key()
-    if not key:
-        raise RuntimeError(_MISSING_KEY)
-    return key
-
-
-def _import_cohere() -> Any:
-    try:
-        import cohere
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(_INSTALL_HINT) from exc
-    return cohere

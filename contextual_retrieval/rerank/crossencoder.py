@@ -11,7 +11,7 @@ from typing import Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from contextual_retrieval.rerank.base import RerankResult
+from contextual_retrieval.rerank.base import RerankResult, check_top_n
 
 __all__ = ["CrossEncoderReranker", "PairScorer"]
 
@@ -29,10 +29,6 @@ class PairScorer(Protocol):
     def predict(self, sentences: list[tuple[str, str]]) -> Any:
         ...
 
-
-def _check_top_n(top_n: int | None) -> None:
-    if top_n is not None and top_n <= 0:
-        raise ValueError(f"top_n must be a positive integer or None, got {top_n}")
 
 
 class CrossEncoderReranker:
@@ -71,7 +67,7 @@ class CrossEncoderReranker:
 
     def rerank(self, query: str, texts: Sequence[str], top_n: int | None = None) -> list[RerankResult]:
         """Scores `texts` against `query`; returns at most `top_n` results, best first."""
-        _check_top_n(top_n)
+        check_top_n(top_n)
         if isinstance(texts, str):
             raise TypeError("pass a list of candidate texts, not a single string")
         items = list(texts)

@@ -10,11 +10,11 @@ Retries are the SDK's own (`voyageai.Client(max_retries=n)`, which counts attemp
 from __future__ import annotations
 
 import asyncio
-import os
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from contextual_retrieval.embeddings.voyage import estimate_tokens, plan_batches
-from contextual_retrieval.rerank.base import RerankResult
+from contextual_retrieval._sdk import LazyClients, env_key
+from contextual_retrieval.rerank.base import RerankResult, best_first, candidate_texts, check_top_n
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import voyageai
@@ -37,26 +37,9 @@ _MISSING_KEY = (
     "VOYAGE_API_KEY is not set; pass client=voyageai.Client(api_key=...) "
     "or use the offline default PassThroughReranker (no reranking)"
 )
-_INSTALL_HINT = "the Voyage AI SDK is not installed; pip install 'contextual-retrieval[voyage]'"
 
 
-def _check_top_n(top_n: int | None) -> None:
-    if top_n is not None and top_n <= 0:
-        raise ValueError(f"top_n must be a positive integer or None, got {top_n}")
-
-
-def _as_texts(texts: Sequence[str]) -> list[str]:
-    if isinstance(texts, str):
-        raise TypeError("pass a list of candidate texts, not a single string")
-    return list(texts)
-
-
-def _best_first(results: list[RerankResult], top_n: int | None) -> list[RerankResult]:
-    ranked = sorted(results, key=lambda r: (-r.score, r.index))
-    return ranked if top_n is None else ranked[:top_n]
-
-
-class VoyageReranker:
+class VoyageReranker(LazyClients):
     """Reranks candidates with Voyage AI's rerank API; returns at most `top_n`, best first.
 
     Args:
@@ -78,6 +61,11 @@ class VoyageReranker:
         >>> VoyageReranker(client=voyageai.Client(api_key="x")).rerank("q", [])
         []
     """
+
+    _sdk = ("voyageai", "voyage", "Voyage AI")
+    _sync_cls, _async_cls = "Client", "AsyncClient"
+    _key_vars = ("VOYAGE_API_KEY",)
+    _missing_key = _MISSING_KEY
 
     def __init__(
         self,
@@ -103,13 +91,13 @@ class VoyageReranker:
         self._timeout = timeout
         self._client = client
         self._async_client = async_client
-        if client is None and async_client is None and not os.environ.get("VOYAGE_API_KEY"):
+        if client is None and async_client is None and not env_key("VOYAGE_API_KEY"):
             raise RuntimeError(_MISSING_KEY)
 
     def rerank(self, query: str, texts: Sequence[str], top_n: int | None = None) -> list[RerankResult]:
         """Scores `texts` against `query`; returns at most `top_n` results, best first."""
-        _check_top_n(top_n)
-        items = _as_texts(texts)
+        check_top_n(top_n)
+        items = candidate_texts(texts)
         if not items:
             return []
         client = self._sync_client()
@@ -117,12 +105,12 @@ class VoyageReranker:
         for batch in self._plan(query, items):
             response = client.rerank(query, items[batch], self.model_name, **self._options(batch, top_n))
             results.extend(self._results(response, batch))
-        return _best_first(results, top_n)
+        return best_first(results, top_n)
 
     async def arerank(self, query: str, texts: Sequence[str], top_n: int | None = None) -> list[RerankResult]:
         """Async `rerank`; several requests (over 1,000 candidates) run concurrently."""
-        _check_top_n(top_n)
-        items = _as_texts(texts)
+        check_top_n(top_n)
+        items = candidate_texts(texts)
         if not items:
             return []
         client = self._aio_client()
@@ -132,7 +120,7 @@ class VoyageReranker:
             return self._results(response, batch)
 
         parts = await asyncio.gather(*(one(b) for b in self._plan(query, items)))
-        return _best_first([r for part in parts for r in part], top_n)
+        return best_first([r for part in parts for r in part], top_n)
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -155,31 +143,4 @@ class VoyageReranker:
             out.append(RerankResult(batch.start + int(item.index), float(item.relevance_score)))
         return out
 
-    def _sync_client(self) -> voyageai.Client:
-        if self._client is None:
-            self._client = _import_voyageai().Client(
-                api_key=_api_key(), max_retries=self._max_retries, timeout=self._timeout
-            )
-        return self._client
 
-    def _aio_client(self) -> voyageai.AsyncClient:
-        if self._async_client is None:
-            self._async_client = _import_voyageai().AsyncClient(
-                api_key=_api_key(), max_retries=self._max_retries, timeout=self._timeout
-            )
-        return self._async_client
-
-
-def _api_key() -> str:
-    key = os.environ.get("VOYAGE_API_KEY")
-    if not key:
-        raise RuntimeError(_MISSING_KEY)
-    return key
-
-
-def _import_voyageai() -> Any:
-    try:
-        import voyageai
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(_INSTALL_HINT) from exc
-    return voyageai

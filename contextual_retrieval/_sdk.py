@@ -1,0 +1,72 @@
+"""Shared plumbing for the hosted-API backends: optional SDK imports and API keys from the env.
+
+API keys are read from the environment only when no client was injected, and never appear in a
+message: errors name the variable and the alternative instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+
+__all__ = ["env_key", "require_env_key", "import_sdk"]
+
+
+def env_key(*names: str) -> str | None:
+    """The first non-empty environment variable among `names`, or None."""
+    for name in names:
+        value = os.environ.get(name)
+        if value:
+            return value
+    return None
+
+
+def require_env_key(names: tuple[str, ...], message: str) -> str:
+    """`env_key(*names)`, or RuntimeError(message) when none is set."""
+    key = env_key(*names)
+    if not key:
+        raise RuntimeError(message)
+    return key
+
+
+def import_sdk(module: str, extra: str, label: str) -> ModuleType:
+    """Import an optional SDK, or ImportError naming the extra that installs it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(f"the {label} SDK is not installed; pip install 'contextual-retrieval[{extra}]'") from exc
+
+
+class LazyClients:
+    """Mixin: the SDK's sync and async clients, built on first use unless injected.
+
+    A subclass sets `_sdk` (module, extra, label), `_sync_cls`, `_async_cls`, `_key_vars` and
+    `_missing_key`, and its __init__ sets `_client`, `_async_client`, `_max_retries`, `_timeout`.
+    The retries are the SDK's own: no second retry layer is stacked on them.
+    """
+
+    _sdk: tuple[str, str, str]
+    _sync_cls: str
+    _async_cls: str
+    _key_vars: tuple[str, ...]
+    _missing_key: str
+    _client: object
+    _async_client: object
+    _max_retries: int
+    _timeout: float | None
+
+    def _build(self, cls_name: str) -> object:
+        module = import_sdk(*self._sdk)
+        api_key = require_env_key(self._key_vars, self._missing_key)
+        return getattr(module, cls_name)(api_key=api_key, max_retries=self._max_retries, timeout=self._timeout)
+
+    def _sync_client(self):  # type: ignore[no-untyped-def]
+        if self._client is None:
+            self._client = self._build(self._sync_cls)
+        return self._client
+
+    def _aio_client(self):  # type: ignore[no-untyped-def]
+        if self._async_client is None:
+            self._async_client = self._build(self._async_cls)
+        return self._async_client
