@@ -51,6 +51,14 @@ CREATE TABLE IF NOT EXISTS contexts (
     usage TEXT,
     created_at TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS batches (
+    batch_id TEXT PRIMARY KEY,
+    generator TEXT NOT NULL,
+    model TEXT NOT NULL,
+    manifest TEXT NOT NULL,
+    status TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
 """
 
 
@@ -248,6 +256,43 @@ class ContextStore:
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
+
+    # -- Message Batches in flight ---------------------------------------------------------
+
+    def add_batch(self, batch_id: str, *, generator: str, model: str, manifest: dict[str, Any]) -> None:
+        """Record a submitted batch (and how to map its results back) the moment it exists.
+
+        A process that dies while the batch runs finds it with `pending_batches` and collects its
+        results instead of paying for the requests again.
+        """
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.execute(
+                    "INSERT OR REPLACE INTO batches (batch_id, generator, model, manifest, status, created_at) "
+                    "VALUES (?, ?, ?, ?, 'pending', ?)",
+                    (batch_id, generator, model, json.dumps(manifest, sort_keys=True), _now()),
+                )
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    def pending_batches(self, *, generator: str, model: str) -> list[tuple[str, dict[str, Any]]]:
+        """Batches submitted by this generator and model whose results are not yet collected."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT batch_id, manifest FROM batches WHERE status='pending' AND generator=? AND model=? "
+                "ORDER BY created_at",
+                (generator, model),
+            ).fetchall()
+        return [(batch_id, json.loads(manifest)) for batch_id, manifest in rows]
+
+    def finish_batch(self, batch_id: str) -> None:
+        """Mark a batch's results as collected."""
+        with self._lock:
+            self._db.execute("UPDATE batches SET status='done' WHERE batch_id=?", (batch_id,))
 
     # -- JSONL -------------------------------------------------------------------------------
 

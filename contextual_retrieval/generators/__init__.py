@@ -1,0 +1,47 @@
+"""Context generators: (document, chunk) -> a short context that situates the chunk.
+
+- `StructuralContextGenerator`: the offline default. It calls no LLM and builds the context from
+  the title or path, the headings and the enclosing code definitions.
+- `AnthropicContextGenerator`: Claude with prompt caching. It is imported lazily, so importing
+  this package does not import the ``anthropic`` SDK.
+- `CallableContextGenerator`: wraps your own function, sync or async (any LLM, any framework).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .base import ContextGenerator, FatalGenerationError, Generation, GenerationError, TokenUsage
+from .callable import CallableContextGenerator
+from .structural import StructuralContextGenerator
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .anthropic import AnthropicContextGenerator
+
+__all__ = [
+    "AnthropicContextGenerator",
+    "CallableContextGenerator",
+    "ContextGenerator",
+    "FatalGenerationError",
+    "Generation",
+    "GenerationError",
+    "StructuralContextGenerator",
+    "TokenUsage",
+]
+
+_LAZY = {"AnthropicContextGenerator": ".anthropic"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

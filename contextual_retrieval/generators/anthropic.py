@@ -1,0 +1,431 @@
+"""`AnthropicContextGenerator`: contexts from Claude, with verified prompt caching.
+
+The request is the cookbook's prompt, verbatim by default, as two content blocks in one user
+message: the document block, marked ``cache_control`` (when the document reaches the model's cache
+minimum), then the chunk block, uncached. Every chunk of a document after the first then reads
+the document from the cache at 0.1x the input price.
+
+Retries are the SDK's own (408/409/429/5xx, honouring retry-after; `max_retries`). A 429 that says
+the spend limit is reached is not retried: a middleware stops it at the first answer, and the run
+stops with `FatalGenerationError` (the contexts made so far are already stored).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+import threading
+from dataclasses import dataclass
+from typing import Any, Iterable, Literal, Sequence
+
+from .._sdk import env_key, import_sdk
+from ..prompts import DEFAULT_PROMPT, ContextPrompt
+from ..types import Chunk, Document
+from ..usage import ModelInfo, estimate_tokens, model_info
+from .base import FatalGenerationError, Generation, GenerationError, TokenUsage
+
+__all__ = ["AnthropicContextGenerator", "GROUPED_INSTRUCTIONS", "SpendLimitReached"]
+
+_MISSING_KEY = (
+    "ANTHROPIC_API_KEY is not set; pass client=anthropic.Anthropic(api_key=...) (or AsyncAnthropic, "
+    "AnthropicBedrock, AnthropicVertex), or use the offline StructuralContextGenerator()"
+)
+_SPEND_LIMIT = re.compile(r"spend(ing)? limit|usage limit|credit balance", re.IGNORECASE)
+
+#: The instructions of a grouped request (one request situates every chunk of a small document).
+GROUPED_INSTRUCTIONS = (
+    "The document above contains chunks marked <chunk id=\"...\">...</chunk>. For each marked chunk, "
+    "give a short succinct context to situate the chunk within the overall document for the purposes "
+    "of improving search retrieval of the chunk.\n"
+    "Answer only with the contexts, one per line, in the form <context id=\"ID\">context</context>, "
+    "all inside <contexts></contexts>, and nothing else."
+)
+_GROUPED_CONTEXT = re.compile(r"<context id=\"([^\"]+)\">(.*?)</context>", re.DOTALL)
+
+
+class SpendLimitReached(Exception):
+    """Raised by the middleware on a 429 that reports a spend limit: never retried."""
+
+
+class _SpendLimitGuard:
+    """SDK middleware: turns a spend-limit 429 into `SpendLimitReached` before the SDK retries it."""
+
+    def __init__(self) -> None:
+        self.__name__ = "contextual_retrieval_spend_limit_guard"
+
+    @staticmethod
+    def _check(status: int, body: str) -> None:
+        if status == 429 and _SPEND_LIMIT.search(body):
+            raise SpendLimitReached(_error_message(body))
+
+
+class _SyncGuard(_SpendLimitGuard):
+    def __call__(self, request: Any, call_next: Any) -> Any:
+        response = call_next(request)
+        if response.status_code == 429:
+            self._check(429, response.http_response.read().decode("utf-8", "replace"))
+        return response
+
+
+class _AsyncGuard(_SpendLimitGuard):
+    async def __call__(self, request: Any, call_next: Any) -> Any:
+        response = await call_next(request)
+        if response.status_code == 429:
+            self._check(429, (await response.http_response.aread()).decode("utf-8", "replace"))
+        return response
+
+
+def _error_message(body: str) -> str:
+    import json
+
+    try:
+        return str(json.loads(body)["error"]["message"])
+    except Exception:
+        return body[:300]
+
+
+@dataclass(frozen=True)
+class _Request:
+    params: dict[str, Any]
+    windowed: bool
+    cached: bool
+
+
+class AnthropicContextGenerator:
+    """Situates chunks with Claude through the Messages API (and Message Batches).
+
+    Args:
+        model: the Claude model (default "claude-haiku-4-5"; Bedrock / Vertex ids work with
+            their clients).
+        client: an `anthropic.Anthropic`, `AnthropicBedrock` or `AnthropicVertex`.
+        async_client: an `anthropic.AsyncAnthropic` (or async Bedrock / Vertex) for real
+            concurrency; without one, async calls run the sync client in threads.
+        prompt: the `ContextPrompt` (default: the cookbook's, verbatim). A glossary goes in the
+            cached document block.
+        cache_ttl: "5m" (default) or "1h" (2x write price; what batches want).
+        max_tokens: the answer budget per chunk (contexts are 50-100 tokens).
+        max_retries: the SDK's retries for clients built here (default 6: a 10% failure rate
+            then loses one request in a million).
+        timeout: per-request timeout in seconds for clients built here.
+        count_tokens: "api" (default): documents whose estimated size is near the cache minimum
+            are measured with the free count_tokens endpoint; "estimate": 4 characters a token.
+
+    Without a client, `ANTHROPIC_API_KEY` must be set.
+
+    Example:
+        >>> import anthropic
+        >>> gen = AnthropicContextGenerator(client=anthropic.Anthropic(api_key="sk-..."))  # doctest: +SKIP
+        >>> gen.generate(Document("d", doc_text), Chunk("c", "d", chunk_text)).context  # doctest: +SKIP
+        "This chunk is from ACME's Q2 2023 filing; it reports revenue growth..."
+    """
+
+    name = "anthropic"
+    is_llm = True
+
+    def __init__(
+        self,
+        model: str = "claude-haiku-4-5",
+        *,
+        client: Any = None,
+        async_client: Any = None,
+        prompt: ContextPrompt = DEFAULT_PROMPT,
+        cache_ttl: Literal["5m", "1h"] = "5m",
+        max_tokens: int = 300,
+        max_retries: int = 6,
+        timeout: float = 120.0,
+        count_tokens: Literal["api", "estimate"] = "api",
+    ) -> None:
+        if cache_ttl not in ("5m", "1h"):
+            raise ValueError(f"cache_ttl must be '5m' or '1h', not {cache_ttl!r}")
+        if count_tokens not in ("api", "estimate"):
+            raise ValueError(f"count_tokens must be 'api' or 'estimate', not {count_tokens!r}")
+        if client is None and async_client is None and not env_key("ANTHROPIC_API_KEY"):
+            raise RuntimeError(_MISSING_KEY)
+        self.model = model
+        self.prompt = prompt
+        self.prompt_identity = prompt.identity
+        self.cache_ttl = cache_ttl
+        self.max_tokens = max_tokens
+        self.info: ModelInfo = model_info(model)
+        self.count_tokens_mode = count_tokens
+        self._max_retries, self._timeout = max_retries, timeout
+        self._client = _guarded(client, _SyncGuard()) if client is not None else None
+        self._async_client = _guarded(async_client, _AsyncGuard()) if async_client is not None else None
+        self._own_clients = client is None and async_client is None
+        self._token_cache: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    # -- clients ----------------------------------------------------------------------------
+
+    def _sync(self) -> Any:
+        if self._client is None:
+            if not self._own_clients:
+                raise RuntimeError("this generator was given only an async client; use agenerate, or pass client=")
+            sdk = import_sdk("anthropic", "anthropic", "Anthropic")
+            self._client = sdk.Anthropic(max_retries=self._max_retries, timeout=self._timeout, middleware=[_SyncGuard()])
+        return self._client
+
+    def _async(self) -> Any | None:
+        if self._async_client is None and self._own_clients:
+            sdk = import_sdk("anthropic", "anthropic", "Anthropic")
+            self._async_client = sdk.AsyncAnthropic(
+                max_retries=self._max_retries, timeout=self._timeout, middleware=[_AsyncGuard()]
+            )
+        return self._async_client
+
+    # -- sizes --------------------------------------------------------------------------------
+
+    def document_tokens(self, document: Document) -> int:
+        """Tokens of the document block (the cached prefix), measured once per document text."""
+        block = self.prompt.render_document(document.text)
+        digest = hashlib.sha256(block.encode("utf-8", "surrogatepass")).hexdigest()
+        with self._lock:
+            if digest in self._token_cache:
+                return self._token_cache[digest]
+        estimate = estimate_tokens(block)
+        minimum = self.info.cache_min_tokens
+        tokens = estimate
+        near = minimum is not None and minimum / 1.5 <= estimate <= minimum * 1.5
+        if self.count_tokens_mode == "api" and near:
+            tokens = self._count_tokens(block, estimate)
+        with self._lock:
+            self._token_cache[digest] = tokens
+        return tokens
+
+    def _count_tokens(self, block: str, fallback: int) -> int:
+        try:
+            client = self._client or (self._sync() if self._own_clients else None)
+            if client is None:
+                return fallback
+            result = client.messages.count_tokens(
+                model=self.model, messages=[{"role": "user", "content": [{"type": "text", "text": block}]}]
+            )
+            return int(result.input_tokens)
+        except Exception:  # count_tokens is an optimisation: Bedrock / Vertex may lack it
+            return fallback
+
+    def cacheable(self, document: Document) -> bool:
+        """Whether the document's prefix reaches the model's cache minimum (unknown model: yes)."""
+        minimum = self.info.cache_min_tokens
+        return minimum is None or self.document_tokens(document) >= minimum
+
+    def _budget(self) -> int:
+        """Tokens the document may take: the window less the answer and the prompt's own text."""
+        return self.info.context_window - self.max_tokens - 2_000
+
+    # -- requests -------------------------------------------------------------------------------
+
+    def build_request(self, document: Document, chunk: Chunk) -> _Request:
+        """The Messages API parameters for one chunk."""
+        chunk_block = {"type": "text", "text": self.prompt.render_chunk(chunk.text)}
+        budget = self._budget() - estimate_tokens(chunk.text, 3.0)
+        if estimate_tokens(document.text, 3.0) > budget:
+            blocks = self._windowed_blocks(document, chunk, budget)
+            cached = True
+            windowed = True
+        else:
+            blocks = [{"type": "text", "text": self.prompt.render_document(document.text)}]
+            cached = self.cacheable(document)
+            windowed = False
+        if cached:
+            blocks[0]["cache_control"] = self._cache_control()
+        params = {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "messages": [{"role": "user", "content": [*blocks, chunk_block]}],
+        }
+        return _Request(params, windowed, cached)
+
+    def _cache_control(self) -> dict[str, str]:
+        return {"type": "ephemeral", "ttl": "1h"} if self.cache_ttl == "1h" else {"type": "ephemeral"}
+
+    def _windowed_blocks(self, document: Document, chunk: Chunk, budget: int) -> list[dict[str, Any]]:
+        """Head of the document (cached, shared by all its chunks) + the region around the chunk."""
+        chars = budget * 3
+        head_chars = chars // 4
+        region_chars = chars - head_chars
+        text = document.text
+        at = text.find(chunk.text)
+        if at < 0:
+            at = max(0, text.find(chunk.text[:200]))
+        centre = at + len(chunk.text) // 2
+        start = max(head_chars, centre - region_chars // 2)
+        end = min(len(text), start + region_chars)
+        start = max(head_chars, end - region_chars)
+        head = text[:head_chars]
+        region = text[start:end]
+        doc_open, doc_close = self.prompt.document_template.split("{doc_content}", 1)
+        glossary = self.prompt.render_document("")[len(doc_open) + len(doc_close) :] if self.prompt.glossary else ""
+        return [
+            {"type": "text", "text": doc_open + head + "\n[... document continues ...]\n"},
+            {"type": "text", "text": region + ("\n[... document continues ...]" if end < len(text) else "") + doc_close + glossary},
+        ]
+
+    def build_group_request(self, document: Document, chunks: Sequence[Chunk]) -> tuple[dict[str, Any], list[str]]:
+        """One request that situates every chunk of `document`: chunks marked in place by id.
+
+        Returns the parameters and the ids that were marked (chunks not found verbatim in the
+        document cannot be marked and are left for per-chunk requests).
+        """
+        text = document.text
+        spans: list[tuple[int, int, str]] = []
+        for position, chunk in enumerate(chunks):
+            at = text.find(chunk.text) if chunk.text else -1
+            if at < 0 or any(s < at + len(chunk.text) and at < e for s, e, _ in spans):
+                continue
+            spans.append((at, at + len(chunk.text), str(position)))
+        spans.sort()
+        pieces, last = [], 0
+        for start, end, ident in spans:
+            pieces += [text[last:start], f'<chunk id="{ident}">', text[start:end], "</chunk>"]
+            last = end
+        pieces.append(text[last:])
+        marked = "".join(pieces)
+        answer_tokens = min(self.info.max_output_tokens, 150 * len(spans) + 100)
+        params = {
+            "model": self.model,
+            "max_tokens": answer_tokens,
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": self.prompt.render_document(marked)},
+                        {"type": "text", "text": GROUPED_INSTRUCTIONS},
+                    ],
+                }
+            ],
+        }
+        return params, [ident for _, _, ident in spans]
+
+    @staticmethod
+    def parse_group(text: str, ids: Iterable[str]) -> dict[str, str]:
+        """Contexts by marked id from a grouped answer; missing or empty ones are left out."""
+        wanted = set(ids)
+        found: dict[str, str] = {}
+        for ident, context in _GROUPED_CONTEXT.findall(text):
+            context = " ".join(context.split())
+            if ident in wanted and context and "<context" not in context and ident not in found:
+                found[ident] = context
+        return found
+
+    # -- calls ----------------------------------------------------------------------------------
+
+    def generate(self, document: Document, chunk: Chunk) -> Generation:
+        request = self.build_request(document, chunk)
+        message, usage = self._call(request.params)
+        return Generation(_text(message), usage, request.windowed)
+
+    async def agenerate(self, document: Document, chunk: Chunk) -> Generation:
+        request = self.build_request(document, chunk)
+        message, usage = await self._acall(request.params)
+        return Generation(_text(message), usage, request.windowed)
+
+    async def agenerate_group(self, document: Document, chunks: Sequence[Chunk]) -> tuple[dict[str, str], TokenUsage]:
+        """Contexts for several chunks of one document in one request: chunk id -> context."""
+        params, ids = self.build_group_request(document, chunks)
+        if not ids:
+            return {}, TokenUsage()
+        message, usage = await self._acall(params)
+        by_position = self.parse_group(_text(message), ids)
+        return {chunks[int(i)].id: ctx for i, ctx in by_position.items()}, usage
+
+    def _call(self, params: dict[str, Any]) -> tuple[Any, TokenUsage]:
+        sdk = import_sdk("anthropic", "anthropic", "Anthropic")
+        try:
+            raw = self._sync().messages.with_raw_response.create(**params)
+            message = raw.parse()
+        except Exception as exc:
+            raise _translate(exc, sdk) from exc
+        return message, _usage(message, raw.retries_taken)
+
+    async def _acall(self, params: dict[str, Any]) -> tuple[Any, TokenUsage]:
+        client = self._async()
+        if client is None:
+            return await asyncio.to_thread(self._call, params)
+        sdk = import_sdk("anthropic", "anthropic", "Anthropic")
+        try:
+            raw = await client.messages.with_raw_response.create(**params)
+            message = await raw.parse()
+        except Exception as exc:
+            raise _translate(exc, sdk) from exc
+        return message, _usage(message, raw.retries_taken)
+
+    # -- batches ----------------------------------------------------------------------------------
+
+    def batch_client(self) -> Any:
+        """The sync client's Message Batches resource (first-party API only)."""
+        client = self._sync()
+        batches = getattr(getattr(client, "messages", None), "batches", None)
+        if batches is None:
+            raise RuntimeError("this client has no Message Batches API; use mode='realtime'")
+        return batches
+
+    @staticmethod
+    def parse_message(message: Any) -> tuple[str, TokenUsage]:
+        return _text(message), _usage(message, 0)
+
+
+def _guarded(client: Any, guard: Any) -> Any:
+    """A copy of the user's client with the spend-limit guard appended (theirs is untouched)."""
+    with_options = getattr(client, "with_options", None)
+    middleware = getattr(client, "middleware", None)
+    if with_options is None or middleware is None:
+        return client
+    try:
+        return with_options(middleware=[*middleware, guard])
+    except TypeError:  # an SDK without middleware support
+        return client
+
+
+def _text(message: Any) -> str:
+    parts = [getattr(block, "text", "") for block in getattr(message, "content", []) or []]
+    text = " ".join(p.strip() for p in parts if p and p.strip())
+    if not text:
+        raise GenerationError("the model returned no text for this chunk")
+    return text
+
+
+def _usage(message: Any, retries: int) -> TokenUsage:
+    u = message.usage
+    creation = getattr(u, "cache_creation", None)
+    write_1h = int(getattr(creation, "ephemeral_1h_input_tokens", 0) or 0) if creation is not None else 0
+    write_total = int(u.cache_creation_input_tokens or 0)
+    return TokenUsage(
+        input_tokens=int(u.input_tokens or 0),
+        output_tokens=int(u.output_tokens or 0),
+        cache_write_tokens=write_total - write_1h,
+        cache_write_1h_tokens=write_1h,
+        cache_read_tokens=int(u.cache_read_input_tokens or 0),
+        requests=1,
+        retries=int(retries or 0),
+    )
+
+
+def _translate(exc: Exception, sdk: Any) -> Exception:
+    """SDK errors -> ours: fatal for the run (spend limit, auth) or for this chunk only."""
+    chain: BaseException | None = exc
+    while chain is not None:
+        if isinstance(chain, SpendLimitReached):
+            return FatalGenerationError(
+                f"Anthropic reports a spend limit: {chain}. Contexts generated so far are stored; "
+                "raise the limit and run again to resume"
+            )
+        chain = chain.__cause__ or chain.__context__
+    if isinstance(exc, sdk.AuthenticationError):
+        return FatalGenerationError("Anthropic rejected the API key (401); check ANTHROPIC_API_KEY")
+    if isinstance(exc, sdk.PermissionDeniedError):
+        return FatalGenerationError(f"Anthropic denied the request (403): {getattr(exc, 'message', exc)}")
+    if isinstance(exc, sdk.RateLimitError) and (
+        _SPEND_LIMIT.search(str(getattr(exc, "message", exc))) or "spend_limit" in str(getattr(exc, "error_code", ""))
+    ):
+        return FatalGenerationError(f"Anthropic reports a spend limit: {getattr(exc, 'message', exc)}")
+    if isinstance(exc, sdk.NotFoundError):
+        return FatalGenerationError(f"Anthropic does not know this model (404): {getattr(exc, 'message', exc)}")
+    if isinstance(exc, sdk.BadRequestError):
+        return GenerationError(f"Anthropic rejected the request (400): {getattr(exc, 'message', exc)}")
+    if isinstance(exc, GenerationError):
+        return exc
+    if isinstance(exc, ValueError):  # a malformed response body (JSONDecodeError): not retried by the SDK
+        return GenerationError(f"Anthropic returned an unreadable response: {exc}")
+    return GenerationError(f"context generation failed after the SDK's retries: {type(exc).__name__}: {exc}")

@@ -1,0 +1,95 @@
+"""The `ContextGenerator` protocol: (document, chunk) -> a short situating context.
+
+A generator returns a `Generation`: the context text and the token usage of the request that made
+it (zero usage for generators that call no paid API). `name`, `model` and `prompt_identity` are
+part of the context-store key, so two generators, models or prompts never share a stored context.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from ..types import Chunk, Document
+
+__all__ = ["ContextGenerator", "Generation", "TokenUsage", "GenerationError", "FatalGenerationError"]
+
+
+@dataclass
+class TokenUsage:
+    """Tokens of one or more requests, as the Messages API reports them.
+
+    Attributes:
+        input_tokens: uncached input tokens.
+        output_tokens: generated tokens.
+        cache_write_tokens: tokens written to the prompt cache with the 5-minute TTL.
+        cache_write_1h_tokens: tokens written with the 1-hour TTL (priced 2x instead of 1.25x).
+        cache_read_tokens: tokens read from the prompt cache (priced 0.1x).
+        requests: HTTP requests that returned a result.
+        retries: extra attempts the SDK made (429/5xx/timeouts) before they returned.
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_write_1h_tokens: int = 0
+    cache_read_tokens: int = 0
+    requests: int = 0
+    retries: int = 0
+
+    def __iadd__(self, other: "TokenUsage") -> "TokenUsage":
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        return self
+
+    def to_dict(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+    @classmethod
+    def from_dict(cls, data: dict | None) -> "TokenUsage":
+        data = data or {}
+        return cls(**{k: int(v) for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+@dataclass
+class Generation:
+    """A generated context and what it cost."""
+
+    context: str
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    #: the document was too long for the model and was windowed (head + region around the chunk)
+    windowed: bool = False
+
+
+class GenerationError(RuntimeError):
+    """A context could not be generated (after the SDK's own retries)."""
+
+
+class FatalGenerationError(GenerationError):
+    """Generation must stop for the whole run: spend limit reached, invalid API key, ...
+
+    Contexts generated before it stay in the store; the next run resumes from there.
+    """
+
+
+@runtime_checkable
+class ContextGenerator(Protocol):
+    """Writes a short context that situates a chunk within its document.
+
+    Attributes:
+        name: a stable name of the generator kind ("anthropic", "structural", ...).
+        model: the model id ("" when none).
+        prompt_identity: a hash of the prompt (see `ContextPrompt.identity`), "" when none.
+        is_llm: False for generators that call no language model (labelled in reports).
+    """
+
+    name: str
+    model: str
+    prompt_identity: str
+    is_llm: bool
+
+    def generate(self, document: Document, chunk: Chunk) -> Generation:
+        ...
+
+    async def agenerate(self, document: Document, chunk: Chunk) -> Generation:
+        ...
