@@ -1,0 +1,389 @@
+"""The Contextualizer against the fake Anthropic server, through the real anthropic SDK."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import warnings
+from pathlib import Path
+
+import anthropic
+import pytest
+
+from contextual_retrieval import Chunk, Document
+from contextual_retrieval.contextualizer import ContextualizationError, Contextualizer
+from contextual_retrieval.generators import (
+    AnthropicContextGenerator,
+    CallableContextGenerator,
+    FatalGenerationError,
+)
+from contextual_retrieval.prompts import DEFAULT_PROMPT, ContextPrompt
+from contextual_retrieval.store import ContextStore
+from fakes.anthropic_server import FakeAnthropicServer
+
+REPO = Path(__file__).resolve().parents[1]
+MODEL = "claude-3-haiku-20240307"  # cache minimum 2048 tokens, in our table and the fake's
+
+
+def make_corpus(big_docs: int = 2, small_docs: int = 2, chunks_per_doc: int = 4, seed: int = 0):
+    """Documents whose chunks are verbatim slices; big ones pass the 2048-token cache minimum."""
+    import random
+
+    rng = random.Random(seed)
+    words = "alpha beta gamma delta executor fuzz input harness corpus monitor stage mutator feedback".split()
+    documents, chunks = [], []
+    for d in range(big_docs + small_docs):
+        size = 9_500 if d < big_docs else 1_600  # characters: ~2375 vs ~400 tokens
+        text = f"doc{d} " + " ".join(rng.choice(words) + str(rng.randrange(100)) for _ in range(size // 8))
+        text = text[:size]
+        doc = Document(f"doc{d}", text)
+        documents.append(doc)
+        step = len(text) // chunks_per_doc
+        for i in range(chunks_per_doc):
+            chunks.append(Chunk(f"doc{d}_chunk{i}", doc.id, text[i * step : (i + 1) * step], i))
+    return documents, chunks
+
+
+@pytest.fixture()
+def server():
+    with FakeAnthropicServer(latency_s=0.02) as srv:
+        yield srv
+
+
+def generator(server, **kw) -> AnthropicContextGenerator:
+    client = anthropic.Anthropic(api_key=server.api_key, base_url=server.url, max_retries=kw.pop("max_retries", 6))
+    return AnthropicContextGenerator(MODEL, client=client, **kw)
+
+
+def contextualizer(server, tmp_path, **kw) -> Contextualizer:
+    gen_kw = {k: kw.pop(k) for k in list(kw) if k in ("prompt", "cache_ttl", "count_tokens", "max_retries")}
+    return Contextualizer(generator(server, **gen_kw), tmp_path / "contexts.sqlite3", show_progress=False, **kw)
+
+
+def message_requests(server):
+    return [r for r in server.requests if r.path == "/v1/messages" and r.status == 200]
+
+
+def test_one_cache_write_per_cacheable_document_and_every_read(server, tmp_path):
+    documents, chunks = make_corpus()
+    result = contextualizer(server, tmp_path, concurrency=4).contextualize(documents, chunks)
+    report = result.report
+    assert [c.id for c in result.chunks] == [c.id for c in chunks]
+    assert all(c.context and c.indexed_text == c.context + "\n\n" + c.text for c in result.chunks)
+    assert report.cacheable_documents == 2 and report.generated == len(chunks) and report.store_hits == 0
+    # exactly one write per big document, as the server saw it
+    for doc in documents[:2]:
+        assert server.cache_writes_containing(doc.text) == 1
+    for doc in documents[2:]:
+        assert server.cache_writes_containing(doc.text) == 0
+    assert report.cache_writes == 2 and report.cache_writes_per_cacheable_document == 1.0
+    assert report.cache_read_share == pytest.approx(1.0) and report.cache_misses == 0
+    stats = server.stats()
+    assert report.usage.cache_read_tokens == stats["cache_read_tokens"]
+    assert report.usage.cache_write_tokens == stats["cache_write_tokens"]
+    assert report.usage.input_tokens == stats["input_tokens"] and report.usage.requests == stats["messages"]
+    assert report.cost_usd() == pytest.approx(
+        (stats["input_tokens"] * 0.25 + stats["cache_write_tokens"] * 0.25 * 1.25
+         + stats["cache_read_tokens"] * 0.025 + stats["output_tokens"] * 1.25) / 1e6
+    )
+    assert "2 writes for 2 cacheable documents" in report.format()
+
+
+def test_request_is_the_cookbook_prompt_in_two_blocks(server, tmp_path):
+    documents, chunks = make_corpus(big_docs=1, small_docs=1, chunks_per_doc=1)
+    contextualizer(server, tmp_path).contextualize(documents, chunks)
+    bodies = {r.body["messages"][0]["content"][0]["text"]: r.body for r in message_requests(server)}
+    big = bodies[DEFAULT_PROMPT.render_document(documents[0].text)]
+    small = bodies[DEFAULT_PROMPT.render_document(documents[1].text)]
+    for body, doc, chunk in ((big, documents[0], chunks[0]), (small, documents[1], chunks[1])):
+        blocks = body["messages"][0]["content"]
+        assert len(blocks) == 2 and body["model"] == MODEL
+        verbatim = (
+            f"<document>\n{doc.text}\n</document>\nHere is the chunk we want to situate within the whole document\n"
+            f"<chunk>\n{chunk.text}\n</chunk>\nPlease give a short succinct context to situate this chunk within "
+            "the overall document for the purposes of improving search retrieval of the chunk.\n"
+            "Answer only with the succinct context and nothing else."
+        )
+        assert blocks[0]["text"] + "\n" + blocks[1]["text"] == verbatim
+        assert "cache_control" not in blocks[1]
+        assert not {"temperature", "top_p", "top_k"} & set(body)
+    assert big["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}
+    assert "cache_control" not in small["messages"][0]["content"][0]  # below the 2048 minimum
+
+
+def test_second_run_makes_no_request(server, tmp_path):
+    documents, chunks = make_corpus()
+    first = contextualizer(server, tmp_path).contextualize(documents, chunks)
+    before = len(server.requests)
+    second = contextualizer(server, tmp_path).contextualize(documents, chunks)
+    assert len(server.requests) == before
+    assert second.report.store_hits == len(chunks) and second.report.generated == 0
+    assert [c.context for c in second.chunks] == [c.context for c in first.chunks]
+
+
+def test_1h_ttl_and_glossary_prompt(server, tmp_path):
+    documents, chunks = make_corpus(big_docs=1, small_docs=0)
+    prompt = ContextPrompt(DEFAULT_PROMPT.document_template, DEFAULT_PROMPT.chunk_template, glossary="fuzz: random testing")
+    report = contextualizer(server, tmp_path, cache_ttl="1h", prompt=prompt).contextualize(documents, chunks).report
+    assert report.usage.cache_write_1h_tokens > 0 and report.usage.cache_write_tokens == 0
+    first_block = message_requests(server)[0].body["messages"][0]["content"][0]
+    assert first_block["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    assert "<glossary>\nfuzz: random testing\n</glossary>" in first_block["text"]
+    # a different prompt is a different store key: the default prompt regenerates everything
+    again = contextualizer(server, tmp_path).contextualize(documents, chunks).report
+    assert again.store_hits == 0 and again.generated == len(chunks)
+
+
+def test_ten_percent_failures_complete_and_retries_are_counted(server, tmp_path):
+    server.fail_rate(0.10, statuses=(429, 529, 500), seed=3)
+    documents, chunks = make_corpus(big_docs=2, small_docs=3, chunks_per_doc=6)
+    result = contextualizer(server, tmp_path, concurrency=6).contextualize(documents, chunks)
+    assert result.report.generated == len(chunks) and all(c.context for c in result.chunks)
+    faults = server.stats()["faults"]
+    assert faults > 0 and result.report.usage.retries == faults
+
+
+def test_spend_limit_is_fatal_not_retried_and_keeps_what_was_made(server, tmp_path):
+    documents, chunks = make_corpus(big_docs=0, small_docs=3, chunks_per_doc=4)
+    c = contextualizer(server, tmp_path, concurrency=1)
+    done = c.contextualize(documents[:1], [ch for ch in chunks if ch.document_id == "doc0"])
+    assert done.report.generated == 4
+    server.spend_limit(True)
+    with pytest.raises(FatalGenerationError, match="spend limit"):
+        c.contextualize(documents, chunks)
+    limited = [r for r in server.requests if r.status == 429]
+    assert len(limited) == 1  # not retried, and the run stopped
+    assert limited[0].headers.get("x-stainless-retry-count") == "0"
+    assert len(ContextStore(tmp_path / "contexts.sqlite3")) == 4
+
+
+def test_sigkill_half_way_then_resume_repeats_nothing(tmp_path):
+    documents, chunks = make_corpus(big_docs=2, small_docs=4, chunks_per_doc=5, seed=7)
+    corpus = tmp_path / "corpus.json"
+    corpus.write_text(json.dumps({
+        "documents": [{"id": d.id, "text": d.text} for d in documents],
+        "chunks": [{"id": c.id, "document_id": c.document_id, "text": c.text, "index": c.index} for c in chunks],
+    }))
+    store_path = tmp_path / "killed.sqlite3"
+    with FakeAnthropicServer(latency_s=0.15) as srv:
+        script = textwrap.dedent(f"""
+            import json, sys, anthropic
+            sys.path[:0] = [{str(REPO)!r}]
+            from contextual_retrieval import Chunk, Document
+            from contextual_retrieval.contextualizer import Contextualizer
+            from contextual_retrieval.generators import AnthropicContextGenerator
+            data = json.load(open({str(corpus)!r}))
+            docs = [Document(d["id"], d["text"]) for d in data["documents"]]
+            chunks = [Chunk(c["id"], c["document_id"], c["text"], c["index"]) for c in data["chunks"]]
+            client = anthropic.Anthropic(api_key={srv.api_key!r}, base_url={srv.url!r})
+            gen = AnthropicContextGenerator({MODEL!r}, client=client)
+            Contextualizer(gen, {str(store_path)!r}, concurrency=2, show_progress=False).contextualize(docs, chunks)
+            print("finished", flush=True)
+        """)
+        proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.time() + 60
+        stored = 0
+        while time.time() < deadline:
+            time.sleep(0.05)
+            with ContextStore(store_path) as store:
+                stored = len(store)
+            if stored >= len(chunks) // 2:
+                break
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        assert 0 < stored < len(chunks), proc.stderr.read().decode()[-2000:]
+        with ContextStore(store_path) as store:
+            made_before = {r["chunk_id"] for r in _records(store)}
+        killed_requests = len(message_requests(srv))
+        resumed = Contextualizer(generator(srv), store_path, concurrency=2, show_progress=False).contextualize(documents, chunks)
+        assert resumed.report.store_hits >= len(made_before)
+        # nothing made before the kill was asked for again
+        later = message_requests(srv)[killed_requests:]
+        asked_later = {_chunk_of(r.body) for r in later}
+        assert not asked_later & {c.text for c in chunks if c.id in made_before}
+        # the output equals an uninterrupted run
+        fresh = Contextualizer(generator(srv), tmp_path / "fresh.sqlite3", show_progress=False).contextualize(documents, chunks)
+        assert [c.context for c in resumed.chunks] == [c.context for c in fresh.chunks]
+
+
+def _records(store: ContextStore):
+    with store._lock:
+        rows = store._db.execute("SELECT chunk_id FROM contexts").fetchall()
+    return [{"chunk_id": r[0]} for r in rows]
+
+
+def _chunk_of(body: dict) -> str:
+    text = body["messages"][0]["content"][-1]["text"]
+    return text.split("<chunk>\n", 1)[1].split("\n</chunk>", 1)[0]
+
+
+def test_batch_mode_half_price_one_write_per_document(tmp_path):
+    with FakeAnthropicServer() as srv:
+        documents, chunks = make_corpus()
+        c = contextualizer(srv, tmp_path, mode="batch", cache_ttl="1h", batch_poll_interval=0.02)
+        result = c.contextualize(documents, chunks)
+        report = result.report
+        assert report.generated == len(chunks) and report.batch
+        assert srv.stats()["batches"] == 2 and srv.stats()["messages"] == 0  # warm-up batch, then the rest
+        for doc in documents[:2]:
+            assert srv.cache_writes_containing(doc.text) == 1
+        assert report.cache_read_share == pytest.approx(1.0)
+        full = report.usage
+        from contextual_retrieval.usage import cost_usd
+
+        assert report.cost_usd() == pytest.approx(cost_usd(full, MODEL) / 2)
+        assert "50% batch rate" in report.format()
+        # results are in the store: realtime finds them all
+        again = contextualizer(srv, tmp_path).contextualize(documents, chunks)
+        assert again.report.store_hits == len(chunks)
+
+
+def test_batch_is_picked_up_after_the_process_dies(tmp_path):
+    with FakeAnthropicServer() as srv:
+        documents, chunks = make_corpus(big_docs=0, small_docs=2, chunks_per_doc=3)
+        srv.batch_hold.set()  # the batch does not progress: the process "dies" while it runs
+        store_path = tmp_path / "contexts.sqlite3"
+        first = Contextualizer(generator(srv), store_path, mode="batch", batch_poll_interval=0.02, show_progress=False)
+        thread = threading.Thread(target=lambda: _swallow(first.contextualize, documents, chunks), daemon=True)
+        thread.start()
+        deadline = time.time() + 10
+        while time.time() < deadline and not ContextStore(store_path).pending_batches(generator="anthropic", model=MODEL):
+            time.sleep(0.02)
+        pending = ContextStore(store_path).pending_batches(generator="anthropic", model=MODEL)
+        assert len(pending) == 1
+        # a new process (a new Contextualizer, fresh client) resumes once the batch ends
+        srv.batch_hold.clear()
+        second = Contextualizer(generator(srv), store_path, mode="batch", batch_poll_interval=0.02, show_progress=False)
+        result = second.contextualize(documents, chunks)
+        assert srv.stats()["batches"] == 1  # nothing submitted twice
+        assert result.report.store_hits == len(chunks) and result.report.generated == 0
+        assert not ContextStore(store_path).pending_batches(generator="anthropic", model=MODEL)
+
+
+def _swallow(fn, *args):
+    try:
+        fn(*args)
+    except Exception:
+        pass
+
+
+def test_grouped_mode_one_request_per_small_document_with_fallback(tmp_path):
+    with FakeAnthropicServer(grouped_drop_ids={"1"}) as srv:
+        documents, chunks = make_corpus(big_docs=1, small_docs=3, chunks_per_doc=3)
+        result = contextualizer(srv, tmp_path, grouped=True).contextualize(documents, chunks)
+        report = result.report
+        assert all(c.context for c in result.chunks)
+        assert report.grouped_requests == 3 and report.grouped_fallbacks == 3  # chunk "1" of each small doc
+        # 3 big-doc chunks + 3 grouped + 3 fallbacks
+        assert len(message_requests(srv)) == 9
+        grouped_bodies = [r.body for r in message_requests(srv) if '<chunk id="0">' in r.body["messages"][0]["content"][0]["text"]]
+        assert len(grouped_bodies) == 3
+        again = contextualizer(srv, tmp_path, grouped=True).contextualize(documents, chunks)
+        assert again.report.store_hits == len(chunks)
+
+
+def test_oversized_document_is_windowed_never_an_error(tmp_path):
+    with FakeAnthropicServer() as srv:
+        text = " ".join(f"word{i}" for i in range(130_000))  # ~890k characters: past a 200k-token window
+        doc = Document("huge", text)
+        chunks = [Chunk("h0", "huge", text[:500], 0), Chunk("h1", "huge", text[600_000:600_500], 1)]
+        result = contextualizer(srv, tmp_path).contextualize([doc], chunks)
+        assert result.report.windowed_documents == 1 and all(c.context for c in result.chunks)
+        for r in message_requests(srv):
+            assert r.usage and r.usage["input_tokens"] + r.usage["cache_read_input_tokens"] + r.usage["cache_creation_input_tokens"] < 200_000
+        assert srv.cache_writes_containing(text[:1000]) == 1  # the head is shared and cached once
+        assert "1 documents windowed" in result.report.format()
+
+
+def test_cache_miss_is_verified_and_warned_once(tmp_path):
+    # a model unknown to our table: we send cache_control, the server's 1024 minimum is not reached
+    with FakeAnthropicServer() as srv:
+        documents, chunks = make_corpus(big_docs=0, small_docs=2, chunks_per_doc=3)
+        client = anthropic.Anthropic(api_key=srv.api_key, base_url=srv.url)
+        gen = AnthropicContextGenerator("claude-future-9", client=client)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            report = Contextualizer(gen, tmp_path / "s.sqlite3", show_progress=False).contextualize(documents, chunks).report
+        assert report.cache_misses == 4
+        assert sum("prompt cache not read" in str(w.message) for w in caught) == 1
+        assert report.cost_usd() is None and "unknown" in report.format()
+
+
+async def test_async_path_matches_sync(server, tmp_path):
+    documents, chunks = make_corpus(big_docs=1, small_docs=1)
+    async_client = anthropic.AsyncAnthropic(api_key=server.api_key, base_url=server.url)
+    gen = AnthropicContextGenerator(MODEL, async_client=async_client)
+    result = await Contextualizer(gen, tmp_path / "a.sqlite3", show_progress=False).acontextualize(documents, chunks)
+    sync = contextualizer(server, tmp_path).contextualize(documents, chunks)
+    assert [c.context for c in result.chunks] == [c.context for c in sync.chunks]
+    # the server's cache outlives a run: the second run (another store) reads what the first wrote
+    assert server.cache_writes_containing(documents[0].text) == 1
+    await async_client.close()
+
+
+def test_structural_default_and_callable_generators(tmp_path):
+    doc = Document("notes/setup.md", "# Setup\n\n## Linux\n\nRun make install.\n")
+    chunk = Chunk("c0", doc.id, "Run make install.")
+    report = Contextualizer(show_progress=False).contextualize([doc], [chunk]).report
+    assert report.generator == "structural (no LLM)" and not report.is_llm
+    assert "no LLM" in report.format()
+    seen = []
+    gen = CallableContextGenerator(lambda d, c: seen.append(c.id) or f"about {d.id}", name="mine", model="m1")
+    out = Contextualizer(gen, tmp_path / "c.sqlite3", show_progress=False).contextualize([doc], [chunk])
+    assert out.chunks[0].context == "about notes/setup.md" and seen == ["c0"]
+    Contextualizer(gen, tmp_path / "c.sqlite3", show_progress=False).contextualize([doc], [chunk])
+    assert seen == ["c0"]
+
+
+def test_bad_input(server, tmp_path, monkeypatch):
+    c = contextualizer(server, tmp_path)
+    doc = Document("d", "Some text here.")
+    with pytest.raises(ValueError, match="empty but has chunks"):
+        c.contextualize([Document("e", "   ")], [Chunk("x", "e", "text")])
+    with pytest.raises(ValueError, match="looks binary"):
+        c.contextualize([Document("b", "PNG\x00\x01\x02")], [Chunk("x", "b", "PNG")])
+    with pytest.raises(ValueError, match="duplicate chunk id 'x'"):
+        c.contextualize([doc], [Chunk("x", "d", "Some"), Chunk("x", "d", "text")])
+    with pytest.raises(ValueError, match="not among the documents"):
+        c.contextualize([doc], [Chunk("x", "nowhere", "Some")])
+    with pytest.raises(TypeError, match="decode"):
+        Document("bin", b"\xff\xd8\xff")  # type: ignore[arg-type]
+    # a document with no chunks: counted, no request
+    before = len(server.requests)
+    result = c.contextualize([doc, Document("lonely", "nothing to do")], [Chunk("s", "d", "Some text")])
+    assert result.report.documents_without_chunks == 1 and len(server.requests) == before + 1
+    # a chunk not in its document: allowed and flagged
+    with pytest.warns(UserWarning, match="do not occur verbatim"):
+        flagged = c.contextualize([doc], [Chunk("odd", "d", "Text that is elsewhere.")])
+    assert flagged.not_in_document == ["odd"] and flagged.report.chunks_not_in_document == 1
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with pytest.raises(RuntimeError, match="ANTHROPIC_API_KEY") as info:
+        AnthropicContextGenerator()
+    assert "StructuralContextGenerator" in str(info.value)
+
+
+def test_rejected_key_is_fatal_and_not_leaked(server, tmp_path):
+    client = anthropic.Anthropic(api_key="sk-wrong-secret-123", base_url=server.url, max_retries=0)
+    c = Contextualizer(AnthropicContextGenerator(MODEL, client=client), tmp_path / "k.sqlite3", show_progress=False)
+    documents, chunks = make_corpus(big_docs=0, small_docs=1, chunks_per_doc=1)
+    with pytest.raises(FatalGenerationError) as info:
+        c.contextualize(documents, chunks)
+    assert "ANTHROPIC_API_KEY" in str(info.value) and "sk-wrong-secret-123" not in str(info.value)
+
+
+def test_malformed_response_fails_the_chunk_and_keeps_the_rest(server, tmp_path):
+    server.malformed_next(times=1)
+    documents, chunks = make_corpus(big_docs=0, small_docs=1, chunks_per_doc=3)
+    c = contextualizer(server, tmp_path, concurrency=1)
+    with pytest.raises(ContextualizationError) as info:
+        c.contextualize(documents, chunks)
+    assert len(info.value.failures) == 1
+    assert len(ContextStore(tmp_path / "contexts.sqlite3")) == 2
+    rerun = c.contextualize(documents, chunks)
+    assert rerun.report.store_hits == 2 and rerun.report.generated == 1
