@@ -79,7 +79,7 @@ class ContextualizeResult:
 @dataclass
 class _DocState:
     document: Document
-    cacheable: bool
+    cacheable: bool | None  # None: not known until the first request's usage shows it
     todo: list[Chunk]
     prefix_tokens: int = 0
     generated: int = 0
@@ -215,10 +215,10 @@ class Contextualizer:
             state = states.get(c.document_id)
             if state is None:
                 doc = docs[c.document_id]
-                cacheable = bool(getattr(gen, "cacheable", None) and gen.cacheable(doc))  # type: ignore[attr-defined]
+                cacheable = gen.cacheable(doc) if hasattr(gen, "cacheable") else False  # type: ignore[attr-defined]
                 state = states[c.document_id] = _DocState(doc, cacheable, [])
             state.todo.append(c)
-        report.cacheable_documents = sum(1 for s in states.values() if s.cacheable)
+        report.cacheable_documents = sum(1 for s in states.values() if s.cacheable is True)
 
         total = sum(len(s.todo) for s in states.values())
         run = _Run(self, report, keys, grouped_keys, contexts, total)
@@ -284,6 +284,7 @@ class _Run:
         self.fatal: FatalGenerationError | None = None
         self.windowed_docs: set[str] = set()
         self.warned_cache = False
+        self.lock = threading.RLock()
         self.bar = tqdm(total=total, desc="contexts", unit="chunk", disable=not owner.show_progress or not total)
 
     def close(self) -> None:
@@ -292,7 +293,7 @@ class _Run:
     # -- bookkeeping --------------------------------------------------------------------------------
 
     def record(self, state: _DocState, chunk: Chunk, gen: Generation, *, first: bool, grouped: bool = False) -> None:
-        """Store a context the moment it arrives, then account for it."""
+        """Store a context the moment it arrives, then account for it (thread-safe)."""
         owner = self.owner
         key = self.grouped_keys[chunk.id] if grouped else self.keys[chunk.id]
         owner.store.put(
@@ -305,15 +306,23 @@ class _Run:
             original_index=chunk.index,
             usage=gen.usage.to_dict(),
         )
-        self.contexts[chunk.id] = gen.context
-        self.generated += 1
-        state.generated += 1
-        self.bar.update(1)
-        self.account(state, gen.usage, first=first, windowed=gen.windowed)
+        with self.lock:
+            self.contexts[chunk.id] = gen.context
+            self.generated += 1
+            state.generated += 1
+            self.bar.update(1)
+            self.account(state, gen.usage, first=first, windowed=gen.windowed)
 
     def account(self, state: _DocState, usage: TokenUsage, *, first: bool, windowed: bool = False) -> None:
         report = self.report
         report.usage += usage
+        if state.cacheable is None and first and usage.requests:
+            # a probing first request: its usage shows whether the prefix is cached
+            state.cacheable = bool(usage.cache_write_tokens or usage.cache_write_1h_tokens or usage.cache_read_tokens)
+            learn = getattr(self.owner.generator, "learn_cacheable", None)
+            if learn is not None:
+                learn(state.document, state.cacheable)
+            report.cacheable_documents += int(state.cacheable)
         if usage.cache_write_tokens or usage.cache_write_1h_tokens:
             report.cache_writes += 1
         if state.cacheable:
@@ -334,6 +343,19 @@ class _Run:
         if windowed and state.document.id not in self.windowed_docs:
             self.windowed_docs.add(state.document.id)
             report.windowed_documents += 1
+
+    def _below_minimum(self, state: _DocState) -> bool:
+        """For grouped mode: known to be below the cache minimum, or estimated so when unsure."""
+        if state.cacheable is not None:
+            return not state.cacheable
+        gen: Any = self.owner.generator
+        minimum = getattr(getattr(gen, "info", None), "cache_min_tokens", None)
+        if minimum is None or not hasattr(gen, "document_tokens"):
+            return False
+        below = gen.document_tokens(state.document) < minimum
+        if below:  # grouped requests carry no cache_control: settle it as not cacheable
+            state.cacheable = False
+        return below
 
     def fail(self, chunk: Chunk, exc: BaseException) -> None:
         if isinstance(exc, FatalGenerationError):
@@ -356,14 +378,16 @@ class _Run:
             pending += 1
             queue.put_nowait((priority, next(seq), item))
 
+        # priority 0: chunks of documents whose cache is written; 1: the first chunk of a cacheable
+        # document (warm-ups start early, so their chunks are never the tail); 2: the rest
         for state in states.values():
-            if self.owner.grouped and not state.cacheable:
-                push(1, ("group", state, list(state.todo)))
-            elif state.cacheable:
+            if self.owner.grouped and self._below_minimum(state):
+                push(2, ("group", state, list(state.todo)))
+            elif state.cacheable is not False:
                 push(1, ("first", state, state.todo[0]))
             else:
                 for chunk in state.todo:
-                    push(1, ("chunk", state, chunk))
+                    push(2, ("chunk", state, chunk))
 
         async def worker() -> None:
             nonlocal pending
@@ -400,7 +424,8 @@ class _Run:
         except GenerationError as exc:
             self.fail(chunk, exc)
         else:
-            self.record(state, chunk, result, first=kind == "first")
+            # the store commits with fsync: off the event loop, so other requests keep flowing
+            await asyncio.to_thread(self.record, state, chunk, result, first=kind == "first")
         if kind == "first":
             for rest in state.todo[1:]:
                 push(0, ("chunk", state, rest))
@@ -450,7 +475,7 @@ class _BatchRunner:
             doc = state.document
             for chunk in state.todo:
                 self.chunks[chunk.id] = chunk
-            if self.owner.grouped and not state.cacheable:
+            if self.owner.grouped and run._below_minimum(state):
                 params, marked = self.gen.build_group_request(doc, state.todo)
                 by_pos = {str(i): c for i, c in enumerate(state.todo)}
                 if marked:
@@ -460,7 +485,7 @@ class _BatchRunner:
                 unmarked = [c for i, c in enumerate(state.todo) if str(i) not in set(marked)]
                 for chunk in unmarked:
                     warm.append(self._chunk_request(state, chunk, first=False))
-            elif state.cacheable:
+            elif state.cacheable is not False:
                 warm.append(self._chunk_request(state, state.todo[0], first=True))
                 rest.extend(self._chunk_request(state, c, first=False) for c in state.todo[1:])
             else:

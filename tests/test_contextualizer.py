@@ -302,16 +302,29 @@ def test_oversized_document_is_windowed_never_an_error(tmp_path):
 
 
 def test_cache_miss_is_verified_and_warned_once(tmp_path):
-    # a model unknown to our table: we send cache_control, the server's 1024 minimum is not reached
-    with FakeAnthropicServer() as srv:
-        documents, chunks = make_corpus(big_docs=0, small_docs=2, chunks_per_doc=3)
-        client = anthropic.Anthropic(api_key=srv.api_key, base_url=srv.url)
-        gen = AnthropicContextGenerator("claude-future-9", client=client)
+    # the cache expires between requests (TTL ~10 ms; ~60 ms pass between a write becoming
+    # readable and the response arriving): later chunks cannot read it
+    with FakeAnthropicServer(latency_s=0.02, per_output_token_s=0.001, ttl_scale=0.01 / 300) as srv:
+        documents, chunks = make_corpus(big_docs=1, small_docs=0, chunks_per_doc=4)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            report = Contextualizer(gen, tmp_path / "s.sqlite3", show_progress=False).contextualize(documents, chunks).report
-        assert report.cache_misses == 4
+            report = contextualizer(srv, tmp_path, concurrency=1).contextualize(documents, chunks).report
+        assert report.cache_misses == 3 and report.cache_read_share == 0.0
         assert sum("prompt cache not read" in str(w.message) for w in caught) == 1
+
+
+def test_unknown_model_probes_caching_with_its_first_request(tmp_path):
+    # a model missing from our table: the first request carries cache_control, its usage decides
+    with FakeAnthropicServer() as srv:
+        documents, chunks = make_corpus(big_docs=1, small_docs=1, chunks_per_doc=3)
+        client = anthropic.Anthropic(api_key=srv.api_key, base_url=srv.url)
+        gen = AnthropicContextGenerator("claude-future-9", client=client)
+        report = Contextualizer(gen, tmp_path / "s.sqlite3", show_progress=False).contextualize(documents, chunks).report
+        assert report.cacheable_documents == 1 and report.cache_misses == 0  # the server's minimum is 1024
+        small = [r.body for r in message_requests(srv) if documents[1].text in r.body["messages"][0]["content"][0]["text"]]
+        marked = ["cache_control" in b["messages"][0]["content"][0] for b in small]
+        assert sorted(marked) == [False, False, True]  # only the probe
+        assert srv.cache_writes_containing(documents[0].text) == 1
         assert report.cost_usd() is None and "unknown" in report.format()
 
 

@@ -108,8 +108,9 @@ class AnthropicContextGenerator:
         max_retries: the SDK's retries for clients built here (default 6: a 10% failure rate
             then loses one request in a million).
         timeout: per-request timeout in seconds for clients built here.
-        count_tokens: "api" (default): documents whose estimated size is near the cache minimum
-            are measured with the free count_tokens endpoint; "estimate": 4 characters a token.
+        count_tokens: how to tell, for a document near the cache minimum, whether it reaches it:
+            "probe" (default; its first request carries cache_control and the usage settles it),
+            "api" (the free count_tokens endpoint) or "estimate" (4 characters a token).
 
     Without a client, `ANTHROPIC_API_KEY` must be set.
 
@@ -134,12 +135,12 @@ class AnthropicContextGenerator:
         max_tokens: int = 300,
         max_retries: int = 6,
         timeout: float = 120.0,
-        count_tokens: Literal["api", "estimate"] = "api",
+        count_tokens: Literal["probe", "api", "estimate"] = "probe",
     ) -> None:
         if cache_ttl not in ("5m", "1h"):
             raise ValueError(f"cache_ttl must be '5m' or '1h', not {cache_ttl!r}")
-        if count_tokens not in ("api", "estimate"):
-            raise ValueError(f"count_tokens must be 'api' or 'estimate', not {count_tokens!r}")
+        if count_tokens not in ("probe", "api", "estimate"):
+            raise ValueError(f"count_tokens must be 'probe', 'api' or 'estimate', not {count_tokens!r}")
         if client is None and async_client is None and not env_key("ANTHROPIC_API_KEY"):
             raise RuntimeError(_MISSING_KEY)
         self.model = model
@@ -153,7 +154,7 @@ class AnthropicContextGenerator:
         self._client = _guarded(client, _SyncGuard()) if client is not None else None
         self._async_client = _guarded(async_client, _AsyncGuard()) if async_client is not None else None
         self._own_clients = client is None and async_client is None
-        self._token_cache: dict[str, int] = {}
+        self._known: dict[str, bool] = {}
         self._lock = threading.Lock()
 
     # -- clients ----------------------------------------------------------------------------
@@ -176,22 +177,16 @@ class AnthropicContextGenerator:
 
     # -- sizes --------------------------------------------------------------------------------
 
-    def document_tokens(self, document: Document) -> int:
-        """Tokens of the document block (the cached prefix), measured once per document text."""
+    def _digest(self, document: Document) -> str:
         block = self.prompt.render_document(document.text)
-        digest = hashlib.sha256(block.encode("utf-8", "surrogatepass")).hexdigest()
-        with self._lock:
-            if digest in self._token_cache:
-                return self._token_cache[digest]
+        return hashlib.sha256(block.encode("utf-8", "surrogatepass")).hexdigest()
+
+    def document_tokens(self, document: Document, *, exact: bool = False) -> int:
+        """Tokens of the document block (the cached prefix): an estimate, or the count_tokens
+        endpoint's figure with `exact=True` (falls back to the estimate where it is missing)."""
+        block = self.prompt.render_document(document.text)
         estimate = estimate_tokens(block)
-        minimum = self.info.cache_min_tokens
-        tokens = estimate
-        near = minimum is not None and minimum / 1.5 <= estimate <= minimum * 1.5
-        if self.count_tokens_mode == "api" and near:
-            tokens = self._count_tokens(block, estimate)
-        with self._lock:
-            self._token_cache[digest] = tokens
-        return tokens
+        return self._count_tokens(block, estimate) if exact else estimate
 
     def _count_tokens(self, block: str, fallback: int) -> int:
         try:
@@ -205,10 +200,42 @@ class AnthropicContextGenerator:
         except Exception:  # count_tokens is an optimisation: Bedrock / Vertex may lack it
             return fallback
 
-    def cacheable(self, document: Document) -> bool:
-        """Whether the document's prefix reaches the model's cache minimum (unknown model: yes)."""
+    def cacheable(self, document: Document) -> bool | None:
+        """Whether the document's prefix reaches the model's cache minimum.
+
+        True / False when sure; None when the size is too close to the minimum to tell from an
+        estimate (or the model's minimum is unknown). Then, with count_tokens="probe" (default),
+        the document's first request carries cache_control anyway and its usage settles it (see
+        `learn_cacheable`): no extra request, and nothing is charged for a prefix the API does
+        not cache. "api" asks the free count_tokens endpoint instead; "estimate" trusts 4
+        characters a token.
+        """
+        digest = self._digest(document)
+        with self._lock:
+            if digest in self._known:
+                return self._known[digest]
         minimum = self.info.cache_min_tokens
-        return minimum is None or self.document_tokens(document) >= minimum
+        if minimum is None:
+            return None
+        estimate = self.document_tokens(document)
+        if estimate >= minimum * 1.5:
+            answer: bool | None = True
+        elif estimate * 1.5 < minimum:
+            answer = False
+        elif self.count_tokens_mode == "estimate":
+            answer = estimate >= minimum
+        elif self.count_tokens_mode == "api":
+            answer = self.document_tokens(document, exact=True) >= minimum
+        else:
+            return None
+        with self._lock:
+            self._known[digest] = answer
+        return answer
+
+    def learn_cacheable(self, document: Document, cacheable: bool) -> None:
+        """Record what a probing request's usage showed about the document's prefix."""
+        with self._lock:
+            self._known[self._digest(document)] = cacheable
 
     def _budget(self) -> int:
         """Tokens the document may take: the window less the answer and the prompt's own text."""
@@ -226,7 +253,7 @@ class AnthropicContextGenerator:
             windowed = True
         else:
             blocks = [{"type": "text", "text": self.prompt.render_document(document.text)}]
-            cached = self.cacheable(document)
+            cached = self.cacheable(document) is not False
             windowed = False
         if cached:
             blocks[0]["cache_control"] = self._cache_control()
