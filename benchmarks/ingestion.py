@@ -86,7 +86,10 @@ def cookbook_copy(server: FakeAnthropicServer, dataset) -> float:
 
 def ours(server: FakeAnthropicServer, dataset, *, mode: str, grouped: bool) -> tuple[float, dict]:
     client = anthropic.Anthropic(api_key=server.api_key, base_url=server.url, max_retries=6)
-    gen = AnthropicContextGenerator(MODEL, client=client, cache_ttl="1h" if mode == "batch" else "5m")
+    async_client = anthropic.AsyncAnthropic(api_key=server.api_key, base_url=server.url, max_retries=6)
+    gen = AnthropicContextGenerator(
+        MODEL, client=client, async_client=async_client, cache_ttl="1h" if mode == "batch" else "5m"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         ctx = Contextualizer(
             gen, Path(tmp) / "contexts.sqlite3", concurrency=THREADS, mode=mode, grouped=grouped,

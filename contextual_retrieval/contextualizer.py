@@ -30,6 +30,7 @@ import os
 import threading
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Sequence
@@ -152,16 +153,23 @@ class Contextualizer:
 
     def contextualize(self, documents: Sequence[Document], chunks: Sequence[Chunk]) -> ContextualizeResult:
         """Situate `chunks` (each naming its document by `document_id`) within `documents`."""
+        async def main() -> ContextualizeResult:
+            # sync clients and store commits run in threads: enough of them for the concurrency
+            # bound (the default executor has min(32, cores + 4) threads)
+            workers = ThreadPoolExecutor(self.concurrency * 2 + 4, thread_name_prefix="contextualize")
+            asyncio.get_running_loop().set_default_executor(workers)
+            return await self.acontextualize(documents, chunks)
+
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.acontextualize(documents, chunks))
+            return asyncio.run(main())
         # inside a running loop (a notebook): run on a fresh loop in a worker thread
         box: dict[str, Any] = {}
 
         def runner() -> None:
             try:
-                box["result"] = asyncio.run(self.acontextualize(documents, chunks))
+                box["result"] = asyncio.run(main())
             except BaseException as exc:  # re-raised in the caller's thread
                 box["error"] = exc
 
@@ -198,8 +206,8 @@ class Contextualizer:
         if self.mode == "batch":
             await asyncio.to_thread(self._collect_pending_batches)
 
-        keys = {c.id: self._key(docs[c.document_id], c) for c in ordered}
-        grouped_keys = {c.id: self._key(docs[c.document_id], c, grouped=True) for c in ordered} if self.grouped else {}
+        keys = self._keys(docs, ordered)
+        grouped_keys = self._keys(docs, ordered, grouped=True) if self.grouped else {}
         found = self.store.get_many(list(keys.values()) + list(grouped_keys.values()))
         contexts: dict[str, str] = {}
         for c in ordered:
@@ -249,10 +257,18 @@ class Contextualizer:
         ]
         return ContextualizeResult(out, report, not_in_doc)
 
-    def _key(self, document: Document, chunk: Chunk, *, grouped: bool = False) -> str:
+    def _keys(self, docs: dict[str, Document], chunks: list[Chunk], *, grouped: bool = False) -> dict[str, str]:
+        """Store keys by chunk id (each document's text hashed once)."""
         gen = self.generator
         identity = gen.prompt_identity + (_GROUPED_SUFFIX if grouped else "")
-        return ContextStore.key(gen.name, gen.model, identity, document.text, chunk.text)
+        keyers: dict[str, Any] = {}
+        out = {}
+        for c in chunks:
+            keyer = keyers.get(c.document_id)
+            if keyer is None:
+                keyer = keyers[c.document_id] = ContextStore.keyer(gen.name, gen.model, identity, docs[c.document_id].text)
+            out[c.id] = keyer(c.text)
+        return out
 
     # -- batches left by a previous process -------------------------------------------------------
 
@@ -285,6 +301,7 @@ class _Run:
         self.windowed_docs: set[str] = set()
         self.warned_cache = False
         self.lock = threading.RLock()
+        self.commits: list[asyncio.Future] = []
         self.bar = tqdm(total=total, desc="contexts", unit="chunk", disable=not owner.show_progress or not total)
 
     def close(self) -> None:
@@ -410,6 +427,8 @@ class _Run:
             for task in tasks:
                 task.cancel()
             raise
+        finally:
+            await asyncio.gather(*self.commits)  # every arrived context is committed before returning
 
     async def _handle(self, item: tuple, push: Any) -> None:
         kind, state = item[0], item[1]
@@ -424,8 +443,12 @@ class _Run:
         except GenerationError as exc:
             self.fail(chunk, exc)
         else:
-            # the store commits with fsync: off the event loop, so other requests keep flowing
-            await asyncio.to_thread(self.record, state, chunk, result, first=kind == "first")
+            # the store commits (with fsync) in a thread at once, while this worker takes its next
+            # request; a document's first chunk is awaited, as its usage settles the rest's requests
+            commit = asyncio.ensure_future(asyncio.to_thread(self.record, state, chunk, result, first=kind == "first"))
+            self.commits.append(commit)
+            if kind == "first":
+                await commit
         if kind == "first":
             for rest in state.todo[1:]:
                 push(0, ("chunk", state, rest))

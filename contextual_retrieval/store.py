@@ -67,6 +67,14 @@ class ImportResult(NamedTuple):
     skipped: int
 
 
+def _absorb(h: Any, part: str) -> None:
+    if not isinstance(part, str):
+        raise TypeError(f"key parts must be str, got {type(part).__name__}")
+    data = part.encode("utf-8", "surrogatepass")
+    h.update(len(data).to_bytes(8, "big"))
+    h.update(data)
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat()
 
@@ -150,14 +158,21 @@ class ContextStore:
         generator: str, model: str, prompt_identity: str, document_text: str, chunk_text: str
     ) -> str:
         """The store key: sha256 hex over length-prefixed parts (("ab", "c") != ("a", "bc"))."""
+        return ContextStore.keyer(generator, model, prompt_identity, document_text)(chunk_text)
+
+    @staticmethod
+    def keyer(generator: str, model: str, prompt_identity: str, document_text: str) -> Callable[[str], str]:
+        """`key` with the document part hashed once: chunk text -> key, for many chunks of a document."""
         h = hashlib.sha256(_KEY_TAG)
-        for part in (generator, model, prompt_identity, document_text, chunk_text):
-            if not isinstance(part, str):
-                raise TypeError(f"key parts must be str, got {type(part).__name__}")
-            data = part.encode("utf-8", "surrogatepass")
-            h.update(len(data).to_bytes(8, "big"))
-            h.update(data)
-        return h.hexdigest()
+        for part in (generator, model, prompt_identity, document_text):
+            _absorb(h, part)
+
+        def key_of(chunk_text: str) -> str:
+            chunk_hash = h.copy()
+            _absorb(chunk_hash, chunk_text)
+            return chunk_hash.hexdigest()
+
+        return key_of
 
     # -- reads -------------------------------------------------------------------------------
 

@@ -13,7 +13,6 @@ stops with `FatalGenerationError` (the contexts made so far are already stored).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import re
 import threading
 from dataclasses import dataclass
@@ -154,7 +153,7 @@ class AnthropicContextGenerator:
         self._client = _guarded(client, _SyncGuard()) if client is not None else None
         self._async_client = _guarded(async_client, _AsyncGuard()) if async_client is not None else None
         self._own_clients = client is None and async_client is None
-        self._known: dict[str, bool] = {}
+        self._known: dict[tuple[str, int, int], bool] = {}
         self._lock = threading.Lock()
 
     # -- clients ----------------------------------------------------------------------------
@@ -177,9 +176,10 @@ class AnthropicContextGenerator:
 
     # -- sizes --------------------------------------------------------------------------------
 
-    def _digest(self, document: Document) -> str:
-        block = self.prompt.render_document(document.text)
-        return hashlib.sha256(block.encode("utf-8", "surrogatepass")).hexdigest()
+    @staticmethod
+    def _digest(document: Document) -> tuple[str, int, int]:
+        # str hashes are cached by Python: O(1) per request after the first
+        return (document.id, len(document.text), hash(document.text))
 
     def document_tokens(self, document: Document, *, exact: bool = False) -> int:
         """Tokens of the document block (the cached prefix): an estimate, or the count_tokens
