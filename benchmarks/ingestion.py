@@ -99,7 +99,7 @@ def ours(server: FakeAnthropicServer, dataset, *, mode: str, grouped: bool) -> t
         result = ctx.contextualize(dataset.documents, dataset.chunks)
         wall = time.perf_counter() - started
     assert len(result.chunks) == len(dataset.chunks) and all(c.context for c in result.chunks)
-    return wall, result.report.to_dict()
+    return wall, {**result.report.to_dict(), "text": result.report.format()}
 
 
 def measure(server: FakeAnthropicServer, dataset, wall: float, *, batch: bool) -> dict:
@@ -165,7 +165,7 @@ def main() -> int:
         srv = server()
         wall, report = ours(srv, dataset, mode=mode, grouped=grouped)
         runs[name] = measure(srv, dataset, wall, batch=mode == "batch")
-        runs[name]["report"] = {k: report[k] for k in ("cache_writes", "cache_misses", "grouped_requests", "grouped_fallbacks", "windowed_documents")}
+        runs[name]["report"] = {k: report[k] for k in ("cache_writes", "cache_misses", "grouped_requests", "grouped_fallbacks", "windowed_documents", "text")}
         srv.stop()
 
     base = runs["cookbook realtime"]
@@ -184,6 +184,7 @@ def main() -> int:
     print(f"cacheable documents: {base['cacheable_documents']} of {len(dataset.documents)}; "
           f"ideal cache reads {base['ideal_cache_read_tokens']:,} tokens")
     print(f"wall time, ours realtime / cookbook: {runs['ours realtime']['wall_s'] / base['wall_s']:.3f}")
+    print("\nour report, realtime run:\n" + runs["ours realtime"]["report"]["text"])
     payload = {
         "ours": {k.removeprefix("ours ").replace(" ", "_"): v for k, v in runs.items() if k.startswith("ours")},
         "cookbook": {"realtime": base},

@@ -400,3 +400,36 @@ def test_malformed_response_fails_the_chunk_and_keeps_the_rest(server, tmp_path)
     assert len(ContextStore(tmp_path / "contexts.sqlite3")) == 2
     rerun = c.contextualize(documents, chunks)
     assert rerun.report.store_hits == 2 and rerun.report.generated == 1
+
+
+def test_batches_are_split_within_the_limits(tmp_path):
+    with FakeAnthropicServer(max_batch_requests=5) as srv:
+        documents, chunks = make_corpus(big_docs=0, small_docs=3, chunks_per_doc=4)
+        c = contextualizer(srv, tmp_path, mode="batch", batch_poll_interval=0.02, batch_max_requests=5)
+        result = c.contextualize(documents, chunks)
+        assert result.report.generated == 12 and srv.stats()["batches"] == 3  # 5 + 5 + 2
+        sizes = sorted(len(r.body["requests"]) for r in srv.requests if r.path == "/v1/messages/batches" and r.method == "POST")
+        assert sizes == [2, 5, 5]
+
+
+def test_timeouts_are_retried_by_the_sdk(tmp_path):
+    with FakeAnthropicServer() as srv:
+        srv.hang_next(1.0, times=1)
+        client = anthropic.Anthropic(api_key=srv.api_key, base_url=srv.url, max_retries=3, timeout=0.3)
+        gen = AnthropicContextGenerator(MODEL, client=client)
+        documents, chunks = make_corpus(big_docs=0, small_docs=1, chunks_per_doc=2)
+        report = Contextualizer(gen, tmp_path / "t.sqlite3", concurrency=1, show_progress=False).contextualize(documents, chunks).report
+        assert report.generated == 2 and report.usage.retries == 1
+
+
+def test_bedrock_and_vertex_clients_are_accepted():
+    bedrock = anthropic.AnthropicBedrock(aws_region="us-east-1", aws_access_key="AKIAEXAMPLE", aws_secret_key="secret")
+    gen = AnthropicContextGenerator("anthropic.claude-3-haiku-20240307-v1:0", client=bedrock)
+    assert gen.info.cache_min_tokens == 2048 and gen.info.input_price == 0.25
+    assert len(gen._client.middleware) == len(bedrock.middleware) + 1  # our guard, on a copy
+    assert bedrock.middleware == ()  # the user's client is untouched
+    doc = Document("d", "x " * 6000)
+    params = gen.build_request(doc, Chunk("c", "d", "x x")).params
+    assert params["model"] == "anthropic.claude-3-haiku-20240307-v1:0"
+    vertex = anthropic.AnthropicVertex(region="us-east5", project_id="p", access_token="t")
+    assert AnthropicContextGenerator("claude-3-haiku@20240307", client=vertex).info.cache_min_tokens == 2048

@@ -137,6 +137,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterable, Mapping
 from urllib.parse import parse_qs, urlsplit
 
+from .loopback import serve_in_thread, stop_server
+
 __all__ = [
     "DEFAULT_MIN_CACHE_TOKENS",
     "FakeAnthropicServer",
@@ -428,24 +430,13 @@ class FakeAnthropicServer:
 
     def start(self) -> "FakeAnthropicServer":
         self._stopping.clear()
-        httpd = _Server(("127.0.0.1", 0), _Handler)
-        httpd.owner = self  # type: ignore[attr-defined]
-        self._httpd = httpd
-        self._thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="FakeAnthropicServer", daemon=True
-        )
-        self._thread.start()
+        self._httpd, self._thread = serve_in_thread(_Server(("127.0.0.1", 0), _Handler), self, "FakeAnthropicServer")
         return self
 
     def stop(self) -> None:
         self._stopping.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        stop_server(self._httpd, self._thread)
+        self._httpd, self._thread = None, None
 
     def __enter__(self) -> "FakeAnthropicServer":
         return self.start()

@@ -122,22 +122,12 @@ class LoopbackServer:
         httpd = ThreadingHTTPServer(("127.0.0.1", 0), _RequestHandler)
         httpd.daemon_threads = True
         httpd.block_on_close = False
-        httpd.owner = self  # type: ignore[attr-defined]
-        self._httpd = httpd
-        self._thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name=type(self).__name__, daemon=True
-        )
-        self._thread.start()
+        self._httpd, self._thread = serve_in_thread(httpd, self, type(self).__name__)
         return self
 
     def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        stop_server(self._httpd, self._thread)
+        self._httpd, self._thread = None, None
 
     def __enter__(self) -> "LoopbackServer":
         return self.start()
@@ -175,6 +165,23 @@ class LoopbackServer:
             return 200, {}, handler(record.body)
         except ApiError as exc:
             return exc.status, {}, self.error_body(exc.status, exc.message)
+
+
+def serve_in_thread(httpd: Any, owner: object, name: str) -> tuple[Any, threading.Thread]:
+    """Serve `httpd` (its handlers reach `owner` as server.owner) in a daemon thread."""
+    httpd.owner = owner
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name=name, daemon=True)
+    thread.start()
+    return httpd, thread
+
+
+def stop_server(httpd: Any, thread: threading.Thread | None) -> None:
+    """Shut a server started by `serve_in_thread` down and wait for its thread."""
+    if httpd is not None:
+        httpd.shutdown()
+        httpd.server_close()
+    if thread is not None:
+        thread.join(timeout=5)
 
 
 class _RequestHandler(BaseHTTPRequestHandler):
