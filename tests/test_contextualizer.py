@@ -226,7 +226,7 @@ def _chunk_of(body: dict) -> str:
 def test_batch_mode_half_price_one_write_per_document(tmp_path):
     with FakeAnthropicServer() as srv:
         documents, chunks = make_corpus()
-        c = contextualizer(srv, tmp_path, mode="batch", cache_ttl="1h", batch_poll_interval=0.02)
+        c = contextualizer(srv, tmp_path, mode="batch", batch_poll_interval=0.02)  # 5m generator: batches use 1h
         result = c.contextualize(documents, chunks)
         report = result.report
         assert report.generated == len(chunks) and report.batch
@@ -234,6 +234,7 @@ def test_batch_mode_half_price_one_write_per_document(tmp_path):
         for doc in documents[:2]:
             assert srv.cache_writes_containing(doc.text) == 1
         assert report.cache_read_share == pytest.approx(1.0)
+        assert report.usage.cache_write_1h_tokens > 0 and report.usage.cache_write_tokens == 0
         full = report.usage
         from contextual_retrieval.usage import cost_usd
 
