@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Sequence
 
+from tqdm.auto import tqdm
+
 from .generators.base import ContextGenerator, FatalGenerationError, Generation, GenerationError, TokenUsage
 from .store import ContextStore
 from .types import Chunk, ContextPosition, ContextualChunk, Document
@@ -291,8 +293,6 @@ class _Run:
         contexts: dict[str, str],
         total: int,
     ) -> None:
-        from tqdm.auto import tqdm
-
         self.owner, self.report, self.keys, self.grouped_keys = owner, report, keys, grouped_keys
         self.contexts = contexts
         self.generated = 0
