@@ -70,3 +70,24 @@ class LazyClients:
         if self._async_client is None:
             self._async_client = self._build(self._async_cls)
         return self._async_client
+
+
+def lazy_exports(namespace: dict, lazy: dict[str, str]):  # type: ignore[no-untyped-def]
+    """Module-level `__getattr__` / `__dir__` that import `name` from `lazy[name]` on first use.
+
+    Keeps optional SDKs (voyageai, cohere, anthropic, onnxruntime) out of a package's import.
+    """
+    package = namespace["__name__"]
+
+    def __getattr__(name: str):  # type: ignore[no-untyped-def]
+        module = lazy.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module, package), name)
+        namespace[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(namespace) | set(namespace.get("__all__", ())))
+
+    return __getattr__, __dir__

@@ -9,7 +9,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from contextual_retrieval._sdk import lazy_exports
+
+from typing import TYPE_CHECKING
 
 from .base import ContextGenerator, FatalGenerationError, Generation, GenerationError, TokenUsage
 from .callable import CallableContextGenerator
@@ -32,16 +34,4 @@ __all__ = [
 _LAZY = {"AnthropicContextGenerator": ".anthropic"}
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY)
