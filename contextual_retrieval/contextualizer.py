@@ -311,10 +311,14 @@ class _Run:
 
     def record(self, state: _DocState, chunk: Chunk, gen: Generation, *, first: bool, grouped: bool = False) -> None:
         """Store a context the moment it arrives, then account for it (thread-safe)."""
+        self.commit(chunk, gen, grouped=grouped)
+        self.note(state, chunk, gen, first=first)
+
+    def commit(self, chunk: Chunk, gen: Generation, *, grouped: bool = False) -> None:
+        """Commit one context to the store (its own transaction)."""
         owner = self.owner
-        key = self.grouped_keys[chunk.id] if grouped else self.keys[chunk.id]
         owner.store.put(
-            key,
+            self.grouped_keys[chunk.id] if grouped else self.keys[chunk.id],
             gen.context,
             generator=owner.generator.name,
             model=owner.generator.model,
@@ -323,6 +327,9 @@ class _Run:
             original_index=chunk.index,
             usage=gen.usage.to_dict(),
         )
+
+    def note(self, state: _DocState, chunk: Chunk, gen: Generation, *, first: bool) -> None:
+        """Account for a generated context."""
         with self.lock:
             self.contexts[chunk.id] = gen.context
             self.generated += 1
@@ -444,11 +451,9 @@ class _Run:
             self.fail(chunk, exc)
         else:
             # the store commits (with fsync) in a thread at once, while this worker takes its next
-            # request; a document's first chunk is awaited, as its usage settles the rest's requests
-            commit = asyncio.ensure_future(asyncio.to_thread(self.record, state, chunk, result, first=kind == "first"))
-            self.commits.append(commit)
-            if kind == "first":
-                await commit
+            # request: a commit never holds up a request slot
+            self.commits.append(asyncio.ensure_future(asyncio.to_thread(self.commit, chunk, result)))
+            self.note(state, chunk, result, first=kind == "first")
         if kind == "first":
             for rest in state.todo[1:]:
                 push(0, ("chunk", state, rest))
