@@ -37,7 +37,7 @@ from typing import Any, Literal, Sequence
 
 from tqdm.auto import tqdm
 
-from .generators.base import ContextGenerator, FatalGenerationError, Generation, GenerationError, TokenUsage
+from .generators.base import PREFER_SYNC, ContextGenerator, FatalGenerationError, Generation, GenerationError, TokenUsage
 from .store import ContextStore
 from .types import Chunk, ContextPosition, ContextualChunk, Document
 from .usage import UsageReport
@@ -160,6 +160,7 @@ class Contextualizer:
             # bound (the default executor has min(32, cores + 4) threads)
             workers = ThreadPoolExecutor(self.concurrency * 2 + 4, thread_name_prefix="contextualize")
             asyncio.get_running_loop().set_default_executor(workers)
+            PREFER_SYNC.set(True)  # this loop ends with the call: keep async clients off it
             return await self.acontextualize(documents, chunks)
 
         try:

@@ -434,3 +434,18 @@ def test_bedrock_and_vertex_clients_are_accepted():
     assert params["model"] == "anthropic.claude-3-haiku-20240307-v1:0"
     vertex = anthropic.AnthropicVertex(region="us-east5", project_id="p", access_token="t")
     assert AnthropicContextGenerator("claude-3-haiku@20240307", client=vertex).info.cache_min_tokens == 2048
+
+
+async def test_sync_calls_use_the_sync_client_async_calls_the_async_one(server, tmp_path):
+    documents, chunks = make_corpus(big_docs=0, small_docs=1, chunks_per_doc=2)
+    sync_client = anthropic.Anthropic(api_key=server.api_key, base_url=server.url)
+    async_client = anthropic.AsyncAnthropic(api_key=server.api_key, base_url=server.url)
+    gen = AnthropicContextGenerator(MODEL, client=sync_client, async_client=async_client)
+    # the sync entry point runs on a private loop (in a thread here, as a loop is running):
+    # an async client's connections would die with that loop, so the sync client is used
+    Contextualizer(gen, tmp_path / "a.sqlite3", show_progress=False).contextualize(documents, chunks)
+    Contextualizer(gen, tmp_path / "b.sqlite3", show_progress=False).contextualize(documents, chunks)
+    await Contextualizer(gen, tmp_path / "c.sqlite3", show_progress=False).acontextualize(documents, chunks)
+    kinds = [r.headers.get("x-stainless-async") for r in message_requests(server)]
+    assert kinds[:4] == ["false"] * 4 and all(k.startswith("async") for k in kinds[4:]) and len(kinds) == 6
+    await async_client.close()

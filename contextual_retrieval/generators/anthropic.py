@@ -22,7 +22,7 @@ from .._sdk import env_key, import_sdk
 from ..prompts import DEFAULT_PROMPT, ContextPrompt
 from ..types import Chunk, Document
 from ..usage import ModelInfo, estimate_tokens, model_info
-from .base import FatalGenerationError, Generation, GenerationError, TokenUsage
+from .base import PREFER_SYNC, FatalGenerationError, Generation, GenerationError, TokenUsage
 
 __all__ = ["AnthropicContextGenerator", "GROUPED_INSTRUCTIONS", "SpendLimitReached"]
 
@@ -367,6 +367,8 @@ class AnthropicContextGenerator:
         return message, _usage(message, raw.retries_taken)
 
     async def _acall(self, params: dict[str, Any]) -> tuple[Any, TokenUsage]:
+        if PREFER_SYNC.get() and (self._client is not None or self._own_clients):
+            return await asyncio.to_thread(self._call, params)
         client = self._async()
         if client is None:
             return await asyncio.to_thread(self._call, params)

@@ -7,12 +7,18 @@ part of the context-store key, so two generators, models or prompts never share 
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from ..types import Chunk, Document
 
-__all__ = ["ContextGenerator", "Generation", "TokenUsage", "GenerationError", "FatalGenerationError"]
+__all__ = ["ContextGenerator", "Generation", "TokenUsage", "GenerationError", "FatalGenerationError", "PREFER_SYNC"]
+
+#: Set by the synchronous `Contextualizer.contextualize`, which runs on a private event loop: a
+#: generator holding both clients then uses its sync client in threads, since an async client's
+#: connections belong to the loop they were opened on and that loop ends with the call.
+PREFER_SYNC: ContextVar[bool] = ContextVar("contextual_retrieval_prefer_sync", default=False)
 
 
 @dataclass
