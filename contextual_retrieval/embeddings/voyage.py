@@ -132,7 +132,15 @@ def _as_texts(texts: Sequence[str]) -> list[str]:
     return out
 
 
-class VoyageEmbedder(LazyClients):
+class VoyageClients(LazyClients):
+    """Voyage AI's sync and async clients, built from VOYAGE_API_KEY unless injected."""
+
+    _sdk = ("voyageai", "voyage", "Voyage AI")
+    _sync_cls, _async_cls = "Client", "AsyncClient"
+    _key_vars = ("VOYAGE_API_KEY",)
+
+
+class VoyageEmbedder(VoyageClients):
     """Embeddings from Voyage AI's API; chunks as `input_type="document"`, queries as `"query"`.
 
     Vectors come back as float32 arrays of shape (n, dimension), L2-normalised, in input order.
@@ -166,11 +174,7 @@ class VoyageEmbedder(LazyClients):
         (0, 1024)
     """
 
-    _sdk = ("voyageai", "voyage", "Voyage AI")
-    _sync_cls, _async_cls = "Client", "AsyncClient"
-    _key_vars = ("VOYAGE_API_KEY",)
     _missing_key = _MISSING_KEY
-
     normalized = True
 
     def __init__(

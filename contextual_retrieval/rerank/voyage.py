@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from contextual_retrieval.embeddings.voyage import estimate_tokens, plan_batches
-from contextual_retrieval._sdk import LazyClients, env_key
+from contextual_retrieval.embeddings.voyage import VoyageClients, estimate_tokens, plan_batches
+from contextual_retrieval._sdk import env_key
 from contextual_retrieval.rerank.base import RerankResult, best_first, candidate_texts, check_top_n
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -39,7 +39,7 @@ _MISSING_KEY = (
 )
 
 
-class VoyageReranker(LazyClients):
+class VoyageReranker(VoyageClients):
     """Reranks candidates with Voyage AI's rerank API; returns at most `top_n`, best first.
 
     Args:
@@ -62,9 +62,6 @@ class VoyageReranker(LazyClients):
         []
     """
 
-    _sdk = ("voyageai", "voyage", "Voyage AI")
-    _sync_cls, _async_cls = "Client", "AsyncClient"
-    _key_vars = ("VOYAGE_API_KEY",)
     _missing_key = _MISSING_KEY
 
     def __init__(
