@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_DATASET = os.environ.get("CONTEXTUAL_RETRIEVAL_DATASET", str(HERE.parent.parent / "shared" / "data" / "cookbook-codebase"))
+from _paths import DEFAULT_DATASET  # noqa: E402
 
 
 def main() -> int:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 import threading
@@ -37,13 +36,11 @@ from contextual_retrieval.evaluation import load_cookbook  # noqa: E402
 from contextual_retrieval.generators import AnthropicContextGenerator, TokenUsage  # noqa: E402
 from contextual_retrieval.prompts import DEFAULT_PROMPT  # noqa: E402
 from contextual_retrieval.usage import cost_usd  # noqa: E402
+from _paths import DEFAULT_DATASET  # noqa: E402
 from fakes.anthropic_server import FakeAnthropicServer, count_tokens  # noqa: E402
 
 MODEL = "claude-3-haiku-20240307"
 PRICES = {"claude-3-haiku": "claude-3-haiku-20240307", "claude-haiku-4-5": "claude-haiku-4-5"}
-DEFAULT_DATASET = os.environ.get(
-    "CONTEXTUAL_RETRIEVAL_DATASET", str(HERE.parent.parent / "shared" / "data" / "cookbook-codebase")
-)
 THREADS = 5
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -49,7 +48,9 @@ LLAMAINDEX_REFERENCE = {5: 80.84, 10: 87.90, 20: 91.70}
 
 
 def default_dataset() -> Path:
-    return Path(os.environ.get(DATASET_ENV) or REPO.parent / "shared" / "data" / "cookbook-codebase")
+    from _paths import DEFAULT_DATASET
+
+    return Path(DEFAULT_DATASET)
 
 
 # -- embedder glue: the same cached embedder behind each framework's interface -----------------

@@ -9,12 +9,11 @@ and writes benchmarks/quality.json and benchmarks/quality.png next to this scrip
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_DATASET = os.environ.get("CONTEXTUAL_RETRIEVAL_DATASET", str(HERE.parent.parent / "shared" / "data" / "cookbook-codebase"))
+from _paths import DEFAULT_DATASET  # noqa: E402
 
 
 def main() -> int:
