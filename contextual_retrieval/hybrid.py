@@ -14,21 +14,14 @@ import numpy as np
 
 from .bm25 import BM25Index
 from .embeddings.base import Embedder
-from .fusion import DEFAULT_DEPTH, FusionMode, fuse
+from .ensemble import DEFAULT_RRF_K, DEFAULT_TOP_K, DEFAULT_WEIGHTS, fuse_sources, rerank_hits
+from .fusion import DEFAULT_DEPTH, FusionMode
 from .rerank.base import Reranker
 from .types import ContextualChunk
 from .vectors import VectorIndex
 
 __all__ = ["HybridSearcher", "SearchHit", "DEFAULT_WEIGHTS", "DEFAULT_RRF_K", "DEFAULT_TOP_K"]
 
-#: Dense and BM25 get an equal say by default. Anthropic's cookbook uses 0.8 / 0.2 with a strong
-#: hosted embedder (voyage-2); a small local embedder is no stronger than BM25, so neither side is
-#: favoured. Pass `weights=(0.8, 0.2)` with a hosted embedder to follow the cookbook.
-DEFAULT_WEIGHTS: tuple[float, float] = (0.5, 0.5)
-#: RRF constant: 0 is the cookbook's ``w / rank`` (1-based ranks).
-DEFAULT_RRF_K: float = 0.0
-#: results returned, as in the cookbook's top-20 evaluation.
-DEFAULT_TOP_K: int = 20
 
 
 @dataclass(frozen=True)
@@ -144,26 +137,11 @@ class HybridSearcher:
         return results
 
     def _finish(self, query: str, sources: list[tuple[str, list[tuple[str, float]], float]], k: int) -> list[SearchHit]:
-        names = [name for name, _, _ in sources]
-        fused = fuse(
-            [hits for _, hits, _ in sources],
-            [w for _, _, w in sources],
-            mode=self.mode,
-            k=self.rrf_k,
-            depth=self.depth,
+        fused = fuse_sources(sources, mode=self.mode, rrf_k=self.rrf_k, depth=self.depth)
+        ranked = rerank_hits(
+            query, fused, lambda i: self.chunks[i].indexed_text, self.reranker, k=k, rerank_depth=self.rerank_depth
         )
-        hits = [
-            SearchHit(h.id, h.score, self.chunks[h.id], dict(zip(names, h.ranks)), h.score)  # type: ignore[index]
-            for h in fused
-        ]
-        if self.reranker is not None and hits:
-            pool = hits[: self.rerank_depth]
-            ranked = self.reranker.rerank(query, [h.chunk.indexed_text for h in pool], top_n=k)
-            return [
-                SearchHit(pool[r.index].id, r.score, pool[r.index].chunk, pool[r.index].ranks, pool[r.index].fused_score)
-                for r in ranked
-            ]
-        return hits[:k]
+        return [SearchHit(h.id, h.score, self.chunks[h.id], h.ranks, h.fused_score) for h in ranked]  # type: ignore[index]
 
 
 def _embed_with_progress(embedder: Embedder, texts: list[str], batch_size: int, show_progress: bool) -> np.ndarray:

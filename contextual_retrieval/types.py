@@ -6,10 +6,27 @@ these types.
 
 from __future__ import annotations
 
+import hashlib
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["Document", "Chunk", "ContextualChunk", "ContextPosition", "compose_indexed_text"]
+__all__ = [
+    "Document",
+    "Chunk",
+    "ContextualChunk",
+    "ContextPosition",
+    "compose_indexed_text",
+    "format_for_llm",
+    "stable_chunk_id",
+    "CONTEXT_LABEL",
+    "SOURCE_LABEL",
+]
+
+#: How an LLM is shown a retrieved chunk: the generated context and the source text marked apart,
+#: so an answer quotes the source, never the context (`format_for_llm`).
+CONTEXT_LABEL = "[Context: generated to situate the source text below; not part of the source]"
+SOURCE_LABEL = "[Source text]"
 
 ContextPosition = Literal["before", "after", "none"]
 
@@ -102,6 +119,38 @@ def compose_indexed_text(
     if position == "before":
         return context + separator + text
     return text + separator + context
+
+
+def format_for_llm(context: str, text: str) -> str:
+    """A chunk for an LLM prompt, context and source marked apart (just the source without context).
+
+    Example:
+        >>> print(format_for_llm("From ACME's Q2 2023 report.", "Revenue grew 3%."))
+        [Context: generated to situate the source text below; not part of the source]
+        <BLANKLINE>
+        From ACME's Q2 2023 report.
+        <BLANKLINE>
+        [Source text]
+        <BLANKLINE>
+        Revenue grew 3%.
+    """
+    if not context:
+        return text
+    return f"{CONTEXT_LABEL}\n\n{context}\n\n{SOURCE_LABEL}\n\n{text}"
+
+
+def stable_chunk_id(document_id: str, index: int, text: str) -> str:
+    """A chunk id that is the same on every run: a UUID from the document id, position and text.
+
+    Example:
+        >>> stable_chunk_id("a.md", 0, "hi") == stable_chunk_id("a.md", 0, "hi") != stable_chunk_id("a.md", 1, "hi")
+        True
+    """
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return str(uuid.uuid5(_ID_NAMESPACE, f"{document_id}\x00{index}\x00{digest}"))
+
+
+_ID_NAMESPACE = uuid.UUID("6f1c3a52-8e0b-4d7e-9a51-2c4b7d9e0f13")
 
 
 def _check_text(kind: str, ident: str, text: object) -> None:

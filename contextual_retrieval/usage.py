@@ -15,7 +15,7 @@ from typing import Any
 
 from .generators.base import TokenUsage
 
-__all__ = ["ModelInfo", "MODELS", "model_info", "UsageReport", "cost_usd", "estimate_tokens"]
+__all__ = ["ModelInfo", "MODELS", "model_info", "UsageReport", "cost_usd", "estimate_tokens", "cache_verdict"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,26 @@ def model_info(model: str) -> ModelInfo:
 def estimate_tokens(text: str, chars_per_token: float = 4.0) -> int:
     """A quick token estimate (the API's count_tokens gives the exact figure)."""
     return math.ceil(len(text) / chars_per_token) if text else 0
+
+
+def cache_verdict(estimated_tokens: int, minimum: int | None) -> bool | None:
+    """Whether a prefix of about `estimated_tokens` reaches a cache `minimum`, when an estimate can tell.
+
+    True / False when the estimate is clear by a factor of 1.5 either way; None when it is too
+    close to call (or the minimum is unknown): then the first request carries cache_control and its
+    usage settles it.
+
+    Example:
+        >>> cache_verdict(9000, 4096), cache_verdict(1000, 4096), cache_verdict(4000, 4096)
+        (True, False, None)
+    """
+    if minimum is None:
+        return None
+    if estimated_tokens >= minimum * 1.5:
+        return True
+    if estimated_tokens * 1.5 < minimum:
+        return False
+    return None
 
 
 def cost_usd(usage: TokenUsage, model: str, *, batch: bool = False) -> float | None:

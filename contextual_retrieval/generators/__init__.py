@@ -5,6 +5,8 @@
 - `AnthropicContextGenerator`: Claude with prompt caching. It is imported lazily, so importing
   this package does not import the ``anthropic`` SDK.
 - `CallableContextGenerator`: wraps your own function, sync or async (any LLM, any framework).
+- `ChatContextGenerator`: the prompt as content blocks through a framework chat model (what the
+  LlamaIndex and LangChain adapters use, with prompt caching for Claude).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from .base import ContextGenerator, FatalGenerationError, Generation, GenerationError, TokenUsage
 from .callable import CallableContextGenerator
+from .chat import ChatContextGenerator
 from .structural import StructuralContextGenerator
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -23,6 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "AnthropicContextGenerator",
     "CallableContextGenerator",
+    "ChatContextGenerator",
     "ContextGenerator",
     "FatalGenerationError",
     "Generation",

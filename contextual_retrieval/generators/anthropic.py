@@ -21,7 +21,7 @@ from typing import Any, Iterable, Literal, Sequence
 from .._sdk import env_key, import_sdk
 from ..prompts import DEFAULT_PROMPT, ContextPrompt
 from ..types import Chunk, Document
-from ..usage import ModelInfo, estimate_tokens, model_info
+from ..usage import ModelInfo, cache_verdict, estimate_tokens, model_info
 from .base import PREFER_SYNC, FatalGenerationError, Generation, GenerationError, TokenUsage
 
 __all__ = ["AnthropicContextGenerator", "GROUPED_INSTRUCTIONS", "SpendLimitReached"]
@@ -218,10 +218,9 @@ class AnthropicContextGenerator:
         if minimum is None:
             return None
         estimate = self.document_tokens(document)
-        if estimate >= minimum * 1.5:
-            answer: bool | None = True
-        elif estimate * 1.5 < minimum:
-            answer = False
+        answer = cache_verdict(estimate, minimum)
+        if answer is not None:
+            pass
         elif self.count_tokens_mode == "estimate":
             answer = estimate >= minimum
         elif self.count_tokens_mode == "api":
