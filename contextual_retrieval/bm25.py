@@ -134,17 +134,26 @@ class BM25Index:
             return np.zeros(len(self.ids), dtype=np.float64)
         return engine.get_scores_from_ids(term_ids)
 
-    def search(self, query: str | Sequence[str], k: int = 10) -> list[tuple[str, float]]:
+    def search(
+        self, query: str | Sequence[str], k: int = 10, *, allowed: np.ndarray | None = None
+    ) -> list[tuple[str, float]]:
         """The top `k` (id, score) pairs, best first; texts with score 0 are never returned.
 
         An empty query, or one with no indexed term, returns []. `k` larger than the corpus
-        returns every matching text. Ties are broken by indexing order.
+        returns every matching text. Ties are broken by indexing order. `allowed` (a boolean
+        array, one entry per indexed text in `ids` order) restricts the search to a subset, as
+        metadata filters do.
         """
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
             raise ValueError(f"k must be a positive integer, got {k!r}")
         if isinstance(query, str) and not query.strip():
             return []
         scores = self.get_scores(query)
+        if allowed is not None:
+            allowed = np.asarray(allowed, dtype=bool)
+            if allowed.shape != scores.shape:
+                raise ValueError(f"allowed has {allowed.size} entries for {scores.size} indexed texts; pass one per id")
+            scores = np.where(allowed, scores, 0.0)
         positive = np.flatnonzero(scores > 0)
         if positive.size > k:
             top = np.argpartition(-scores[positive], k - 1)[:k]

@@ -1,7 +1,29 @@
-"""LlamaIndex parts of contextual-retrieval (thin adapters over `contextual_retrieval`).
+"""LlamaIndex parts for contextual retrieval: thin adapters over the `contextual_retrieval` core.
 
-Install with ``pip install 'contextual-retrieval[llamaindex]'``. The parts arrive in a later
-release: ContextualNodeParser, HybridRetriever and a rerank postprocessor.
+- `ContextualNodeParser`: split whole Documents with any node parser and situate every chunk.
+- `ContextualBM25Retriever`: contextual BM25 (the core index) as a retriever.
+- `HybridRetriever`: any retrievers fused with weighted RRF, optionally reranked.
+- `ContextualRerank`: Cohere (default), Voyage or any core reranker as a node postprocessor.
+- `LocalMiniLMEmbedding`, `ContextualVoyageEmbedding`, `CoreEmbedding`: embeddings.
+- `chroma_vector_store`: embedded Chroma holding our embeddings.
 """
 
-__all__: list[str] = []
+from .bm25 import ContextualBM25Retriever
+from .chroma import chroma_vector_store
+from .embeddings import ContextualVoyageEmbedding, CoreEmbedding, LocalMiniLMEmbedding
+from .hybrid import HybridRetriever
+from .llm import llm_context_generator
+from .node_parser import ContextualNodeParser
+from .rerank import ContextualRerank
+
+__all__ = [
+    "ContextualBM25Retriever",
+    "ContextualNodeParser",
+    "ContextualRerank",
+    "ContextualVoyageEmbedding",
+    "CoreEmbedding",
+    "HybridRetriever",
+    "LocalMiniLMEmbedding",
+    "chroma_vector_store",
+    "llm_context_generator",
+]

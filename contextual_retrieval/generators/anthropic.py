@@ -24,7 +24,7 @@ from ..types import Chunk, Document
 from ..usage import ModelInfo, cache_verdict, estimate_tokens, model_info
 from .base import PREFER_SYNC, FatalGenerationError, Generation, GenerationError, TokenUsage
 
-__all__ = ["AnthropicContextGenerator", "GROUPED_INSTRUCTIONS", "SpendLimitReached"]
+__all__ = ["AnthropicContextGenerator", "GROUPED_INSTRUCTIONS", "SpendLimitReached", "anthropic_usage"]
 
 _MISSING_KEY = (
     "ANTHROPIC_API_KEY is not set; pass client=anthropic.Anthropic(api_key=...) (or AsyncAnthropic, "
@@ -415,16 +415,28 @@ def _text(message: Any) -> str:
 
 
 def _usage(message: Any, retries: int) -> TokenUsage:
-    u = message.usage
-    creation = getattr(u, "cache_creation", None)
-    write_1h = int(getattr(creation, "ephemeral_1h_input_tokens", 0) or 0) if creation is not None else 0
-    write_total = int(u.cache_creation_input_tokens or 0)
+    return anthropic_usage(message.usage, retries)
+
+
+def anthropic_usage(usage: Any, retries: int = 0) -> TokenUsage:
+    """A Messages API ``usage`` (the SDK object or its dict form) as one request's `TokenUsage`.
+
+    Example:
+        >>> anthropic_usage({"input_tokens": 12, "output_tokens": 40, "cache_read_input_tokens": 5000}).cache_read_tokens
+        5000
+    """
+    def get(obj: Any, name: str) -> Any:
+        return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+    creation = get(usage, "cache_creation")
+    write_1h = int(get(creation, "ephemeral_1h_input_tokens") or 0) if creation is not None else 0
+    write_total = int(get(usage, "cache_creation_input_tokens") or 0)
     return TokenUsage(
-        input_tokens=int(u.input_tokens or 0),
-        output_tokens=int(u.output_tokens or 0),
+        input_tokens=int(get(usage, "input_tokens") or 0),
+        output_tokens=int(get(usage, "output_tokens") or 0),
         cache_write_tokens=write_total - write_1h,
         cache_write_1h_tokens=write_1h,
-        cache_read_tokens=int(u.cache_read_input_tokens or 0),
+        cache_read_tokens=int(get(usage, "cache_read_input_tokens") or 0),
         requests=1,
         retries=int(retries or 0),
     )

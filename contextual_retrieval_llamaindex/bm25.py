@@ -1,0 +1,158 @@
+"""`ContextualBM25Retriever`: the core BM25 index over contextual nodes, as a LlamaIndex retriever."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle, TextNode
+from llama_index.core.storage.docstore.types import BaseDocumentStore
+from llama_index.core.vector_stores.types import MetadataFilters
+from llama_index.core.vector_stores.utils import build_metadata_filter_fn
+
+from contextual_retrieval.bm25 import BM25Index
+from contextual_retrieval.ensemble import DEFAULT_DEPTH
+from contextual_retrieval.tokenizer import Tokenizer
+
+from ._convert import indexed_text
+
+__all__ = ["ContextualBM25Retriever"]
+
+_NODES_FILE = "nodes.jsonl"
+
+
+class ContextualBM25Retriever(BaseRetriever):
+    """BM25 over each node's ``get_content(MetadataMode.EMBED)``: context + chunk for the nodes of
+    `ContextualNodeParser` (contextual BM25), the plain text for any other node.
+
+    Uses the core `BM25Index` (a tokenizer for code and prose: identifiers split, stop words,
+    stemming, CJK bigrams; Lucene idf, k1=1.2, b=0.75).
+
+    Args:
+        nodes: the nodes to index (or use `from_defaults(docstore=...)`).
+        similarity_top_k: results per query (default 150, the candidates one side of the
+            hybrid retriever contributes).
+        filters: `MetadataFilters` applied to every query (node metadata, as vector stores do).
+        tokenizer: a core `Tokenizer` (default settings otherwise).
+        k1, b, method: BM25 parameters (see `BM25Index`).
+        index: a prebuilt `BM25Index` over these nodes' ids (what `from_persist_dir` passes).
+
+    Scores on the returned nodes are BM25 scores; nodes with score 0 are never returned.
+    `persist(dir)` writes the index (JSON + .npy) and the nodes (JSON lines); no pickle.
+
+    Example:
+        >>> from llama_index.core.schema import TextNode
+        >>> retriever = ContextualBM25Retriever([
+        ...     TextNode(text="Revenue grew 3%.", id_="a"), TextNode(text="Two plants opened.", id_="b")])
+        >>> [(r.node.node_id, round(r.score, 2)) for r in retriever.retrieve("revenue growth")]
+        [('a', 0.32)]
+    """
+
+    def __init__(
+        self,
+        nodes: Sequence[BaseNode],
+        *,
+        similarity_top_k: int = DEFAULT_DEPTH,
+        filters: Optional[MetadataFilters] = None,
+        tokenizer: Optional[Tokenizer] = None,
+        k1: float = 1.2,
+        b: float = 0.75,
+        method: str = "lucene",
+        index: Optional[BM25Index] = None,
+        callback_manager: Optional[CallbackManager] = None,
+        verbose: bool = False,
+    ) -> None:
+        if isinstance(similarity_top_k, bool) or similarity_top_k <= 0:
+            raise ValueError(f"similarity_top_k must be a positive integer, got {similarity_top_k!r}")
+        nodes = list(nodes)
+        if not nodes:
+            raise ValueError("no nodes to index: pass the nodes from your node parser (or a docstore)")
+        self.nodes: Dict[str, BaseNode] = {n.node_id: n for n in nodes}
+        if len(self.nodes) != len(nodes):
+            raise ValueError("duplicate node ids: every node needs a unique id")
+        self.similarity_top_k = int(similarity_top_k)
+        self.filters = filters
+        ids = list(self.nodes)
+        if index is None:
+            index = BM25Index(tokenizer, k1=k1, b=b, method=method).index(ids, [indexed_text(n) for n in nodes])  # type: ignore[arg-type]
+        elif list(index.ids) != ids:
+            raise ValueError("the BM25Index was built over other node ids; rebuild it from these nodes")
+        self.index = index
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+
+    @classmethod
+    def from_defaults(
+        cls,
+        nodes: Optional[Sequence[BaseNode]] = None,
+        docstore: Optional[BaseDocumentStore] = None,
+        index: Any = None,
+        **kwargs: Any,
+    ) -> "ContextualBM25Retriever":
+        """From nodes, a docstore, or a LlamaIndex index (its docstore)."""
+        if nodes is None:
+            docstore = docstore or getattr(index, "docstore", None)
+            if docstore is None:
+                raise ValueError("pass nodes=, docstore= or index= (an index whose docstore holds the nodes)")
+            nodes = list(docstore.docs.values())
+        return cls(nodes, **kwargs)
+
+    # -- retrieval ----------------------------------------------------------------------------------
+
+    def _allowed(self, filters: Optional[MetadataFilters]) -> Optional[np.ndarray]:
+        if filters is None or not filters.filters:
+            return None
+        keep = build_metadata_filter_fn(lambda node_id: self.nodes[node_id].metadata, filters)
+        return np.fromiter((keep(i) for i in self.index.ids), dtype=bool, count=len(self.index.ids))
+
+    def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+        hits = self.index.search(query_bundle.query_str, self.similarity_top_k, allowed=self._allowed(self.filters))
+        return [NodeWithScore(node=self.nodes[i], score=score) for i, score in hits]
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+        return self._retrieve(query_bundle)  # in-process and fast: no I/O to await
+
+    # -- persistence --------------------------------------------------------------------------------
+
+    def persist(self, path: str | Path) -> Path:
+        """Write the index and its nodes to directory `path` (JSON and .npy, no pickle)."""
+        path = Path(path)
+        self.index.save(path / "bm25")
+        with open(path / _NODES_FILE, "w", encoding="utf-8") as f:
+            for node in self.nodes.values():
+                f.write(json.dumps(node.to_dict(), ensure_ascii=False) + "\n")
+        (path / "retriever.json").write_text(
+            json.dumps({"similarity_top_k": self.similarity_top_k, "filters": self.filters.model_dump() if self.filters else None}),
+            encoding="utf-8",
+        )
+        return path
+
+    @classmethod
+    def from_persist_dir(cls, path: str | Path, **kwargs: Any) -> "ContextualBM25Retriever":
+        """Load what `persist` wrote; keyword arguments override the saved settings."""
+        path = Path(path)
+        if not (path / _NODES_FILE).is_file():
+            raise FileNotFoundError(f"{path / _NODES_FILE} not found: {path} is not a persisted ContextualBM25Retriever")
+
+        nodes = []
+        with open(path / _NODES_FILE, encoding="utf-8") as f:
+            for line in f:
+                data = json.loads(line)
+                nodes.append(_node_from_dict(data))
+        settings = json.loads((path / "retriever.json").read_text(encoding="utf-8"))
+        if settings.get("filters"):
+            settings["filters"] = MetadataFilters.model_validate(settings["filters"])
+        settings.update(kwargs)
+        settings.setdefault("index", BM25Index.load(path / "bm25"))
+        return cls(nodes, **settings)
+
+
+def _node_from_dict(data: dict) -> BaseNode:
+    from llama_index.core.schema import Document, IndexNode
+
+    kinds = {"TextNode": TextNode, "Document": Document, "IndexNode": IndexNode}
+    kind = kinds.get(data.get("class_name", "TextNode"), TextNode)
+    return kind.from_dict(data)

@@ -1,0 +1,37 @@
+"""Embedded Chroma for LlamaIndex, holding our embeddings only."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Optional
+
+__all__ = ["chroma_vector_store"]
+
+
+def chroma_vector_store(
+    path: Optional[str | os.PathLike[str]] = None,
+    collection: str = "contextual_retrieval",
+    *,
+    client: Any = None,
+) -> Any:
+    """A `ChromaVectorStore` on embedded Chroma (`path`: persistent on disk; None: in memory) or on
+    a given `client` (an `HttpClient` for a Chroma server).
+
+    The collection is created with ``embedding_function=None`` and cosine distance: vectors always
+    come from your LlamaIndex `embed_model` (`LocalMiniLMEmbedding` offline), never from Chroma's
+    default embedding function, which downloads a model at run time.
+
+    Example:
+        >>> store = chroma_vector_store(collection="doctest_example")
+        >>> store.stores_text
+        True
+    """
+    import chromadb
+    from llama_index.vector_stores.chroma import ChromaVectorStore
+
+    if client is None:
+        client = chromadb.PersistentClient(path=os.fspath(path)) if path is not None else chromadb.EphemeralClient()
+    chroma_collection = client.get_or_create_collection(
+        collection, embedding_function=None, metadata={"hnsw:space": "cosine"}
+    )
+    return ChromaVectorStore(chroma_collection=chroma_collection)

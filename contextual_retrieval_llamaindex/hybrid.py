@@ -1,0 +1,193 @@
+"""`HybridRetriever`: any LlamaIndex retrievers fused with the core's weighted RRF, then reranked."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
+
+from contextual_retrieval.ensemble import (
+    DEFAULT_DEPTH,
+    DEFAULT_RRF_K,
+    DEFAULT_TOP_K,
+    DEFAULT_WEIGHTS,
+    RankedHit,
+    arerank_hits,
+    fuse_sources,
+    rerank_hits,
+)
+from contextual_retrieval.fusion import FusionMode
+from contextual_retrieval.rerank.base import Reranker
+
+from ._convert import indexed_text, scored_ids, with_result
+
+__all__ = ["HybridRetriever"]
+
+
+class HybridRetriever(BaseRetriever):
+    """Fuses the rankings of any LlamaIndex retrievers with weighted RRF (or relative-score fusion).
+
+    The design card's ensemble retriever: by default a vector index retriever over contextual
+    embeddings and a `ContextualBM25Retriever` (`from_defaults`), each asked for `candidates`
+    results, fused with the core's `fuse_sources` (weights honoured in both modes, unlike
+    LlamaIndex's `QueryFusionRetriever`, whose RRF ignores them), optionally reranked, cut to
+    `similarity_top_k`. Results are deduplicated by node id. Each returned node carries, in its
+    metadata (excluded from embedding and LLM text), ``fused_score``, ``retriever_ranks`` (1-based
+    rank per retriever name, None where one missed it) and ``rerank_score`` when reranked; the
+    NodeWithScore's score is the final one. Async queries its retrievers concurrently.
+
+    Args:
+        retrievers: the retrievers, as a list (named "vector" / "bm25" / class name) or a dict
+            name -> retriever.
+        weights: one per retriever (default: (0.5, 0.5) for two, equal otherwise).
+        mode: "rrf" (default) or "relative_score".
+        rrf_k: the RRF constant (default 0: the cookbook's ``w / rank``; 60: classic RRF).
+        candidates: results taken from each retriever (default 150, as the cookbook); set on
+            retrievers that have a ``similarity_top_k``.
+        similarity_top_k: results returned (default 20).
+        reranker: a core `Reranker` (Cohere, Voyage, cross-encoder) or a LlamaIndex node
+            postprocessor such as `ContextualRerank`, applied to the fused candidates.
+        rerank_depth: fused candidates the reranker sees (default: all of them).
+
+    Example:
+        >>> from llama_index.core.schema import TextNode
+        >>> from contextual_retrieval_llamaindex import ContextualBM25Retriever
+        >>> nodes = [TextNode(text="Revenue grew 3%.", id_="a"), TextNode(text="Revenue fell.", id_="b")]
+        >>> hybrid = HybridRetriever({"bm25": ContextualBM25Retriever(nodes),
+        ...                           "bm25-again": ContextualBM25Retriever(nodes)}, similarity_top_k=1)
+        >>> [(r.node.node_id, r.node.metadata["retriever_ranks"]) for r in hybrid.retrieve("revenue grew")]
+        [('a', {'bm25': 1, 'bm25-again': 1})]
+    """
+
+    def __init__(
+        self,
+        retrievers: Union[Sequence[BaseRetriever], Mapping[str, BaseRetriever]],
+        weights: Optional[Sequence[float]] = None,
+        *,
+        mode: FusionMode = "rrf",
+        rrf_k: float = DEFAULT_RRF_K,
+        candidates: int = DEFAULT_DEPTH,
+        similarity_top_k: int = DEFAULT_TOP_K,
+        reranker: Union[Reranker, BaseNodePostprocessor, None] = None,
+        rerank_depth: Optional[int] = None,
+        callback_manager: Optional[CallbackManager] = None,
+        verbose: bool = False,
+    ) -> None:
+        named = dict(retrievers) if isinstance(retrievers, Mapping) else _name(list(retrievers))
+        if not named:
+            raise ValueError("pass at least one retriever")
+        for name, r in named.items():
+            if not isinstance(r, BaseRetriever):
+                raise TypeError(f"retriever {name!r} is a {type(r).__name__}, not a LlamaIndex BaseRetriever")
+        if weights is None:
+            weights = DEFAULT_WEIGHTS if len(named) == 2 else [1.0 / len(named)] * len(named)
+        if len(weights) != len(named):
+            raise ValueError(f"got {len(weights)} weights for {len(named)} retrievers; pass one weight per retriever")
+        if mode not in ("rrf", "relative_score"):
+            raise ValueError(f"mode must be 'rrf' or 'relative_score', not {mode!r}")
+        for arg, value in (("candidates", candidates), ("similarity_top_k", similarity_top_k)):
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{arg} must be a positive integer, got {value!r}")
+        if reranker is not None and not isinstance(reranker, (Reranker, BaseNodePostprocessor)):
+            raise TypeError(
+                f"reranker must be a contextual_retrieval Reranker or a LlamaIndex node postprocessor, got {type(reranker).__name__}"
+            )
+        self.retrievers: Dict[str, BaseRetriever] = named
+        self.weights = [float(w) for w in weights]
+        self.mode, self.rrf_k = mode, float(rrf_k)
+        self.candidates, self.similarity_top_k = candidates, similarity_top_k
+        self.reranker, self.rerank_depth = reranker, rerank_depth
+        for r in named.values():
+            if hasattr(r, "similarity_top_k"):
+                r.similarity_top_k = candidates
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+
+    @classmethod
+    def from_defaults(
+        cls,
+        index: Any,
+        *,
+        nodes: Optional[Sequence[BaseNode]] = None,
+        bm25: Optional[BaseRetriever] = None,
+        candidates: int = DEFAULT_DEPTH,
+        **kwargs: Any,
+    ) -> "HybridRetriever":
+        """Vector retriever of `index` (a `VectorStoreIndex`) + contextual BM25.
+
+        BM25 indexes `nodes` (default: the index's docstore; with a vector store that keeps text
+        only, such as Chroma, pass the nodes from your pipeline) unless `bm25` is given.
+        """
+        from .bm25 import ContextualBM25Retriever
+
+        if bm25 is None:
+            bm25 = ContextualBM25Retriever.from_defaults(nodes=nodes, index=None if nodes else index, similarity_top_k=candidates)
+        vector = index.as_retriever(similarity_top_k=candidates)
+        return cls({"vector": vector, "bm25": bm25}, candidates=candidates, **kwargs)
+
+    # -- retrieval ----------------------------------------------------------------------------------
+
+    def _fuse(self, results: List[List[NodeWithScore]]) -> tuple[list[RankedHit], Dict[str, BaseNode]]:
+        nodes: Dict[str, BaseNode] = {}
+        sources = []
+        for (name, _), weight, hits in zip(self.retrievers.items(), self.weights, results):
+            for r in hits:
+                nodes.setdefault(r.node.node_id, r.node)
+            sources.append((name, scored_ids(hits), weight))
+        return fuse_sources(sources, mode=self.mode, rrf_k=self.rrf_k, depth=self.candidates), nodes
+
+    def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+        results = [r.retrieve(query_bundle) for r in self.retrievers.values()]
+        fused, nodes = self._fuse(results)
+        if isinstance(self.reranker, BaseNodePostprocessor):
+            return self._postprocess(fused, nodes, self.reranker.postprocess_nodes(self._pool(fused, nodes), query_bundle))
+        hits = rerank_hits(
+            query_bundle.query_str, fused, lambda i: indexed_text(nodes[i]), self.reranker,  # type: ignore[arg-type]
+            k=self.similarity_top_k, rerank_depth=self.rerank_depth,
+        )
+        return [with_result(nodes[h.id], h) for h in hits]  # type: ignore[index]
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+        results = list(await asyncio.gather(*(r.aretrieve(query_bundle) for r in self.retrievers.values())))
+        fused, nodes = self._fuse(results)
+        if isinstance(self.reranker, BaseNodePostprocessor):
+            reranked = await self.reranker.apostprocess_nodes(self._pool(fused, nodes), query_bundle)
+            return self._postprocess(fused, nodes, reranked)
+        hits = await arerank_hits(
+            query_bundle.query_str, fused, lambda i: indexed_text(nodes[i]), self.reranker,  # type: ignore[arg-type]
+            k=self.similarity_top_k, rerank_depth=self.rerank_depth,
+        )
+        return [with_result(nodes[h.id], h) for h in hits]  # type: ignore[index]
+
+    def _pool(self, fused: list[RankedHit], nodes: Dict[str, BaseNode]) -> List[NodeWithScore]:
+        pool = fused[: self.rerank_depth or len(fused)]
+        return [NodeWithScore(node=nodes[h.id], score=h.score) for h in pool]  # type: ignore[index]
+
+    def _postprocess(
+        self, fused: list[RankedHit], nodes: Dict[str, BaseNode], reranked: List[NodeWithScore]
+    ) -> List[NodeWithScore]:
+        by_id = {h.id: h for h in fused}
+        out = []
+        for r in reranked[: self.similarity_top_k]:
+            hit = by_id[r.node.node_id]
+            score = float(r.score) if r.score is not None else hit.score
+            out.append(with_result(nodes[hit.id], hit._replace(score=score, rerank_score=score)))  # type: ignore[index]
+        return out
+
+
+def _name(retrievers: List[BaseRetriever]) -> Dict[str, BaseRetriever]:
+    from llama_index.core.indices.vector_store.retrievers import VectorIndexRetriever
+
+    from .bm25 import ContextualBM25Retriever
+
+    named: Dict[str, BaseRetriever] = {}
+    for r in retrievers:
+        base = "vector" if isinstance(r, VectorIndexRetriever) else "bm25" if isinstance(r, ContextualBM25Retriever) else type(r).__name__
+        name, n = base, 2
+        while name in named:
+            name, n = f"{base}-{n}", n + 1
+        named[name] = r
+    return named

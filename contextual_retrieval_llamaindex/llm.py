@@ -1,0 +1,72 @@
+"""A LlamaIndex `LLM` as a core `ContextGenerator` (prompt caching with llama-index's Anthropic)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llama_index.core.base.llms.types import CacheControl, CachePoint, ChatMessage, MessageRole, TextBlock
+from llama_index.core.llms import LLM
+
+from contextual_retrieval.generators.base import ContextGenerator, TokenUsage
+from contextual_retrieval.generators.chat import ChatContextGenerator, ContentBlocks
+from contextual_retrieval.prompts import DEFAULT_PROMPT, ContextPrompt
+
+__all__ = ["as_context_generator", "llm_context_generator"]
+
+
+def _is_anthropic(llm: Any) -> bool:
+    return type(llm).__module__.startswith("llama_index.llms.anthropic")
+
+
+def _message(blocks: ContentBlocks) -> list[ChatMessage]:
+    parts: list[Any] = []
+    for block in blocks:
+        parts.append(TextBlock(text=block["text"]))
+        if "cache_control" in block:
+            parts.append(CachePoint(cache_control=CacheControl(**block["cache_control"])))
+    return [ChatMessage(role=MessageRole.USER, blocks=parts)]
+
+
+def _usage(response: Any) -> TokenUsage:
+    raw = getattr(response, "raw", None) or {}
+    usage = raw.get("usage") if isinstance(raw, dict) else getattr(raw, "usage", None)
+    if usage is None:
+        return TokenUsage(requests=1)
+    from contextual_retrieval.generators.anthropic import anthropic_usage
+
+    return anthropic_usage(usage)
+
+
+def llm_context_generator(llm: LLM, prompt: ContextPrompt = DEFAULT_PROMPT) -> ChatContextGenerator:
+    """Situate chunks with any LlamaIndex LLM.
+
+    With llama-index's `Anthropic` LLM the document block is marked for prompt caching (a
+    `CachePoint` after it) and the usage the API reports (cache writes and reads) goes into the
+    usage report; other LLMs get the same two text blocks without caching.
+    """
+    caching = _is_anthropic(llm)
+
+    def send(blocks: ContentBlocks) -> tuple[str, TokenUsage]:
+        response = llm.chat(_message(blocks))
+        return response.message.content or "", _usage(response)
+
+    async def asend(blocks: ContentBlocks) -> tuple[str, TokenUsage]:
+        response = await llm.achat(_message(blocks))
+        return response.message.content or "", _usage(response)
+
+    model = getattr(llm, "model", None) or llm.metadata.model_name or type(llm).__name__
+    return ChatContextGenerator(
+        send, asend, name=f"llamaindex:{type(llm).__name__}", model=str(model), prompt=prompt, prompt_caching=caching
+    )
+
+
+def as_context_generator(generator: Any, prompt: ContextPrompt = DEFAULT_PROMPT) -> ContextGenerator:
+    """A core ContextGenerator as it is; a LlamaIndex LLM wrapped by `llm_context_generator`."""
+    if isinstance(generator, LLM):
+        return llm_context_generator(generator, prompt)
+    if isinstance(generator, ContextGenerator):
+        return generator
+    raise TypeError(
+        f"generator must be a contextual_retrieval ContextGenerator or a LlamaIndex LLM, got "
+        f"{type(generator).__name__}; e.g. AnthropicContextGenerator() or llama_index.llms.anthropic.Anthropic()"
+    )

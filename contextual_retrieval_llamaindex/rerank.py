@@ -1,0 +1,129 @@
+"""`ContextualRerank`: a core reranker (Cohere by default, Voyage, cross-encoder) as a node postprocessor."""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Union
+
+import llama_index.core.instrumentation as instrument
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.callbacks import CBEventType, EventPayload
+from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import NodeWithScore, QueryBundle
+
+from contextual_retrieval.ensemble import DEFAULT_TOP_K
+from contextual_retrieval.rerank.base import Reranker, RerankResult
+
+from ._convert import indexed_text
+
+__all__ = ["ContextualRerank"]
+
+dispatcher = instrument.get_dispatcher(__name__)
+
+_BACKENDS = ("cohere", "voyage")
+
+
+def _build(backend: str, model: Optional[str]) -> Reranker:
+    if backend == "cohere":
+        from contextual_retrieval.rerank.cohere import CohereReranker
+
+        return CohereReranker(model or "rerank-v3.5")
+    if backend == "voyage":
+        from contextual_retrieval.rerank.voyage import VoyageReranker
+
+        return VoyageReranker(model or "rerank-2.5")
+    raise ValueError(
+        f"backend {backend!r} cannot be rebuilt by name; pass reranker=<a contextual_retrieval Reranker>"
+    )
+
+
+class ContextualRerank(BaseNodePostprocessor):
+    """Reranks nodes on their contextual text (context + chunk) with a core `Reranker`.
+
+    Named so that it does not shadow llama-index's own `CohereRerank`. Cohere's rerank-v3.5 by
+    default (COHERE_API_KEY), "voyage" for Voyage (VOYAGE_API_KEY), or any core `Reranker`
+    instance (`CohereReranker(client=...)`, `VoyageReranker`, `CrossEncoderReranker`). Emits
+    LlamaIndex's `ReRankStartEvent` / `ReRankEndEvent` and the RERANKING callback event; the
+    async path awaits the backend's async client.
+
+    Args:
+        reranker: "cohere" (default), "voyage", or a core `Reranker`.
+        top_n: nodes kept (default 20).
+        model: the backend's model when built by name (default rerank-v3.5 / rerank-2.5).
+
+    Example:
+        >>> from llama_index.core.schema import NodeWithScore, TextNode
+        >>> from contextual_retrieval.rerank import PassThroughReranker
+        >>> rerank = ContextualRerank(PassThroughReranker(), top_n=1)
+        >>> nodes = [NodeWithScore(node=TextNode(text=t), score=0.0) for t in ("a", "b")]
+        >>> [n.node.text for n in rerank.postprocess_nodes(nodes, query_str="q")]
+        ['a']
+    """
+
+    top_n: int = Field(default=DEFAULT_TOP_K, gt=0, description="Nodes kept.")
+    backend: str = Field(default="cohere", description="'cohere', 'voyage', or the class of a custom reranker.")
+    model: Optional[str] = Field(default=None, description="The reranking model.")
+
+    _reranker: Reranker = PrivateAttr()
+
+    def __init__(self, reranker: Union[str, Reranker, None] = None, top_n: int = DEFAULT_TOP_K, **kwargs: Any) -> None:
+        backend = kwargs.pop("backend", None)
+        if reranker is None:
+            reranker = backend if backend in _BACKENDS else "cohere"
+        if isinstance(reranker, str):
+            built = _build(reranker, kwargs.get("model"))
+            backend = reranker
+        elif isinstance(reranker, Reranker):
+            built, backend = reranker, type(reranker).__name__
+        else:
+            raise TypeError(
+                f"reranker must be 'cohere', 'voyage' or a contextual_retrieval Reranker, got {type(reranker).__name__}"
+            )
+        kwargs.setdefault("model", getattr(built, "model_name", None) or getattr(built, "model", None))
+        super().__init__(top_n=top_n, backend=backend, **kwargs)
+        self._reranker = built
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "ContextualRerank"
+
+    @property
+    def reranker(self) -> Reranker:
+        return self._reranker
+
+    def _start(self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle]) -> str:
+        dispatcher.event(ReRankStartEvent(query=query_bundle, nodes=nodes, top_n=self.top_n, model_name=self.model or ""))
+        if query_bundle is None:
+            raise ValueError("reranking needs the query: pass query_bundle= or query_str=")
+        return query_bundle.query_str
+
+    def _payload(self, nodes: List[NodeWithScore], query: str) -> dict:
+        return {
+            EventPayload.NODES: nodes,
+            EventPayload.MODEL_NAME: self.model,
+            EventPayload.QUERY_STR: query,
+            EventPayload.TOP_K: self.top_n,
+        }
+
+    def _finish(self, nodes: List[NodeWithScore], results: List[RerankResult], event: Any) -> List[NodeWithScore]:
+        out = [NodeWithScore(node=nodes[r.index].node, score=float(r.score)) for r in results]
+        event.on_end(payload={EventPayload.NODES: out})
+        dispatcher.event(ReRankEndEvent(nodes=out))
+        return out
+
+    def _postprocess_nodes(
+        self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None
+    ) -> List[NodeWithScore]:
+        query = self._start(nodes, query_bundle)
+        with self.callback_manager.event(CBEventType.RERANKING, payload=self._payload(nodes, query)) as event:
+            results = self._reranker.rerank(query, [indexed_text(n.node) for n in nodes], top_n=self.top_n) if nodes else []
+            return self._finish(nodes, results, event)
+
+    async def _apostprocess_nodes(
+        self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None
+    ) -> List[NodeWithScore]:
+        query = self._start(nodes, query_bundle)
+        with self.callback_manager.event(CBEventType.RERANKING, payload=self._payload(nodes, query)) as event:
+            texts = [indexed_text(n.node) for n in nodes]
+            results = await self._reranker.arerank(query, texts, top_n=self.top_n) if nodes else []
+            return self._finish(nodes, results, event)
