@@ -1,7 +1,66 @@
-"""LangChain parts of contextual-retrieval (thin adapters over `contextual_retrieval`).
+"""contextual-retrieval for LangChain: thin adapters over the framework-free core.
 
-Install with ``pip install 'contextual-retrieval[langchain]'``. The parts arrive in a later
-release: ContextualDocumentTransformer, ContextualEnsembleRetriever and a rerank compressor.
+Ingestion: `ContextualDocumentTransformer` (splits, situates each chunk, returns
+context + chunk Documents). Query: `ContextualBM25Retriever`, `ContextualEnsembleRetriever`
+(weighted RRF over any retrievers, optional reranking) and `RerankCompressor` (Cohere, Voyage,
+local). `LocalMiniLMEmbeddings` / `VoyageEmbeddings` / `EmbedderEmbeddings` wrap the core
+embedders; `chroma_from_documents` builds an embedded Chroma; `format_docs_for_llm` marks context
+and source apart in prompts.
+
+Example:
+    >>> from langchain_core.documents import Document
+    >>> from langchain_text_splitters import RecursiveCharacterTextSplitter
+    >>> from contextual_retrieval_langchain import (ContextualDocumentTransformer,
+    ...     ContextualEnsembleRetriever, LocalMiniLMEmbeddings, format_docs_for_llm)
+    >>> transformer = ContextualDocumentTransformer(
+    ...     text_splitter=RecursiveCharacterTextSplitter(chunk_size=60, chunk_overlap=0), show_progress=False)
+    >>> chunks = transformer.transform_documents([
+    ...     Document("# Billing\\nInvoices go out on the first of each month.", metadata={"source": "billing.md"}),
+    ...     Document("# Deploy\\nRun make deploy from the release branch.", metadata={"source": "deploy.md"})])
+    >>> retriever = ContextualEnsembleRetriever.from_documents(chunks, LocalMiniLMEmbeddings(), k=1)
+    >>> print(format_docs_for_llm(retriever.invoke("when are invoices sent?")))
+    [Context: generated to situate the source text below; not part of the source]
+    <BLANKLINE>
+    From billing.md, section: Billing.
+    <BLANKLINE>
+    [Source text]
+    <BLANKLINE>
+    # Billing
+    Invoices go out on the first of each month.
 """
 
-__all__: list[str] = []
+from __future__ import annotations
+
+from ._documents import (
+    CHUNK_ID_KEY,
+    CHUNK_INDEX_KEY,
+    CONTEXT_KEY,
+    ORIGINAL_CONTENT_KEY,
+    PARENT_ID_KEY,
+    format_docs_for_llm,
+)
+from .bm25 import ContextualBM25Retriever
+from .chat import chat_model_generator
+from .embeddings import EmbedderEmbeddings, LocalMiniLMEmbeddings, VoyageEmbeddings
+from .ensemble import ContextualEnsembleRetriever
+from .rerank import RerankCompressor
+from .transformer import ContextualDocumentTransformer
+from .vectorstores import chroma_from_documents
+
+__all__ = [
+    "CHUNK_ID_KEY",
+    "CHUNK_INDEX_KEY",
+    "CONTEXT_KEY",
+    "ORIGINAL_CONTENT_KEY",
+    "PARENT_ID_KEY",
+    "ContextualBM25Retriever",
+    "ContextualDocumentTransformer",
+    "ContextualEnsembleRetriever",
+    "EmbedderEmbeddings",
+    "LocalMiniLMEmbeddings",
+    "RerankCompressor",
+    "VoyageEmbeddings",
+    "chat_model_generator",
+    "chroma_from_documents",
+    "format_docs_for_llm",
+]

@@ -1,0 +1,103 @@
+"""Conversions at the edge: LangChain `Document`s to and from the core's dataclasses.
+
+The metadata keys every part of this package reads and writes are defined here once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Sequence
+
+from langchain_core.documents import Document as LCDocument
+
+from contextual_retrieval.types import ContextualChunk, format_for_llm
+
+__all__ = [
+    "CONTEXT_KEY",
+    "ORIGINAL_CONTENT_KEY",
+    "PARENT_ID_KEY",
+    "CHUNK_INDEX_KEY",
+    "CHUNK_ID_KEY",
+    "document_id_of",
+    "chunk_id_of",
+    "contextual_document",
+    "format_docs_for_llm",
+]
+
+#: the generated context
+CONTEXT_KEY = "context"
+#: the chunk as the splitter produced it (page_content is context + "\n\n" + chunk)
+ORIGINAL_CONTENT_KEY = "original_content"
+#: the id of the whole document the chunk comes from
+PARENT_ID_KEY = "parent_id"
+#: the chunk's position within its document (0-based)
+CHUNK_INDEX_KEY = "chunk_index"
+#: the chunk's id (also `Document.id`): what vector stores, BM25 and fusion key on
+CHUNK_ID_KEY = "chunk_id"
+
+
+def document_id_of(doc: LCDocument, id_key: str | None = "source") -> str:
+    """A whole document's id: `Document.id`, else ``metadata[id_key]``, else a hash of its text."""
+    if doc.id:
+        return str(doc.id)
+    if id_key and doc.metadata.get(id_key) not in (None, ""):
+        return str(doc.metadata[id_key])
+    return "sha256:" + hashlib.sha256(doc.page_content.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def chunk_id_of(doc: LCDocument, id_key: str = CHUNK_ID_KEY) -> str:
+    """A retrieved chunk's id: `Document.id`, else ``metadata[id_key]``; ValueError naming the fix."""
+    if doc.id:
+        return str(doc.id)
+    value = doc.metadata.get(id_key)
+    if value not in (None, ""):
+        return str(value)
+    raise ValueError(
+        f"a retrieved Document has neither an id nor metadata[{id_key!r}]: fusion dedupes by id, so "
+        "index Documents with ids (ContextualDocumentTransformer sets them) or set id_key= to the "
+        "metadata key that holds one"
+    )
+
+
+def contextual_document(chunk: ContextualChunk, metadata: dict[str, Any]) -> LCDocument:
+    """The LangChain Document for a contextual chunk: page_content is exactly `indexed_text`."""
+    meta = dict(metadata)
+    meta.update(
+        {
+            CONTEXT_KEY: chunk.context,
+            ORIGINAL_CONTENT_KEY: chunk.text,
+            PARENT_ID_KEY: chunk.document_id,
+            CHUNK_INDEX_KEY: chunk.chunk.index,
+            CHUNK_ID_KEY: chunk.id,
+        }
+    )
+    return LCDocument(page_content=chunk.indexed_text, metadata=meta, id=chunk.id)
+
+
+def format_docs_for_llm(docs: Sequence[LCDocument], separator: str = "\n\n---\n\n") -> str:
+    """Retrieved chunks for a prompt, each with its context and its source text marked apart.
+
+    Documents without a ``context`` in their metadata are shown as they are.
+
+    Example:
+        >>> doc = LCDocument(page_content="ACME Q2 2023.\\n\\nRevenue grew 3%.",
+        ...                  metadata={"context": "ACME Q2 2023.", "original_content": "Revenue grew 3%."})
+        >>> print(format_docs_for_llm([doc, LCDocument(page_content="plain")]))
+        [Context: generated to situate the source text below; not part of the source]
+        <BLANKLINE>
+        ACME Q2 2023.
+        <BLANKLINE>
+        [Source text]
+        <BLANKLINE>
+        Revenue grew 3%.
+        <BLANKLINE>
+        ---
+        <BLANKLINE>
+        plain
+    """
+    parts = []
+    for doc in docs:
+        context = doc.metadata.get(CONTEXT_KEY) or ""
+        source = doc.metadata.get(ORIGINAL_CONTENT_KEY)
+        parts.append(format_for_llm(context, source) if source is not None else doc.page_content)
+    return separator.join(parts)

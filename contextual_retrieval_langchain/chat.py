@@ -1,0 +1,115 @@
+"""Any LangChain `BaseChatModel` as the core's context generator.
+
+`chat_model_generator` wraps the model in the core `ChatContextGenerator`, which builds the
+situating prompt as two content blocks (the document block marked with ``cache_control`` for
+Claude). This module only turns the blocks into one `HumanMessage` and reads the usage back.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+from contextual_retrieval.generators.base import TokenUsage
+from contextual_retrieval.generators.chat import ChatContextGenerator, ContentBlocks
+from contextual_retrieval.prompts import DEFAULT_PROMPT, ContextPrompt
+
+__all__ = ["chat_model_generator", "is_chat_anthropic", "usage_from_message"]
+
+
+def is_chat_anthropic(llm: Any) -> bool:
+    """Whether `llm` is langchain-anthropic's `ChatAnthropic` (which honours ``cache_control``)."""
+    try:
+        from langchain_anthropic import ChatAnthropic
+    except ImportError:  # langchain-anthropic not installed: it cannot be one
+        return False
+    return isinstance(llm, ChatAnthropic)
+
+
+def chat_model_generator(
+    llm: BaseChatModel,
+    *,
+    prompt: ContextPrompt = DEFAULT_PROMPT,
+    prompt_caching: bool | None = None,
+    cache_ttl: Literal["5m", "1h"] = "5m",
+) -> ChatContextGenerator:
+    """A core `ChatContextGenerator` that sends the situating prompt through `llm`.
+
+    Args:
+        llm: any LangChain chat model.
+        prompt: the `ContextPrompt` (default: the cookbook's).
+        prompt_caching: mark the document block with ``cache_control`` (default: True for
+            `ChatAnthropic`, False otherwise; other models get plain text blocks).
+        cache_ttl: "5m" or "1h".
+
+    Example:
+        >>> from langchain_core.language_models import GenericFakeChatModel
+        >>> from langchain_core.messages import AIMessage
+        >>> from contextual_retrieval.types import Chunk, Document
+        >>> gen = chat_model_generator(GenericFakeChatModel(messages=iter([AIMessage("About invoices.")])))
+        >>> gen.generate(Document("d", "Invoices go out monthly."), Chunk("c", "d", "monthly")).context
+        'About invoices.'
+    """
+    if not isinstance(llm, BaseChatModel):
+        raise TypeError(f"llm must be a LangChain BaseChatModel, got {type(llm).__name__}; wrap other LLMs with CallableContextGenerator")
+    anthropic = is_chat_anthropic(llm)
+    caching = anthropic if prompt_caching is None else bool(prompt_caching)
+    if caching and not anthropic:
+        raise ValueError(f"prompt_caching needs ChatAnthropic; {type(llm).__name__} does not read cache_control: pass prompt_caching=False")
+
+    def message(blocks: ContentBlocks) -> list[BaseMessage]:
+        if not caching:
+            blocks = [{k: v for k, v in b.items() if k != "cache_control"} for b in blocks]
+        return [HumanMessage(content=blocks)]
+
+    def send(blocks: ContentBlocks) -> tuple[str, TokenUsage]:
+        return _result(llm.invoke(message(blocks)), cache_ttl)
+
+    async def asend(blocks: ContentBlocks) -> tuple[str, TokenUsage]:
+        return _result(await llm.ainvoke(message(blocks)), cache_ttl)
+
+    model = getattr(llm, "model", None) or getattr(llm, "model_name", None) or ""
+    return ChatContextGenerator(
+        send,
+        asend,
+        name=f"langchain:{type(llm).__name__}",
+        model=str(model),
+        prompt=prompt,
+        prompt_caching=caching,
+        cache_ttl=cache_ttl,
+    )
+
+
+def usage_from_message(message: AIMessage, cache_ttl: Literal["5m", "1h"] = "5m") -> TokenUsage:
+    """`AIMessage.usage_metadata` as a core `TokenUsage` (uncached input split from cache reads/writes).
+
+    Example:
+        >>> msg = AIMessage("x", usage_metadata={"input_tokens": 110, "output_tokens": 5, "total_tokens": 115,
+        ...                                      "input_token_details": {"cache_read": 100}})
+        >>> usage_from_message(msg)
+        TokenUsage(input_tokens=10, output_tokens=5, cache_write_tokens=0, cache_write_1h_tokens=0, cache_read_tokens=100, requests=1, retries=0)
+    """
+    meta = getattr(message, "usage_metadata", None) or {}
+    details = meta.get("input_token_details") or {}
+    read = int(details.get("cache_read") or 0)
+    write_5m = int(details.get("ephemeral_5m_input_tokens") or 0)
+    write_1h = int(details.get("ephemeral_1h_input_tokens") or 0)
+    generic = int(details.get("cache_creation") or 0)
+    if not (write_5m or write_1h) and generic:
+        write_1h, write_5m = (generic, 0) if cache_ttl == "1h" else (0, generic)
+    total_in = int(meta.get("input_tokens") or 0)
+    return TokenUsage(
+        input_tokens=max(total_in - read - write_5m - write_1h, 0),
+        output_tokens=int(meta.get("output_tokens") or 0),
+        cache_write_tokens=write_5m,
+        cache_write_1h_tokens=write_1h,
+        cache_read_tokens=read,
+        requests=1,
+    )
+
+
+def _result(message: BaseMessage, cache_ttl: Literal["5m", "1h"]) -> tuple[str, TokenUsage]:
+    text = message.text if isinstance(message.text, str) else message.text()  # property since langchain-core 1.0
+    return text, usage_from_message(message, cache_ttl)  # type: ignore[arg-type]

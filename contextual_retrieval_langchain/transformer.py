@@ -1,0 +1,230 @@
+"""`ContextualDocumentTransformer`: LangChain documents in, contextual chunks out.
+
+A thin adapter over the core `Contextualizer`: it converts LangChain `Document`s to the core's
+`Document` / `Chunk`, lets the core situate every chunk (through its persistent context store, so a
+second run over the same documents generates nothing), and converts the `ContextualChunk`s back.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Literal, Mapping, Optional, Sequence, Union
+
+from langchain_core.documents import BaseDocumentTransformer
+from langchain_core.documents import Document as LCDocument
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+from contextual_retrieval.contextualizer import Contextualizer, ContextualizeResult
+from contextual_retrieval.prompts import DEFAULT_PROMPT, ContextPrompt
+from contextual_retrieval.store import ContextStore
+from contextual_retrieval.types import Chunk, ContextPosition, Document, stable_chunk_id
+from contextual_retrieval.usage import UsageReport
+
+from ._documents import CHUNK_INDEX_KEY, contextual_document, document_id_of
+from .chat import chat_model_generator
+
+__all__ = ["ContextualDocumentTransformer"]
+
+Parents = Union[Mapping[str, Union[LCDocument, str]], Sequence[LCDocument]]
+
+
+class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
+    """Splits documents (or takes chunks) and prepends to each chunk its situating context.
+
+    Returned Documents have ``page_content = context + "\\n\\n" + chunk`` (what vector stores
+    embed and BM25 indexes) and `id` set to a stable chunk id; their metadata keeps the input's
+    plus ``context``, ``original_content``, ``parent_id``, ``chunk_index`` and ``chunk_id``.
+
+    Two ways in:
+
+    - whole documents and a `text_splitter` (any LangChain text splitter or document transformer):
+      ``transformer.transform_documents(documents)``;
+    - already-split chunks and their parents: ``transform_documents(chunks, parents=whole_docs)``,
+      each chunk naming its parent by ``metadata[parent_id_key]``; `parents` maps parent id to
+      the whole Document (or its text), or is a list of whole Documents, whose ids are their
+      `Document.id` or ``metadata[parent_id_key]``. Chunks keep their `Document.id` when they
+      have one.
+
+    Args:
+        text_splitter: splits whole documents (e.g. `RecursiveCharacterTextSplitter`).
+        generator: a core `ContextGenerator` (default: the offline `StructuralContextGenerator`).
+        llm: a LangChain chat model to write the contexts instead (`ChatAnthropic` gets prompt
+            caching); give `generator` or `llm`, not both.
+        prompt: the situating prompt for `llm` (default: the cookbook's).
+        prompt_caching: for `llm`: default True for `ChatAnthropic`, else False.
+        cache_ttl: prompt-cache TTL for `llm`: "5m" or "1h".
+        store: the context store (a path or a `ContextStore`); default: in memory for non-LLM
+            generators, ~/.cache/contextual-retrieval/contexts.sqlite3 for LLMs.
+        parent_id_key: the metadata key that names a chunk's parent document (and, failing
+            `Document.id`, a whole document's id).
+        concurrency: generation requests in flight at once.
+        position: where the context goes: "before" (default), "after" or "none".
+        separator: what joins context and chunk.
+        show_progress: a progress bar over the contexts to generate.
+
+    Example:
+        >>> from langchain_core.documents import Document
+        >>> from langchain_text_splitters import RecursiveCharacterTextSplitter
+        >>> transformer = ContextualDocumentTransformer(
+        ...     text_splitter=RecursiveCharacterTextSplitter(chunk_size=40, chunk_overlap=0),
+        ...     show_progress=False)
+        >>> doc = Document("# Setup\\n## Linux\\nRun make install, then make test.", metadata={"source": "guide.md"})
+        >>> chunks = transformer.transform_documents([doc])
+        >>> print(chunks[-1].page_content)
+        From guide.md, section: Setup > Linux.
+        <BLANKLINE>
+        Run make install, then make test.
+        >>> chunks[-1].metadata["original_content"], chunks[-1].metadata["parent_id"]
+        ('Run make install, then make test.', 'guide.md')
+        >>> transformer.last_report.generated, transformer.transform_documents([doc]) == chunks
+        (2, True)
+        >>> transformer.last_report.generated, transformer.last_report.store_hits
+        (0, 2)
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    text_splitter: Optional[Any] = None
+    generator: Optional[Any] = None
+    llm: Optional[Any] = None
+    prompt: ContextPrompt = DEFAULT_PROMPT
+    prompt_caching: Optional[bool] = None
+    cache_ttl: Literal["5m", "1h"] = "5m"
+    store: Optional[Union[str, os.PathLike, ContextStore]] = None
+    parent_id_key: str = "source"
+    concurrency: int = Field(default=8, ge=1)
+    position: ContextPosition = "before"
+    separator: str = "\n\n"
+    show_progress: bool = True
+
+    _contextualizer: Optional[Contextualizer] = PrivateAttr(default=None)
+    _last_report: Optional[UsageReport] = PrivateAttr(default=None)
+
+    def model_post_init(self, context: Any) -> None:
+        if self.generator is not None and self.llm is not None:
+            raise ValueError("pass generator= or llm=, not both")
+        if self.text_splitter is not None and not (
+            hasattr(self.text_splitter, "split_documents") or hasattr(self.text_splitter, "transform_documents")
+        ):
+            raise TypeError(
+                f"text_splitter must be a LangChain text splitter or document transformer, got {type(self.text_splitter).__name__}"
+            )
+
+    # -- public ---------------------------------------------------------------------------------
+
+    @property
+    def contextualizer(self) -> Contextualizer:
+        """The core `Contextualizer` (built on first use, then reused: one store per transformer)."""
+        if self._contextualizer is None:
+            generator = self.generator
+            if self.llm is not None:
+                generator = chat_model_generator(
+                    self.llm, prompt=self.prompt, prompt_caching=self.prompt_caching, cache_ttl=self.cache_ttl
+                )
+            self._contextualizer = Contextualizer(
+                generator,
+                self.store,
+                concurrency=self.concurrency,
+                position=self.position,
+                separator=self.separator,
+                show_progress=self.show_progress,
+            )
+        return self._contextualizer
+
+    @property
+    def last_report(self) -> Optional[UsageReport]:
+        """The core's `UsageReport` of the last run: contexts generated, store hits, tokens, cost."""
+        return self._last_report
+
+    def transform_documents(
+        self, documents: Sequence[LCDocument], *, parents: Optional[Parents] = None, **kwargs: Any
+    ) -> list[LCDocument]:
+        """Contextual chunks of `documents` (whole documents, or chunks when `parents` is given)."""
+        core_docs, chunks, metadata = self._to_core(documents, parents)
+        return self._finish(self.contextualizer.contextualize(core_docs, chunks), metadata)
+
+    async def atransform_documents(
+        self, documents: Sequence[LCDocument], *, parents: Optional[Parents] = None, **kwargs: Any
+    ) -> list[LCDocument]:
+        """Async `transform_documents`: generation requests run concurrently on the caller's loop."""
+        core_docs, chunks, metadata = self._to_core(documents, parents)
+        return self._finish(await self.contextualizer.acontextualize(core_docs, chunks), metadata)
+
+    # -- conversion -----------------------------------------------------------------------------
+
+    def _finish(self, result: ContextualizeResult, metadata: dict[str, dict[str, Any]]) -> list[LCDocument]:
+        self._last_report = result.report
+        return [contextual_document(c, metadata[c.id]) for c in result.chunks]
+
+    def _to_core(
+        self, documents: Sequence[LCDocument], parents: Optional[Parents]
+    ) -> tuple[list[Document], list[Chunk], dict[str, dict[str, Any]]]:
+        if isinstance(documents, LCDocument):
+            raise TypeError("pass a list of Documents, not a single Document")
+        if parents is None:
+            if self.text_splitter is None:
+                raise ValueError(
+                    "no text_splitter: pass text_splitter=... to split whole documents, or pass "
+                    "already-split chunks with parents=... (their whole documents)"
+                )
+            return self._split(documents)
+        return self._chunks_with_parents(documents, parents)
+
+    def _split(self, documents: Sequence[LCDocument]) -> tuple[list[Document], list[Chunk], dict[str, dict[str, Any]]]:
+        core_docs: dict[str, Document] = {}
+        chunks: list[Chunk] = []
+        metadata: dict[str, dict[str, Any]] = {}
+        splitter = self.text_splitter
+        for doc in documents:
+            doc_id = document_id_of(doc, self.parent_id_key)
+            if doc_id in core_docs:
+                if core_docs[doc_id].text == doc.page_content:
+                    continue  # the same document twice: situate its chunks once
+                raise ValueError(
+                    f"two different documents share the id {doc_id!r}: give each a unique Document.id "
+                    f"or metadata[{self.parent_id_key!r}]"
+                )
+            core_docs[doc_id] = Document(doc_id, doc.page_content, dict(doc.metadata))
+            pieces = splitter.split_documents([doc]) if hasattr(splitter, "split_documents") else splitter.transform_documents([doc])
+            for index, piece in enumerate(pieces):
+                if not piece.page_content.strip():
+                    continue
+                cid = stable_chunk_id(doc_id, index, piece.page_content)
+                chunks.append(Chunk(cid, doc_id, piece.page_content, index))
+                metadata[cid] = dict(piece.metadata)
+        return list(core_docs.values()), chunks, metadata
+
+    def _chunks_with_parents(
+        self, documents: Sequence[LCDocument], parents: Parents
+    ) -> tuple[list[Document], list[Chunk], dict[str, dict[str, Any]]]:
+        by_id: dict[str, Document] = {}
+        if isinstance(parents, Mapping):
+            for pid, parent in parents.items():
+                text = parent.page_content if isinstance(parent, LCDocument) else parent
+                meta = dict(parent.metadata) if isinstance(parent, LCDocument) else {}
+                by_id[str(pid)] = Document(str(pid), text, meta)
+        else:
+            for parent in parents:
+                pid = document_id_of(parent, self.parent_id_key)
+                by_id[pid] = Document(pid, parent.page_content, dict(parent.metadata))
+        chunks: list[Chunk] = []
+        metadata: dict[str, dict[str, Any]] = {}
+        positions: dict[str, int] = {}
+        for doc in documents:
+            pid = doc.metadata.get(self.parent_id_key)
+            if pid is None:
+                raise ValueError(
+                    f"a chunk has no metadata[{self.parent_id_key!r}] naming its parent document: set "
+                    "parent_id_key= to the metadata key that does (e.g. 'source')"
+                )
+            pid = str(pid)
+            if pid not in by_id:
+                raise ValueError(f"chunk names parent {pid!r}, which is not in parents=: pass every chunk's whole document")
+            position = positions.get(pid, 0)
+            positions[pid] = position + 1
+            index = int(doc.metadata.get(CHUNK_INDEX_KEY, position))
+            cid = str(doc.id) if doc.id else stable_chunk_id(pid, index, doc.page_content)
+            chunks.append(Chunk(cid, pid, doc.page_content, index))
+            metadata[cid] = dict(doc.metadata)
+        used = {c.document_id for c in chunks}
+        return [d for pid, d in by_id.items() if pid in used], chunks, metadata

@@ -1,0 +1,78 @@
+"""Embedded Chroma (through langchain-chroma) set up for contextual chunks.
+
+Cosine distance, so relevance scores are the cosine similarity the core's `VectorIndex` reports,
+and always the embeddings you pass: never Chroma's default embedding function.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Any, Optional, Sequence, Union
+
+from langchain_core.documents import Document as LCDocument
+from langchain_core.embeddings import Embeddings
+
+from ._documents import CHUNK_ID_KEY, chunk_id_of
+
+__all__ = ["chroma_from_documents", "CHROMA_HNSW"]
+
+#: cosine space; a wide search beam so top-150 candidate lists are (near-)exact at corpus scale
+CHROMA_HNSW: dict[str, Any] = {"space": "cosine", "ef_construction": 200, "ef_search": 200}
+
+
+def chroma_from_documents(
+    documents: Sequence[LCDocument],
+    embeddings: Embeddings,
+    *,
+    collection_name: Optional[str] = None,
+    persist_directory: Optional[Union[str, os.PathLike]] = None,
+    client: Any = None,
+    id_key: str = CHUNK_ID_KEY,
+    batch_size: int = 256,
+) -> Any:
+    """A langchain-chroma `Chroma` holding `documents` under their ids, embedded with `embeddings`.
+
+    Args:
+        documents: the contextual chunks (page_content is what gets embedded).
+        embeddings: LangChain `Embeddings` (e.g. `LocalMiniLMEmbeddings`); required.
+        collection_name: default: a fresh unique name.
+        persist_directory: a folder for a persistent embedded Chroma; None for in-memory.
+        client: a ready `chromadb` client (a Chroma server's `HttpClient`, ...) instead.
+        id_key: metadata key holding the chunk id when `Document.id` is unset.
+        batch_size: documents embedded and added per call.
+
+    Example:
+        >>> from langchain_core.documents import Document
+        >>> from contextual_retrieval_langchain import LocalMiniLMEmbeddings
+        >>> store = chroma_from_documents([Document("BM25 ranks by term overlap", id="a"),
+        ...                                Document("Lemon cake with eggs", id="b")], LocalMiniLMEmbeddings())
+        >>> store.similarity_search("term ranking", k=1)[0].id
+        'a'
+    """
+    try:
+        import chromadb
+        from langchain_chroma import Chroma
+    except ImportError as exc:  # pragma: no cover - the extra is installed in dev
+        raise ImportError("Chroma needs: pip install 'contextual-retrieval[langchain,chroma]'") from exc
+    if embeddings is None:
+        raise ValueError("pass embeddings= (e.g. LocalMiniLMEmbeddings()); Chroma's default embedding function is never used")
+    if client is None:
+        settings = chromadb.Settings(anonymized_telemetry=False)
+        if persist_directory is not None:
+            client = chromadb.PersistentClient(path=str(persist_directory), settings=settings)
+        else:
+            client = chromadb.EphemeralClient(settings=settings)
+    store = Chroma(
+        collection_name=collection_name or f"contextual-{uuid.uuid4().hex[:12]}",
+        embedding_function=embeddings,
+        client=client,
+        collection_configuration={"hnsw": dict(CHROMA_HNSW)},
+    )
+    docs = list(documents)
+    ids = [chunk_id_of(d, id_key) for d in docs]
+    if len(set(ids)) != len(ids):
+        raise ValueError("duplicate document ids: every chunk needs a unique id")
+    for start in range(0, len(docs), batch_size):
+        store.add_documents(docs[start : start + batch_size], ids=ids[start : start + batch_size])
+    return store
