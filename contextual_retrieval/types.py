@@ -76,7 +76,8 @@ class ContextualChunk:
     """A chunk with the context that situates it within its document.
 
     `text` is the original chunk, `context` the generated context, and `indexed_text` the text that
-    is embedded and BM25-indexed: by default ``context + "\\n\\n" + text``.
+    is embedded and BM25-indexed: by default ``context + "\\n\\n" + text``, outer whitespace
+    trimmed.
 
     Args:
         chunk: the original chunk.
@@ -116,9 +117,10 @@ def compose_indexed_text(
         raise ValueError(f"position must be 'before', 'after' or 'none', not {position!r}")
     if position == "none" or not context:
         return text
+    # outer whitespace trimmed, as LlamaIndex's get_content does: the same text in both frameworks
     if position == "before":
-        return context + separator + text
-    return text + separator + context
+        return (context + separator + text).strip()
+    return (text + separator + context).strip()
 
 
 def format_for_llm(context: str, text: str) -> str:
