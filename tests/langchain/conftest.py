@@ -1,0 +1,88 @@
+"""Shared LangChain fixtures: a small contextualized corpus and the offline embedder, cached per session."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain_core.documents import Document as LCDocument
+
+from contextual_retrieval.embeddings.cache import CachedEmbedder
+from contextual_retrieval.embeddings.minilm import LocalMiniLMEmbedder
+from contextual_retrieval.generators import CallableContextGenerator, Generation
+from contextual_retrieval.types import Chunk, ContextualChunk
+from contextual_retrieval_langchain import ContextualDocumentTransformer, EmbedderEmbeddings
+
+#: (document id, [(chunk text, context), ...]); whole documents are the chunks joined by newlines
+CORPUS = [
+    ("acme-q2.md", [
+        ("Revenue grew by 3% over the previous quarter.", "ACME Corp's Q2 2023 SEC filing, on quarterly revenue."),
+        ("Headcount stayed flat at 1,200 employees.", "ACME Corp's Q2 2023 SEC filing, on staffing."),
+    ]),
+    ("globex-2021.md", [
+        ("Revenue grew by 3% over the previous quarter.", "Globex Inc's 2021 annual report, on yearly revenue."),
+        ("Globex opened two new plants in Ohio.", "Globex Inc's 2021 annual report, on manufacturing."),
+    ]),
+    ("fuzzer.py", [
+        ("class DiffExecutor:\n    def run_target(self, input):\n        return self.primary.run(input)", "The DiffExecutor class of a differential fuzzer."),
+        ("def compare_outputs(a, b):\n    return a == b", "A helper that compares the two executors' outputs."),
+    ]),
+    ("initech-q3.md", [
+        ("Quarterly revenue fell 2% on weaker licence sales.", "Initech's Q3 2023 quarterly revenue report."),
+        ("The revenue outlook for the next quarter is unchanged.", "Initech's Q3 2023 quarterly report, on guidance."),
+    ]),
+]
+CONTEXTS = {(doc_id, i): ctx for doc_id, chunks in CORPUS for i, (_, ctx) in enumerate(chunks)}
+QUERIES = [
+    "How did ACME's revenue change in Q2 2023?",
+    "What does DiffExecutor run_target do?",
+    "quarterly revenue report",
+    "How are the executors' outputs compared?",
+]
+
+
+def whole_documents() -> list[LCDocument]:
+    return [LCDocument("\n".join(t for t, _ in chunks), metadata={"source": doc_id}) for doc_id, chunks in CORPUS]
+
+
+def chunk_documents() -> list[LCDocument]:
+    """Already-split chunks, each naming its parent by metadata["source"]."""
+    return [LCDocument(t, metadata={"source": doc_id}) for doc_id, chunks in CORPUS for t, _ in chunks]
+
+
+def context_generator(calls: list | None = None) -> CallableContextGenerator:
+    """The fixed contexts above as a core generator (records each call when `calls` is given)."""
+
+    def situate(document: Any, chunk: Chunk) -> Generation:
+        if calls is not None:
+            calls.append(chunk.id)
+        return Generation(CONTEXTS[(document.id, chunk.index)])
+
+    return CallableContextGenerator(situate, name="fixed-test-contexts", is_llm=False)
+
+
+@pytest.fixture(scope="session")
+def core_embedder() -> CachedEmbedder:
+    """MiniLM behind a per-session in-memory cache: each text is embedded once for the whole run."""
+    return CachedEmbedder(LocalMiniLMEmbedder(), ":memory:")
+
+
+@pytest.fixture(scope="session")
+def lc_embeddings(core_embedder: CachedEmbedder) -> EmbedderEmbeddings:
+    return EmbedderEmbeddings(embedder=core_embedder)
+
+
+@pytest.fixture(scope="session")
+def contextual_docs() -> list[LCDocument]:
+    """The corpus through ContextualDocumentTransformer (chunks + parents)."""
+    transformer = ContextualDocumentTransformer(generator=context_generator(), show_progress=False)
+    return transformer.transform_documents(chunk_documents(), parents=whole_documents())
+
+
+@pytest.fixture(scope="session")
+def core_chunks(contextual_docs: list[LCDocument]) -> list[ContextualChunk]:
+    """The same chunks as the core's ContextualChunks (same ids, contexts and indexed text)."""
+    return [
+        ContextualChunk(Chunk(d.id, d.metadata["parent_id"], d.metadata["original_content"], d.metadata["chunk_index"]), d.metadata["context"])
+        for d in contextual_docs
+    ]
