@@ -1,0 +1,274 @@
+"""`ContextualIndex` (real Chroma, real BM25), `split_text` and `collect_files`.
+
+The index tests use a small deterministic bag-of-words embedder (the `Embedder` protocol, counting
+what it is asked to embed) so incremental behaviour can be checked exactly and fast; the CLI tests
+(test_cli_index.py) run the real local embedder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from contextual_retrieval.generators.base import Generation, TokenUsage
+from contextual_retrieval.indexing import (
+    ContextualIndex,
+    IndexMismatchError,
+    collect_files,
+    split_text,
+)
+
+
+class CountingEmbedder:
+    """Hashed bag of words, L2-normalised; counts the texts it embeds."""
+
+    normalized = True
+
+    def __init__(self, model_name: str = "toy-bow-64") -> None:
+        self.model_name = model_name
+        self.documents: list[str] = []
+        self.queries: list[str] = []
+
+    def _vec(self, texts):
+        out = np.zeros((len(texts), 64), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for w in re.findall(r"\w+", t.lower()):
+                out[i, int(hashlib.md5(w.encode()).hexdigest(), 16) % 64] += 1.0
+        return out / np.clip(np.linalg.norm(out, axis=1, keepdims=True), 1e-9, None)
+
+    def embed_documents(self, texts):
+        self.documents.extend(texts)
+        return self._vec(texts)
+
+    def embed_queries(self, texts):
+        self.queries.extend(texts)
+        return self._vec(texts)
+
+    async def aembed_documents(self, texts):
+        return self.embed_documents(texts)
+
+    async def aembed_queries(self, texts):
+        return self.embed_queries(texts)
+
+
+class CountingGenerator:
+    """A non-LLM generator that records every chunk it situates."""
+
+    name = "counting"
+    model = ""
+    prompt_identity = "counting-v1"
+    is_llm = False
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def generate(self, document, chunk):
+        self.calls.append(chunk.id)
+        return Generation(f"Situated in {document.id}.", TokenUsage())
+
+    async def agenerate(self, document, chunk):
+        return self.generate(document, chunk)
+
+
+def make_corpus(root: Path) -> Path:
+    folder = root / "notes"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "billing.md").write_text(
+        "# Billing\n\n## Refunds\n\nRefunds are issued within 14 days of a written request.\n\n"
+        "## Invoices\n\nInvoices are sent on the first working day of each month.\n", encoding="utf-8")
+    (folder / "sub" / "cache.py").write_text(
+        "class LruCache:\n    def evict(self):\n        return self.items.popitem(last=False)\n", encoding="utf-8")
+    (folder / "readme.txt").write_text("Kubernetes deployment notes: scale the worker pool to five replicas.\n",
+                                       encoding="utf-8")
+    return folder
+
+
+# -- split_text ------------------------------------------------------------------------------------
+
+
+def test_split_text_chunks_are_verbatim_bounded_and_cover_the_text():
+    text = Path(__file__).with_name("test_indexing.py").read_text(encoding="utf-8")
+    chunks = split_text(text, max_chars=400, code=True)
+    assert len(chunks) > 5
+    for offset, chunk in chunks:
+        assert text[offset : offset + len(chunk)] == chunk
+        assert 0 < len(chunk) <= 400 and chunk == chunk.strip()
+    offsets = [o for o, _ in chunks]
+    assert offsets == sorted(offsets)
+    assert " ".join(c for _, c in chunks).split() == text.split()  # nothing but whitespace lost
+
+
+def test_split_text_prefers_headings_and_definitions():
+    prose = "# One\n\n" + "alpha " * 30 + "\n\n# Two\n\n" + "beta " * 30 + "\n"
+    assert [c.split("\n")[0] for _, c in split_text(prose, max_chars=250)] == ["# One", "# Two"]
+    code = "def first():\n" + "    x = 1\n" * 12 + "\n\ndef second():\n" + "    y = 2\n" * 12
+    assert [c.split("\n")[0] for _, c in split_text(code, max_chars=250, code=True)] == ["def first():", "def second():"]
+
+
+def test_split_text_cuts_one_long_line_at_spaces():
+    text = " ".join(f"word{i}" for i in range(200))
+    chunks = split_text(text, max_chars=100)
+    assert all(len(c) <= 100 for _, c in chunks)
+    assert " ".join(c for _, c in chunks) == text
+    with pytest.raises(ValueError, match="at least 50"):
+        split_text(text, max_chars=10)
+
+
+# -- collect_files -----------------------------------------------------------------------------------
+
+
+def test_collect_files_skips_hidden_vendored_and_binary(tmp_path):
+    folder = make_corpus(tmp_path)
+    for skipped in (".git", ".venv", "node_modules", "__pycache__", "pkg.egg-info"):
+        (folder / skipped).mkdir()
+        (folder / skipped / "x.py").write_text("print('skip me')\n")
+    (folder / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    (folder / "data.txt").write_bytes(b"binary\x00content")
+    (folder / ".hidden.md").write_text("# hidden\n")
+    files, skipped = collect_files([folder])
+    assert [f.doc_id for f in files] == ["notes/billing.md", "notes/readme.txt", "notes/sub/cache.py"]
+    assert skipped == 1  # data.txt: a text extension with binary content
+    explicit, _ = collect_files([folder / "billing.md", tmp_path / "notes" / "sub" / "cache.py"])
+    assert [f.doc_id for f in explicit] == ["billing.md", "cache.py"]
+
+
+def test_collect_files_errors_name_the_fix(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist; pass existing files or folders"):
+        collect_files([tmp_path / "missing"])
+    (tmp_path / "a" / "docs").mkdir(parents=True)
+    (tmp_path / "b" / "docs").mkdir(parents=True)
+    (tmp_path / "a" / "docs" / "x.md").write_text("one")
+    (tmp_path / "b" / "docs" / "x.md").write_text("two")
+    with pytest.raises(ValueError, match="pass their common parent folder"):
+        collect_files([tmp_path / "a" / "docs", tmp_path / "b" / "docs"])
+
+
+# -- the index ---------------------------------------------------------------------------------------
+
+
+def test_index_then_search_from_a_fresh_process_object(tmp_path):
+    folder = make_corpus(tmp_path)
+    embedder = CountingEmbedder()
+    report = ContextualIndex(tmp_path / "ix", embedder=embedder).update([folder], show_progress=False)
+    assert (report.files_new, report.files_unchanged, report.chunks_total) == (3, 0, len(embedder.documents))
+    assert report.embedded == report.chunks_added == report.chunks_total > 0
+    assert report.contexts is not None and report.contexts.generated == report.chunks_total
+    assert {p.name for p in (tmp_path / "ix").iterdir()} >= {"chroma", "bm25", "manifest.json", "embeddings.sqlite3"}
+
+    reopened = ContextualIndex(tmp_path / "ix", embedder=CountingEmbedder())
+    hits = reopened.search("how long do refunds take?", k=3)
+    top = hits[0]
+    assert top.path == "notes/billing.md" and "14 days" in top.text
+    assert top.context == "From notes/billing.md, section: Billing."  # one chunk: the whole file
+    assert set(top.ranks) == {"dense", "bm25"} and top.ranks["bm25"] == 1
+    assert (top.start_line, top.end_line) == (1, 9)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    code_hit = reopened.search("LruCache evict", k=1)[0]
+    assert code_hit.path == "notes/sub/cache.py" and "LruCache" in code_hit.context
+
+
+def test_rerun_on_unchanged_files_embeds_and_situates_nothing(tmp_path):
+    folder = make_corpus(tmp_path)
+    ContextualIndex(tmp_path / "ix", embedder=CountingEmbedder()).update([folder], show_progress=False)
+    embedder, generator = CountingEmbedder(), CountingGenerator()
+    index = ContextualIndex(tmp_path / "ix", embedder=embedder, generator=CountingGenerator())
+    # a different generator re-situates everything: run that once, then check the no-op rerun
+    switched = index.update([folder], show_progress=False)
+    assert switched.files_changed == 3 and "every file is re-situated" in (switched.note or "")
+    index = ContextualIndex(tmp_path / "ix", embedder=embedder, generator=generator)
+    report = index.update([folder], show_progress=False)
+    assert (report.files_unchanged, report.files_new, report.files_changed, report.files_removed) == (3, 0, 0, 0)
+    assert (report.embedded, report.generated, report.contexts) == (0, 0, None)
+    assert generator.calls == []
+
+    # same content, new mtime: hashed, found unchanged, still nothing embedded or situated
+    before = len(embedder.documents)
+    future = time.time() + 10
+    for f in folder.rglob("*.*"):
+        os.utime(f, (future, future))
+    report = index.update([folder], show_progress=False)
+    assert report.files_unchanged == 3 and report.generated == 0 and len(embedder.documents) == before
+
+
+def test_changed_and_deleted_files_are_replaced_and_removed(tmp_path):
+    folder = make_corpus(tmp_path)
+    embedder, generator = CountingEmbedder(), CountingGenerator()
+    index = ContextualIndex(tmp_path / "ix", embedder=embedder, generator=generator)
+    first = index.update([folder], show_progress=False)
+    old_billing = set(index.manifest["files"]["notes/billing.md"]["chunks"])
+
+    generator.calls.clear()
+    embedder.documents.clear()
+    (folder / "billing.md").write_text(
+        "# Billing\n\n## Refunds\n\nRefunds are issued within 30 days of a written request.\n", encoding="utf-8")
+    (folder / "readme.txt").unlink()
+    report = index.update([folder], show_progress=False)
+    assert (report.files_changed, report.files_removed, report.files_unchanged) == (1, 1, 1)
+    new_billing = index.manifest["files"]["notes/billing.md"]["chunks"]
+    assert set(generator.calls) == set(new_billing)  # only the changed file was situated
+    assert len(embedder.documents) == len(new_billing)
+    assert report.chunks_total == first.chunks_total - report.chunks_removed + report.chunks_added
+    assert "notes/readme.txt" not in index.manifest["files"]
+
+    stored = index._chroma().get(include=[])["ids"]
+    assert not old_billing & set(stored) and set(new_billing) <= set(stored)
+    assert len(stored) == report.chunks_total
+    hits = index.search("Kubernetes worker replicas", k=10)
+    assert all(h.path != "notes/readme.txt" for h in hits)  # gone from Chroma and BM25
+    assert "30 days" in index.search("refund days", k=1)[0].text
+
+
+def test_files_from_other_paths_are_kept(tmp_path):
+    folder = make_corpus(tmp_path)
+    other = tmp_path / "more"
+    other.mkdir()
+    (other / "faq.md").write_text("# FAQ\n\nThe office opens at nine.\n")
+    index = ContextualIndex(tmp_path / "ix", embedder=CountingEmbedder())
+    index.update([folder], show_progress=False)
+    report = index.update([other], show_progress=False)
+    assert (report.files_new, report.files_removed) == (1, 0)
+    assert sorted(index.manifest["files"]) == ["more/faq.md", "notes/billing.md", "notes/readme.txt", "notes/sub/cache.py"]
+    assert index.search("when does the office open", k=1)[0].path == "more/faq.md"
+
+
+def test_embedder_mismatch_and_non_index_errors_name_the_fix(tmp_path):
+    folder = make_corpus(tmp_path)
+    ContextualIndex(tmp_path / "ix", embedder=CountingEmbedder()).update([folder], show_progress=False)
+    with pytest.raises(IndexMismatchError, match="--rebuild"):
+        ContextualIndex(tmp_path / "ix", embedder=CountingEmbedder("another-model"))
+    with pytest.raises(FileNotFoundError, match="contextual-retrieval index PATH"):
+        ContextualIndex.read_manifest(tmp_path / "nowhere")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "photo.jpg").write_bytes(b"\xff\xd8")
+    with pytest.raises(ValueError, match="no text, markdown or code files"):
+        ContextualIndex(tmp_path / "ix2", embedder=CountingEmbedder()).update([empty], show_progress=False)
+    index = ContextualIndex(tmp_path / "ix", embedder=CountingEmbedder())
+    with pytest.raises(ValueError, match="the query is empty"):
+        index.search("  ")
+
+
+def test_index_folder_inside_the_indexed_folder_is_skipped(tmp_path):
+    folder = make_corpus(tmp_path)
+    index = ContextualIndex(folder / "index", embedder=CountingEmbedder())
+    index.update([folder], show_progress=False)
+    report = index.update([folder], show_progress=False)
+    assert report.files_new == 0 and report.files_unchanged == 3
+    assert all(not d.startswith("notes/index") for d in index.manifest["files"])
+
+
+def test_indexing_module_imports_no_framework_or_chroma():
+    code = ("import sys, contextual_retrieval.indexing, contextual_retrieval.demo, contextual_retrieval.cli\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "{'chromadb', 'llama_index', 'langchain', 'langchain_core', 'anthropic', 'voyageai', 'cohere'}))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
