@@ -37,13 +37,23 @@ def _usage(response: Any) -> TokenUsage:
     return anthropic_usage(usage)
 
 
-def llm_context_generator(llm: LLM, prompt: ContextPrompt = DEFAULT_PROMPT) -> ChatContextGenerator:
+def llm_context_generator(llm: LLM, prompt: ContextPrompt = DEFAULT_PROMPT) -> ContextGenerator:
     """Situate chunks with any LlamaIndex LLM.
 
-    With llama-index's `Anthropic` LLM the document block is marked for prompt caching (a
-    `CachePoint` after it) and the usage the API reports (cache writes and reads) goes into the
-    usage report; other LLMs get the same two text blocks without caching.
+    llama-index's `Anthropic` LLM becomes the core `AnthropicContextGenerator` on the LLM's own
+    SDK clients (Anthropic, Bedrock or Vertex) and model: the document block is prompt-cached,
+    cacheability is verified from the usage the API reports, spend limits stop the run, and
+    Message Batches are available. (This also sidesteps llama-index-llms-anthropic 0.12's message
+    conversion, which fails with anthropic SDK 2.x.) Other LLMs get the same two text blocks
+    through ``chat`` / ``achat`` without caching.
     """
+    client = getattr(llm, "_client", None) if _is_anthropic(llm) else None
+    if client is not None:
+        from contextual_retrieval.generators.anthropic import AnthropicContextGenerator
+
+        return AnthropicContextGenerator(
+            str(llm.model), client=client, async_client=getattr(llm, "_aclient", None), prompt=prompt  # type: ignore[attr-defined]
+        )
     caching = _is_anthropic(llm)
 
     def send(blocks: ContentBlocks) -> tuple[str, TokenUsage]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Literal, Optional, Sequence
 
-from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
+from llama_index.core.bridge.pydantic import Field, PrivateAttr, SerializeAsAny, field_validator
 from llama_index.core.node_parser import NodeParser, SentenceSplitter
 from llama_index.core.node_parser.loading import load_parser
 from llama_index.core.schema import BaseNode, MetadataMode, NodeRelationship, TextNode
@@ -16,7 +16,7 @@ from contextual_retrieval.store import ContextStore
 from contextual_retrieval.types import Chunk, Document, stable_chunk_id
 from contextual_retrieval.usage import UsageReport
 
-from ._convert import set_context
+from ._convert import CONTEXT_KEY, set_context
 from .llm import as_context_generator
 
 __all__ = ["ContextualNodeParser"]
@@ -67,7 +67,7 @@ class ContextualNodeParser(NodeParser):
         Revenue grew 3%.
     """
 
-    node_parser: NodeParser = Field(default_factory=SentenceSplitter, description="The splitter run first.")
+    node_parser: SerializeAsAny[NodeParser] = Field(default_factory=SentenceSplitter, description="The splitter run first.")
     store_path: Optional[str] = Field(default=None, description="The context store's file (None: the default).")
     concurrency: int = Field(default=8, ge=1, description="Requests in flight at once.")
     mode: Literal["realtime", "batch"] = Field(default="realtime", description="'realtime' or 'batch'.")
@@ -126,7 +126,12 @@ class ContextualNodeParser(NodeParser):
     @field_validator("node_parser", mode="before")
     @classmethod
     def _load_node_parser(cls, value: Any) -> Any:
-        return load_parser(value) if isinstance(value, dict) else value
+        return load_parser(_without_id_func(value)) if isinstance(value, dict) else value
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any], **kwargs: Any) -> "ContextualNodeParser":  # type: ignore[override]
+        """Rebuild from `to_dict` output; pass ``generator=`` when it was an LLM generator."""
+        return super().from_dict(_without_id_func(data), **kwargs)
 
     @classmethod
     def class_name(cls) -> str:
@@ -204,8 +209,26 @@ class ContextualNodeParser(NodeParser):
         ]
         return docs, core_chunks, out
 
+    def _postprocess_parsed_nodes(self, nodes: List[BaseNode], parent_doc_map: Dict[str, Any]) -> List[BaseNode]:
+        # NodeParser merges the documents' metadata in afterwards: lay the nodes out again so
+        # that metadata stays out of the embedded and LLM text
+        nodes = super()._postprocess_parsed_nodes(nodes, parent_doc_map)
+        for node in nodes:
+            if isinstance(node, TextNode):
+                set_context(node, node.metadata.get(CONTEXT_KEY, ""))
+        return nodes
+
     def _finish(self, result: ContextualizeResult, nodes: list[TextNode]) -> List[BaseNode]:
         self._last_report = result.report
         for node, chunk in zip(nodes, result.chunks):
             set_context(node, chunk.context)
         return list(nodes)
+
+
+def _without_id_func(data: Dict[str, Any]) -> Dict[str, Any]:
+    """LlamaIndex serializes a node parser's id_func as a name it cannot load back; drop it (the
+    default applies, and ContextualNodeParser sets its own stable ids anyway)."""
+    data = dict(data)
+    if isinstance(data.get("id_func"), dict):
+        data.pop("id_func")
+    return data

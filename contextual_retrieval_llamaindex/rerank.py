@@ -69,7 +69,7 @@ class ContextualRerank(BaseNodePostprocessor):
     def __init__(self, reranker: Union[str, Reranker, None] = None, top_n: int = DEFAULT_TOP_K, **kwargs: Any) -> None:
         backend = kwargs.pop("backend", None)
         if reranker is None:
-            reranker = backend if backend in _BACKENDS else "cohere"
+            reranker = backend or "cohere"
         if isinstance(reranker, str):
             built = _build(reranker, kwargs.get("model"))
             backend = reranker

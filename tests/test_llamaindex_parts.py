@@ -1,0 +1,414 @@
+"""Each LlamaIndex part: its place in LlamaIndex's class tree, serialization, sync/async parity, and
+behaviour against the real framework (hosted APIs on loopback servers, real SDK clients)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import List
+
+import anthropic
+import cohere
+import numpy as np
+import pytest
+import voyageai
+from llama_index.core import Document
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.ingestion import IngestionCache, IngestionPipeline
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+from llama_index.core.node_parser import NodeParser, SentenceSplitter
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import MetadataMode, NodeRelationship, NodeWithScore, QueryBundle, TextNode, TransformComponent
+from llama_index.core.vector_stores.types import ExactMatchFilter, MetadataFilters
+
+from contextual_retrieval import Chunk, ContextualChunk, HybridSearcher
+from contextual_retrieval.generators import CallableContextGenerator
+from contextual_retrieval.rerank.base import PassThroughReranker, RerankResult
+from contextual_retrieval.rerank.cohere import CohereReranker
+from contextual_retrieval_llamaindex import (
+    ContextualBM25Retriever,
+    ContextualNodeParser,
+    ContextualRerank,
+    ContextualVoyageEmbedding,
+    CoreEmbedding,
+    HybridRetriever,
+    LocalMiniLMEmbedding,
+)
+from fakes.anthropic_server import FakeAnthropicServer
+from fakes.cohere_server import FakeCohereServer
+from fakes.voyage_server import FakeVoyageServer
+
+TEXTS = {
+    "acme.md": "# ACME Q2 2023\n\nRevenue grew by 3% over the previous quarter. Margins held.\n\n"
+    "Headcount stayed flat at 1,200 employees across all sites.",
+    "globex.md": "# Globex 2021\n\nRevenue grew by 3% over the previous quarter. New plants opened.\n\n"
+    "The Ohio plant makes turbines; the Texas plant makes pumps.",
+    "fuzz.rs": "struct DiffExecutor { primary: A, secondary: B }\n\nimpl DiffExecutor {\n"
+    "    fn run_target(&mut self, input: &I) { self.primary.run(input); self.secondary.run(input); }\n}\n",
+}
+
+
+def docs() -> list[Document]:
+    return [Document(text=t, id_=name, metadata={"file_name": name, "kind": name.split(".")[1]}) for name, t in TEXTS.items()]
+
+
+def splitter() -> SentenceSplitter:
+    return SentenceSplitter(chunk_size=40, chunk_overlap=0, include_metadata=False)
+
+
+@pytest.fixture(scope="module")
+def nodes() -> list[TextNode]:
+    return ContextualNodeParser(node_parser=splitter(), show_progress=False).get_nodes_from_documents(docs())
+
+
+@pytest.fixture(scope="module")
+def minilm() -> LocalMiniLMEmbedding:
+    return LocalMiniLMEmbedding()
+
+
+# -- class tree ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "cls, bases",
+    [
+        (ContextualNodeParser, (NodeParser, TransformComponent)),
+        (ContextualBM25Retriever, (BaseRetriever,)),
+        (HybridRetriever, (BaseRetriever,)),
+        (ContextualRerank, (BaseNodePostprocessor,)),
+        (CoreEmbedding, (BaseEmbedding, TransformComponent)),
+        (LocalMiniLMEmbedding, (CoreEmbedding, BaseEmbedding)),
+        (ContextualVoyageEmbedding, (CoreEmbedding, BaseEmbedding)),
+    ],
+)
+def test_mro(cls, bases):
+    for base in bases:
+        assert base in cls.__mro__
+    assert "CohereRerank" not in {c.__name__ for c in cls.__mro__}  # never shadows llama-index's own
+
+
+# -- ContextualNodeParser -----------------------------------------------------------------------------
+
+
+def test_node_layout_ids_and_relationships(nodes):
+    by_doc: dict[str, list[TextNode]] = {}
+    for node in nodes:
+        by_doc.setdefault(node.ref_doc_id, []).append(node)
+        chunk = ContextualChunk(Chunk(node.node_id, node.ref_doc_id, node.text), node.metadata["context"])
+        assert node.get_content(MetadataMode.EMBED) == chunk.indexed_text
+        assert node.get_content(MetadataMode.NONE) == node.text
+        assert node.metadata["file_name"] == node.ref_doc_id  # kept for filters, not embedded
+        assert "file_name" not in node.get_content(MetadataMode.EMBED).split("\n\n")[0] or "file_name" in node.text
+    assert set(by_doc) == set(TEXTS) and len(nodes) > len(TEXTS)
+    ids = {n.node_id for n in nodes}
+    for doc_nodes in by_doc.values():
+        for prev, nxt in zip(doc_nodes, doc_nodes[1:]):  # links follow the renamed ids
+            assert prev.relationships[NodeRelationship.NEXT].node_id == nxt.node_id
+            assert nxt.relationships[NodeRelationship.PREVIOUS].node_id == prev.node_id
+    assert all(r.node_id in ids for n in nodes for k, r in n.relationships.items() if k in (NodeRelationship.NEXT, NodeRelationship.PREVIOUS))
+    again = ContextualNodeParser(node_parser=splitter(), show_progress=False).get_nodes_from_documents(docs())
+    assert [n.node_id for n in again] == [n.node_id for n in nodes]
+
+
+def test_node_parser_serialization_round_trip(nodes):
+    parser = ContextualNodeParser(node_parser=splitter(), concurrency=3, show_progress=False)
+    data = parser.to_json()
+    loaded = ContextualNodeParser.from_json(data)
+    assert isinstance(loaded.node_parser, SentenceSplitter) and loaded.node_parser.chunk_size == 40
+    assert (loaded.concurrency, loaded.generator_id) == (3, parser.generator_id)
+    assert loaded.to_dict() == parser.to_dict()
+    out = loaded.get_nodes_from_documents(docs())
+    assert [(n.node_id, n.metadata["context"]) for n in out] == [(n.node_id, n.metadata["context"]) for n in nodes]
+
+
+def test_parser_saved_with_an_llm_generator_needs_it_back(tmp_path):
+    gen = CallableContextGenerator(lambda d, c: "ctx", name="my-llm", model="m1")
+    parser = ContextualNodeParser(gen, store=tmp_path / "s.sqlite3", show_progress=False)
+    data = parser.to_dict()
+    assert data["store_path"] == str(tmp_path / "s.sqlite3")
+    with pytest.raises(ValueError, match="pass the same generator"):
+        ContextualNodeParser.from_dict(data)
+    assert ContextualNodeParser.from_dict(data, generator=gen).generator_id == parser.generator_id
+
+
+def test_ingestion_pipeline_cache_and_store_pay_once(tmp_path):
+    calls: list[str] = []
+
+    def situate(document, chunk):
+        calls.append(chunk.id)
+        return f"From {document.id}."
+
+    gen = CallableContextGenerator(situate, name="counting", model="m")
+    cache = IngestionCache()
+    pipeline = IngestionPipeline(
+        transformations=[ContextualNodeParser(gen, splitter(), tmp_path / "s.sqlite3", show_progress=False)], cache=cache
+    )
+    first = pipeline.run(documents=docs())
+    assert len(calls) == len(first) > 3
+    second = pipeline.run(documents=docs())  # the transformation cache answers
+    assert len(calls) == len(first) and [n.node_id for n in second] == [n.node_id for n in first]
+    # without the pipeline cache the context store answers: still no new call
+    fresh = IngestionPipeline(transformations=[ContextualNodeParser(gen, splitter(), tmp_path / "s.sqlite3", show_progress=False)])
+    assert [n.metadata["context"] for n in fresh.run(documents=docs())] == [n.metadata["context"] for n in first]
+    assert len(calls) == len(first)
+    # another generator is another cache entry, never a stale hit
+    other = CallableContextGenerator(lambda d, c: "other", name="other", model="m")
+    pipeline2 = IngestionPipeline(
+        transformations=[ContextualNodeParser(other, splitter(), tmp_path / "o.sqlite3", show_progress=False)], cache=cache
+    )
+    assert {n.metadata["context"] for n in pipeline2.run(documents=docs())} == {"other"}
+
+
+async def test_acall_runs_requests_concurrently_and_matches_sync(tmp_path):
+    in_flight, peak = 0, 0
+
+    async def situate(document, chunk):
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await asyncio.sleep(0.05)
+        in_flight -= 1
+        return f"{document.id} part {chunk.index}"
+
+    gen = CallableContextGenerator(situate, name="slow", model="m")
+    parser = ContextualNodeParser(gen, splitter(), tmp_path / "a.sqlite3", concurrency=6, show_progress=False)
+    started = time.perf_counter()
+    out = await parser.acall(docs())
+    elapsed = time.perf_counter() - started
+    assert peak > 1 and elapsed < 0.05 * len(out)
+    sync = ContextualNodeParser(gen, splitter(), tmp_path / "s.sqlite3", show_progress=False).get_nodes_from_documents(docs())
+    assert [(n.node_id, n.get_content(MetadataMode.EMBED)) for n in out] == [(n.node_id, n.get_content(MetadataMode.EMBED)) for n in sync]
+
+
+def test_llamaindex_anthropic_llm_gets_prompt_caching(tmp_path):
+    from llama_index.llms.anthropic import Anthropic
+
+    words = "executor harness corpus monitor stage mutator feedback input".split()
+    text = " ".join(f"{words[i % len(words)]}{i}." for i in range(2200))  # ~20k chars: over 2048 tokens
+    with FakeAnthropicServer() as srv:
+        llm = Anthropic(model="claude-3-haiku-20240307", api_key=srv.api_key, base_url=srv.url, max_retries=0)
+        parser = ContextualNodeParser(
+            llm, SentenceSplitter(chunk_size=1024, chunk_overlap=0), tmp_path / "s.sqlite3", show_progress=False
+        )
+        out = parser.get_nodes_from_documents([Document(text=text, id_="big.txt")])
+        bodies = [r.body for r in srv.requests_to("/v1/messages")]
+    assert len(out) == len(bodies) >= 4
+    for body in bodies:
+        content = body["messages"][0]["content"]
+        assert content[0]["text"].startswith("<document>\n") and content[0]["cache_control"]["type"] == "ephemeral"
+        assert "cache_control" not in content[1] and content[1]["text"].startswith("Here is the chunk")
+    report = parser.last_report
+    assert report.generator == "anthropic" and report.model == "claude-3-haiku-20240307" and report.cache_writes == 1
+    assert report.usage.cache_read_tokens > 0 and report.cache_misses == 0
+
+
+# -- ContextualBM25Retriever ----------------------------------------------------------------------------
+
+
+def test_bm25_scores_filters_and_persistence(nodes, tmp_path):
+    retriever = ContextualBM25Retriever(nodes, similarity_top_k=3)
+    hits = retriever.retrieve("DiffExecutor run_target")
+    assert hits and hits[0].node.ref_doc_id == "fuzz.rs"
+    assert all(a.score >= b.score > 0 for a, b in zip(hits, hits[1:]))
+    filtered = ContextualBM25Retriever(nodes, filters=MetadataFilters(filters=[ExactMatchFilter(key="kind", value="md")]))
+    got = filtered.retrieve("revenue grew DiffExecutor")
+    assert got and {h.node.metadata["kind"] for h in got} == {"md"}
+    retriever.persist(tmp_path / "bm25")
+    loaded = ContextualBM25Retriever.from_persist_dir(tmp_path / "bm25")
+    for query in ("revenue grew by 3%", "turbines", "Headcount"):
+        assert [(h.node.node_id, h.score) for h in loaded.retrieve(query)] == [(h.node.node_id, h.score) for h in retriever.retrieve(query)]
+    assert loaded.nodes[hits[0].node.node_id].get_content(MetadataMode.EMBED) == hits[0].node.get_content(MetadataMode.EMBED)
+    assert not list((tmp_path / "bm25").rglob("*.pkl"))
+
+
+async def test_bm25_sync_async_parity(nodes):
+    retriever = ContextualBM25Retriever(nodes)
+    for query in ("revenue", "Ohio plant pumps", "nothing-matches-this"):
+        sync = [(h.node.node_id, h.score) for h in retriever.retrieve(query)]
+        assert sync == [(h.node.node_id, h.score) for h in await retriever.aretrieve(query)]
+
+
+def test_bm25_contextual_text_is_what_is_searched(nodes):
+    # "Globex" appears only in a context for the chunks after the title: contextual BM25 finds them
+    retriever = ContextualBM25Retriever(nodes)
+    found = {h.node.node_id for h in retriever.retrieve("Globex turbines")}
+    turbines = next(n for n in nodes if "turbines" in n.text)
+    assert "Globex" not in turbines.text and turbines.node_id in found
+
+
+# -- HybridRetriever --------------------------------------------------------------------------------------
+
+
+class Fixed(BaseRetriever):
+    """A retriever that returns fixed nodes (after an optional delay)."""
+
+    def __init__(self, nodes: List[TextNode], delay: float = 0.0) -> None:
+        self.items, self.delay, self.similarity_top_k = nodes, delay, 5
+        super().__init__()
+
+    def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+        time.sleep(self.delay)
+        return [NodeWithScore(node=n, score=1.0 / (i + 1)) for i, n in enumerate(self.items)]
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+        await asyncio.sleep(self.delay)
+        return [NodeWithScore(node=n, score=1.0 / (i + 1)) for i, n in enumerate(self.items)]
+
+
+def _n(i: str) -> TextNode:
+    return TextNode(text=f"text {i}", id_=i)
+
+
+def test_hybrid_weights_are_honoured_ranks_recorded_and_ids_deduped():
+    a, b, c = _n("a"), _n("b"), _n("c")
+    first, second = Fixed([a, b, c]), Fixed([c, b, TextNode(text="another copy", id_="a")])
+    favour_first = HybridRetriever({"x": first, "y": second}, [0.8, 0.2]).retrieve("q")
+    favour_second = HybridRetriever({"x": first, "y": second}, [0.2, 0.8]).retrieve("q")
+    # a: .8/1 + .2/3, b: .8/2 + .2/2, c: .8/3 + .2/1 -- and the mirror image with the weights swapped
+    assert [r.node.node_id for r in favour_first] == ["a", "b", "c"]
+    assert [r.node.node_id for r in favour_second] == ["c", "b", "a"]
+    top = favour_first[0]
+    assert top.node.metadata["retriever_ranks"] == {"x": 1, "y": 3}
+    assert top.score == pytest.approx(0.8 / 1 + 0.2 / 3) == top.node.metadata["fused_score"]
+    assert "fused_score" not in top.node.get_content(MetadataMode.LLM)
+    assert "fused_score" not in a.metadata  # the stored node is untouched
+    assert first.similarity_top_k == 150  # candidates per side
+    relative = HybridRetriever({"x": first, "y": second}, [0.5, 0.5], mode="relative_score", similarity_top_k=2).retrieve("q")
+    assert len(relative) == 2
+
+
+async def test_hybrid_async_runs_retrievers_concurrently_and_matches_sync():
+    a, b = _n("a"), _n("b")
+    hybrid = HybridRetriever([Fixed([a, b], delay=0.3), Fixed([b, a], delay=0.3)])
+    started = time.perf_counter()
+    got = await hybrid.aretrieve("q")
+    assert time.perf_counter() - started < 0.55
+    assert [(r.node.node_id, r.score) for r in got] == [(r.node.node_id, r.score) for r in hybrid.retrieve("q")]
+
+
+def test_hybrid_equals_the_core_hybrid_searcher(nodes, minilm):
+    from llama_index.core import VectorStoreIndex
+
+    index = VectorStoreIndex(nodes, embed_model=minilm)
+    hybrid = HybridRetriever.from_defaults(index, nodes=nodes, similarity_top_k=6)
+    chunks = [ContextualChunk(Chunk(n.node_id, n.ref_doc_id, n.text), n.metadata["context"]) for n in nodes]
+    core = HybridSearcher(chunks, minilm.embedder)
+    for query in ("How did ACME revenue change?", "Which plant makes pumps?", "run the target on both executors"):
+        assert [r.node.node_id for r in hybrid.retrieve(query)] == [h.id for h in core.search(query, k=6)]
+
+
+def test_hybrid_with_a_core_reranker_and_with_a_postprocessor(nodes):
+    class Reverse:
+        model_name = "reverse"
+
+        def rerank(self, query, texts, top_n=None):
+            return [RerankResult(i, float(i)) for i in reversed(range(len(texts)))][:top_n]
+
+        async def arerank(self, query, texts, top_n=None):
+            return self.rerank(query, texts, top_n)
+
+    bm25 = ContextualBM25Retriever(nodes)
+    plain = [r.node.node_id for r in HybridRetriever({"bm25": bm25}).retrieve("revenue grew")]
+    reranked = HybridRetriever({"bm25": bm25}, reranker=Reverse(), similarity_top_k=2).retrieve("revenue grew")
+    assert [r.node.node_id for r in reranked] == plain[::-1][:2]
+    assert reranked[0].node.metadata["rerank_score"] == reranked[0].score
+    post = HybridRetriever({"bm25": bm25}, reranker=ContextualRerank(Reverse(), top_n=5), similarity_top_k=2).retrieve("revenue grew")
+    assert [r.node.node_id for r in post] == [r.node.node_id for r in reranked]
+
+
+def test_hybrid_rejects_bad_arguments(nodes):
+    bm25 = ContextualBM25Retriever(nodes)
+    with pytest.raises(ValueError, match="one weight per retriever"):
+        HybridRetriever([bm25], [0.5, 0.5])
+    with pytest.raises(TypeError, match="BaseRetriever"):
+        HybridRetriever({"x": object()})  # type: ignore[dict-item]
+    with pytest.raises(ValueError, match="rrf"):
+        HybridRetriever([bm25], mode="max")  # type: ignore[arg-type]
+
+
+# -- ContextualRerank ---------------------------------------------------------------------------------------
+
+
+class Recorder(BaseEventHandler):
+    events: list = []
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "Recorder"
+
+    def handle(self, event, **kwargs):
+        self.events.append(event.class_name())
+
+
+@pytest.fixture()
+def cohere_srv():
+    with FakeCohereServer() as srv:
+        yield srv
+
+
+def cohere_reranker(srv) -> CohereReranker:
+    return CohereReranker(
+        client=cohere.ClientV2(api_key=srv.api_key, base_url=srv.base_url),
+        async_client=cohere.AsyncClientV2(api_key=srv.api_key, base_url=srv.base_url),
+    )
+
+
+async def test_rerank_cohere_sync_async_parity_and_events(nodes, cohere_srv):
+    handler = Recorder(events=[])
+    root = get_dispatcher()
+    root.add_event_handler(handler)
+    try:
+        rerank = ContextualRerank(cohere_reranker(cohere_srv), top_n=3)
+        candidates = [NodeWithScore(node=n, score=0.0) for n in nodes]
+        sync = rerank.postprocess_nodes(candidates, query_str="Globex plant turbines")
+        asynced = await rerank.apostprocess_nodes(candidates, query_str="Globex plant turbines")
+    finally:
+        root.event_handlers.remove(handler)
+    assert [(r.node.node_id, r.score) for r in sync] == [(r.node.node_id, r.score) for r in asynced]
+    assert len(sync) == 3 and "turbines" in sync[0].node.text
+    sent = cohere_srv.rerank_requests()
+    assert sent[0]["model"] == "rerank-v3.5" and sent[0]["documents"][0] == nodes[0].get_content(MetadataMode.EMBED)
+    assert handler.events.count("ReRankStartEvent") == 2 and handler.events.count("ReRankEndEvent") == 2
+
+
+def test_rerank_serialization_round_trip(monkeypatch):
+    monkeypatch.setenv("COHERE_API_KEY", "test-key-not-logged")
+    rerank = ContextualRerank(top_n=7)
+    data = rerank.to_dict()
+    assert data["backend"] == "cohere" and data["model"] == "rerank-v3.5" and "test-key" not in str(data)
+    loaded = ContextualRerank.from_dict(data)
+    assert isinstance(loaded.reranker, CohereReranker) and loaded.top_n == 7 and loaded.to_dict() == data
+    custom = ContextualRerank(PassThroughReranker(), top_n=2)
+    with pytest.raises(ValueError, match="pass reranker="):
+        ContextualRerank.from_dict(custom.to_dict())
+    assert ContextualRerank.from_dict(custom.to_dict(), reranker=PassThroughReranker()).top_n == 2
+
+
+# -- embeddings -------------------------------------------------------------------------------------------
+
+
+def test_minilm_embedding_round_trip_and_core_vectors(minilm):
+    loaded = LocalMiniLMEmbedding.from_dict(minilm.to_dict())
+    text = "Revenue grew by 3% over the previous quarter."
+    assert np.allclose(loaded.get_text_embedding(text), minilm.embedder.embed_documents([text])[0], atol=1e-6)
+    assert np.allclose(minilm.get_query_embedding(text), minilm.get_text_embedding(text), atol=1e-6)
+
+
+async def test_voyage_embedding_input_types_sync_and_async():
+    with FakeVoyageServer() as srv:
+        emb = ContextualVoyageEmbedding(
+            client=voyageai.Client(api_key=srv.api_key, base_url=srv.base_url, max_retries=0),
+            async_client=voyageai.AsyncClient(api_key=srv.api_key, base_url=srv.base_url, max_retries=0),
+        )
+        docs_sync = emb.get_text_embedding_batch(["a chunk", "another chunk"])
+        query_sync = emb.get_query_embedding("a chunk")
+        docs_async = await emb.aget_text_embedding_batch(["a chunk", "another chunk"])
+        query_async = await emb.aget_query_embedding("a chunk")
+        kinds = [body["input_type"] for body in srv.embeddings_requests()]
+    assert kinds == ["document", "query", "document", "query"]
+    assert np.allclose(docs_sync, docs_async) and np.allclose(query_sync, query_async)
+    assert not np.allclose(docs_sync[0], query_sync)  # the server nudges by input type
+    data = emb.to_dict()
+    assert data["model_name"] == "voyage-3.5" and "key" not in str(data).lower()
