@@ -10,7 +10,8 @@ cookbook's ``w / rank``), results are deduplicated by chunk id and cut to `k`.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Optional, Sequence
+import warnings
+from typing import Any, Callable, Optional, Sequence
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document as LCDocument
@@ -19,7 +20,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import patch_config
 from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, PrivateAttr
 
 from contextual_retrieval.ensemble import (
     DEFAULT_DEPTH,
@@ -102,6 +103,8 @@ class ContextualEnsembleRetriever(BaseRetriever):
     rerank_depth: Optional[int] = Field(default=None, gt=0)
     id_key: str = CHUNK_ID_KEY
     candidates_kwarg: Optional[str] = "k"
+
+    _relevance_fns: dict[int, Callable[[float], float]] = PrivateAttr(default_factory=dict)
 
     def model_post_init(self, context: Any) -> None:
         n = len(self.retrievers)
@@ -205,10 +208,9 @@ class ContextualEnsembleRetriever(BaseRetriever):
         return {}
 
     def _from_distances(self, store: VectorStore, pairs: list[tuple[LCDocument, float]]) -> _Scored:
-        try:
-            relevance = store._select_relevance_score_fn()  # cosine -> 1 - distance, as the store defines it
-        except (NotImplementedError, AttributeError, ValueError):
-            relevance = lambda distance: -distance  # noqa: E731 - smaller distance, higher score
+        relevance = self._relevance_fns.get(id(store))
+        if relevance is None:
+            relevance = self._relevance_fns[id(store)] = _relevance_fn(store)
         return self._dedupe((d, float(relevance(s))) for d, s in pairs)
 
     def _from_docs(self, docs: Sequence[LCDocument]) -> _Scored:
@@ -262,6 +264,16 @@ class ContextualEnsembleRetriever(BaseRetriever):
         if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
             raise ValueError(f"k must be a positive integer, got {k!r}")
         return k
+
+
+def _relevance_fn(store: VectorStore) -> Callable[[float], float]:
+    """The store's distance -> relevance function (cosine: 1 - distance), else -distance."""
+    try:
+        with warnings.catch_warnings():  # chromadb warns about its own legacy config on every read
+            warnings.filterwarnings("ignore", message="legacy embedding function config", category=DeprecationWarning)
+            return store._select_relevance_score_fn()
+    except (NotImplementedError, AttributeError, ValueError):
+        return lambda distance: -distance  # smaller distance, higher score
 
 
 def _scored_vectorstore(retriever: Any) -> bool:
