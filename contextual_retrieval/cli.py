@@ -122,7 +122,8 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
     ix.add_argument("--chunk-chars", type=int, default=None, metavar="N",
                     help=f"characters per chunk (default: the index's, else {DEFAULT_CHUNK_CHARS})")
     ix.add_argument("--concurrency", type=int, default=8, metavar="N", help="generation requests in flight (default 8)")
-    ix.add_argument("--rebuild", action="store_true", help="delete the index first and build it from scratch")
+    ix.add_argument("--rebuild", action="store_true", help="build the index from scratch (e.g. with another "
+                    "embedder); stored contexts and cached embeddings are reused")
     ix.add_argument("--json", metavar="PATH", help="also write the report as JSON")
     ix.add_argument("--no-progress", action="store_true", help="hide progress bars")
     ix.set_defaults(func=_cmd_index)
@@ -201,8 +202,6 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_index(args: argparse.Namespace) -> int:
-    import shutil
-
     from .indexing import DEFAULT_CHUNK_CHARS, MANIFEST_NAME, ContextualIndex, choose_embedder, choose_generator
 
     index_dir = Path(args.index_dir)
@@ -210,7 +209,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
         if not (index_dir / MANIFEST_NAME).is_file() and any(index_dir.iterdir()):
             raise ValueError(f"{index_dir} is not empty and is not a contextual-retrieval index; "
                              "refusing to delete it: pass another --index-dir")
-        shutil.rmtree(index_dir)
+        ContextualIndex.clear(index_dir)
     old = ContextualIndex.read_manifest(index_dir) if (index_dir / MANIFEST_NAME).is_file() else None
     embedder_kind, contexts, model = args.embedder, args.contexts, args.model
     if old is not None:

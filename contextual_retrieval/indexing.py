@@ -116,9 +116,9 @@ def split_text(text: str, *, max_chars: int = DEFAULT_CHUNK_CHARS, code: bool = 
         (offset in `text` of the chunk's first character, chunk text) pairs, in order.
 
     Example:
-        >>> text = "# A\\n\\nfirst paragraph\\n\\n# B\\n\\nsecond paragraph\\n"
-        >>> [chunk for _, chunk in split_text(text, max_chars=30)]
-        ['# A\\n\\nfirst paragraph', '# B\\n\\nsecond paragraph']
+        >>> text = "# A\\n\\n" + "first paragraph. " * 3 + "\\n\\n# B\\n\\n" + "second paragraph. " * 3
+        >>> [chunk[:20] for _, chunk in split_text(text, max_chars=80)]
+        ['# A\\n\\nfirst paragraph', '# B\\n\\nsecond paragrap']
     """
     if max_chars < 50:
         raise ValueError(f"max_chars must be at least 50, got {max_chars}")
@@ -402,6 +402,24 @@ class ContextualIndex:
         if data.get("format") != _FORMAT or data.get("format_version", 0) > _FORMAT_VERSION:
             raise ValueError(f"{file} was not written by this version of contextual-retrieval; rebuild the index (--rebuild)")
         return data
+
+    @staticmethod
+    def clear(path: str | os.PathLike[str]) -> None:
+        """Empty the index at `path` (chunks, BM25, manifest), keeping its context store and
+        embedding cache, so a rebuild pays for nothing twice."""
+        path = Path(path)
+        if (path / "chroma").is_dir():
+            import chromadb
+            from chromadb.config import Settings
+
+            # through Chroma, not by deleting its folder: a client open on it in this process
+            # would go on writing to the deleted files
+            client = chromadb.PersistentClient(path=str(path / "chroma"), settings=Settings(anonymized_telemetry=False))
+            if _COLLECTION in [getattr(c, "name", c) for c in client.list_collections()]:
+                client.delete_collection(_COLLECTION)
+        for part in ("bm25", "bm25.tmp"):
+            shutil.rmtree(path / part, ignore_errors=True)
+        (path / MANIFEST_NAME).unlink(missing_ok=True)
 
     def _generator_identity(self) -> dict[str, str]:
         gen = self.generator

@@ -1,0 +1,76 @@
+"""`contextual-retrieval demo` end to end: offline by default, Claude when ANTHROPIC_API_KEY is set."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from contextual_retrieval.cli import main
+from contextual_retrieval.demo import demo_chunks, run_demo
+from contextual_retrieval.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES
+from fakes.anthropic_server import FakeAnthropicServer
+
+KEYS = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "VOYAGE_API_KEY", "COHERE_API_KEY", "CO_API_KEY")
+
+
+@pytest.fixture(autouse=True)
+def offline_env(monkeypatch, tmp_path):
+    for name in KEYS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+def test_demo_command_shows_a_query_plain_misses_and_contextual_finds(capsys):
+    assert main(["demo", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "contexts: structural (no LLM); embedder: all-MiniLM-L6-v2-onnx-int8; reranker: none" in out
+    assert "-> plain MISSED it, contextual FOUND it" in out
+    assert "plain retrieval missed and contextual retrieval found: Q" in out
+    assert "why: the context supplies" in out
+    assert 'contextual-retrieval query contextual-index "your question"' in out
+
+
+def test_demo_outcomes_and_saved_corpus_feed_the_index_command(tmp_path, capsys):
+    buffer = io.StringIO()
+    result = run_demo(offline=True, save_corpus=tmp_path / "corpus", show_progress=False, out=buffer)
+    assert result.generator == "structural (no LLM)" and result.reranker is None
+    assert result.chunks == len(demo_chunks()[1]) and result.documents == len(DEMO_DOCUMENTS)
+    assert [q.query for q in result.queries] == [q.query for q in DEMO_QUERIES]
+    missed_then_found = [q for q in result.queries if q.only_contextual_found]
+    assert missed_then_found, buffer.getvalue()
+    for q in missed_then_found:
+        assert q.plain_rank > q.k >= q.contextual_rank
+    # the corpus's premise: every answer lacks words of its query that only its context supplies
+    assert all(q.added_words for q in result.queries), [(q.query, q.context) for q in result.queries]
+    assert sum(q.contextual_found for q in result.queries) > sum(q.plain_found for q in result.queries)
+
+    for path, text in DEMO_DOCUMENTS:
+        assert (tmp_path / "corpus" / path).read_text(encoding="utf-8") == text
+    index = tmp_path / "ix"
+    assert main(["index", str(tmp_path / "corpus"), "--index-dir", str(index), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["query", str(index), "How many weeks of parental leave do employees get in Austin?", "--json", "-k", "1"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["path"] == "corpus/handbook/austin-office.md"
+
+
+def test_demo_uses_claude_when_the_key_is_set_and_pays_once(monkeypatch, capsys):
+    with FakeAnthropicServer() as server:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", server.api_key)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        n_chunks = len(demo_chunks()[1])
+
+        def messages() -> int:
+            return len([r for r in server.requests if r.path == "/v1/messages"])
+
+        first = run_demo(show_progress=False, out=io.StringIO())
+        assert first.generator == "anthropic / claude-haiku-4-5"
+        assert first.report.generated == messages() == n_chunks
+        assert all(q.context.startswith("This chunk is from the document beginning") for q in first.queries)
+
+        second = run_demo(show_progress=False, out=io.StringIO())  # contexts come from the store
+        assert messages() == n_chunks and second.report.store_hits == n_chunks
+
+        assert main(["demo", "--offline", "--no-progress"]) == 0
+        assert messages() == n_chunks and "contexts: structural (no LLM)" in capsys.readouterr().out
