@@ -89,3 +89,13 @@ def tiny_dataset(tmp_path: Path) -> Path:
         for (doc_id, index), context in TINY_CONTEXTS.items():
             fh.write(json.dumps({"doc_id": doc_id, "original_index": index, "context": context}) + "\n")
     return tmp_path
+
+
+@pytest.fixture(scope="session")
+def cookbook_embedder(tmp_path_factory):
+    """The offline embedder behind one SQLite cache for the whole session: the cookbook-scale
+    tests embed each text once between them."""
+    from contextual_retrieval.embeddings.cache import CachedEmbedder
+    from contextual_retrieval.embeddings.minilm import LocalMiniLMEmbedder
+
+    return CachedEmbedder(LocalMiniLMEmbedder(), tmp_path_factory.mktemp("embeddings") / "cache.sqlite3")

@@ -5,7 +5,6 @@ import json
 import pytest
 
 from contextual_retrieval.embeddings import LocalMiniLMEmbedder
-from contextual_retrieval.embeddings.cache import CachedEmbedder
 from contextual_retrieval.evaluation import (
     DATASET_ENV,
     evaluate,
@@ -80,7 +79,7 @@ def test_evaluate_tiny_dataset_contexts_help(tiny_dataset):
 
 
 @pytest.mark.slow
-def test_cookbook_figures(cookbook_dir, tmp_path_factory):
+def test_cookbook_figures(cookbook_dir, cookbook_embedder):
     """The cookbook benchmark with the offline embedder and the library defaults.
 
     Floors: the figures measured in benchmarks/RESULTS.md, less a 0.5-point margin; the dense
@@ -88,8 +87,7 @@ def test_cookbook_figures(cookbook_dir, tmp_path_factory):
     """
     ds = load_cookbook(cookbook_dir)
     contexts = load_contexts_jsonl(cookbook_dir / "contexts_claude-3-haiku.jsonl", ds)
-    embedder = CachedEmbedder(LocalMiniLMEmbedder(), tmp_path_factory.mktemp("emb") / "cache.sqlite3")
-    results = {r.name: r for r in evaluate(ds, embedder, contexts, ["dense", "contextual-bm25", "contextual-hybrid"])}
+    results = {r.name: r for r in evaluate(ds, cookbook_embedder, contexts, ["dense", "contextual-bm25", "contextual-hybrid"])}
     dense = results["dense"].pass_at
     assert (round(dense[5], 2), round(dense[10], 2), round(dense[20], 2)) == (67.18, 71.52, 80.18)
     ours = results["contextual-hybrid"].pass_at

@@ -9,7 +9,7 @@ from __future__ import annotations
 import anthropic
 import cohere
 import pytest
-from llama_index.core import Document, Settings, StorageContext, VectorStoreIndex
+from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.ingestion import IngestionPipeline
 from llama_index.core.llms.mock import MockLLM
 from llama_index.core.node_parser import MarkdownNodeParser

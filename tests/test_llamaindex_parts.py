@@ -7,7 +7,6 @@ import asyncio
 import time
 from typing import List
 
-import anthropic
 import cohere
 import numpy as np
 import pytest

@@ -1,0 +1,191 @@
+"""The LlamaIndex path on the cookbook codebase set, against the core's contextual-hybrid and
+LlamaIndex's stock `QueryFusionRetriever` on the same nodes and index.
+
+The LlamaIndex path, as a user would build it:
+
+- the cookbook's Claude 3 Haiku contexts imported from the JSONL into a `ContextStore` under the
+  keys of a generator that never runs (so every context is a store hit, none is generated);
+- `IngestionPipeline([ContextualNodeParser(generator, splitter, store), embed_model],
+  vector_store=embedded Chroma)`, where the splitter hands over the cookbook's own chunks;
+- `HybridRetriever.from_defaults(VectorStoreIndex.from_vector_store(chroma), nodes=nodes)`:
+  Chroma's vector top-150 + `ContextualBM25Retriever` top-150, weighted RRF, top 20.
+
+The embedder is the offline all-MiniLM-L6-v2 behind the core `CachedEmbedder` (SQLite cache under
+benchmarks/out/). The stock row: `QueryFusionRetriever([index.as_retriever(150),
+llama_index BM25Retriever(150)], mode="reciprocal_rerank", num_queries=1, similarity_top_k=20)`
+over the same nodes and the same Chroma index.
+
+Run:  python benchmarks/llamaindex_cookbook.py [--dataset DIR] [--json benchmarks/llamaindex_cookbook.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, List, Sequence
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from contextual_retrieval.evaluation import (  # noqa: E402
+    ConfigResult,
+    EvalDataset,
+    evaluate,
+    format_table,
+    load_contexts_jsonl,
+    load_cookbook,
+    score_rankings,
+)
+from contextual_retrieval.generators import CallableContextGenerator, GenerationError  # noqa: E402
+from contextual_retrieval.store import ContextStore  # noqa: E402
+
+DEPTH, TOP_K = 150, 20
+
+
+def _never(document: Any, chunk: Any) -> str:
+    raise GenerationError(f"no imported context for {chunk.id}: the benchmark generates nothing")
+
+
+#: stands for the model that wrote the imported contexts; it never runs
+IMPORTED = CallableContextGenerator(_never, name="cookbook-jsonl", model="claude-3-haiku-20240307")
+
+
+def import_contexts(dataset: EvalDataset, contexts_jsonl: Path, store: ContextStore) -> int:
+    """The JSONL's contexts into `store`, keyed as `ContextualNodeParser(IMPORTED)` looks them up."""
+    docs = {d.id: d for d in dataset.documents}
+    chunks = {(c.document_id, c.index): c for c in dataset.chunks}
+
+    def resolve(item: dict) -> str | None:
+        chunk = chunks.get((str(item["doc_id"]), int(item["original_index"])))
+        if chunk is None:
+            return None
+        return ContextStore.key(IMPORTED.name, IMPORTED.model, IMPORTED.prompt_identity, docs[chunk.document_id].text, chunk.text)
+
+    return store.import_jsonl(contexts_jsonl, resolve).imported
+
+
+def cookbook_splitter(dataset: EvalDataset) -> Any:
+    """A LlamaIndex NodeParser that returns the cookbook's own chunks of each document."""
+    from llama_index.core.node_parser import NodeParser
+    from llama_index.core.schema import BaseNode, NodeRelationship, TextNode
+
+    by_doc: dict[str, list] = {}
+    for c in dataset.chunks:
+        by_doc.setdefault(c.document_id, []).append(c)
+
+    class CookbookChunks(NodeParser):
+        def _parse_nodes(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any) -> List[BaseNode]:
+            out: List[BaseNode] = []
+            for doc in nodes:
+                for c in by_doc.get(doc.node_id, []):
+                    node = TextNode(text=c.text, metadata={"chunk_id": c.id})
+                    node.relationships[NodeRelationship.SOURCE] = doc.as_related_node_info()
+                    out.append(node)
+            return out
+
+    return CookbookChunks(include_metadata=False)
+
+
+def build(dataset: EvalDataset, contexts_jsonl: Path, embedder: Any, workdir: Path) -> tuple[Any, list, Any]:
+    """(HybridRetriever, nodes, VectorStoreIndex) built through the LlamaIndex parts."""
+    from llama_index.core import Document, VectorStoreIndex
+    from llama_index.core.ingestion import IngestionPipeline
+
+    from contextual_retrieval_llamaindex import ContextualNodeParser, CoreEmbedding, HybridRetriever, chroma_vector_store
+
+    store = ContextStore(workdir / "contexts.sqlite3")
+    import_contexts(dataset, contexts_jsonl, store)
+    parser = ContextualNodeParser(IMPORTED, cookbook_splitter(dataset), store, show_progress=False)
+    embed_model = CoreEmbedding(embedder)
+    vector_store = chroma_vector_store(workdir / "chroma", "cookbook")
+    pipeline = IngestionPipeline(transformations=[parser, embed_model], vector_store=vector_store)
+    nodes = pipeline.run(documents=[Document(text=d.text, id_=d.id) for d in dataset.documents])
+    report = parser.last_report
+    assert report is not None and report.generated == 0 and report.store_hits == len(dataset.chunks), report
+    index = VectorStoreIndex.from_vector_store(vector_store, embed_model=embed_model)
+    return HybridRetriever.from_defaults(index, nodes=nodes, candidates=DEPTH, similarity_top_k=TOP_K), nodes, index
+
+
+def stock_fusion(index: Any, nodes: list) -> Any:
+    from llama_index.core.llms import MockLLM
+    from llama_index.core.retrievers import QueryFusionRetriever
+    from llama_index.retrievers.bm25 import BM25Retriever
+
+    bm25 = BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=DEPTH)
+    return QueryFusionRetriever(
+        [index.as_retriever(similarity_top_k=DEPTH), bm25],
+        llm=MockLLM(),
+        mode="reciprocal_rerank",
+        num_queries=1,
+        similarity_top_k=TOP_K,
+        use_async=False,
+    )
+
+
+def rankings(retriever: Any, queries: Sequence[str]) -> list[list[str]]:
+    return [[r.node.metadata["chunk_id"] for r in retriever.retrieve(q)][:TOP_K] for q in queries]
+
+
+def run(dataset: EvalDataset, contexts_jsonl: Path, embedder: Any, workdir: Path) -> tuple[list[ConfigResult], dict[str, float]]:
+    """[core contextual-hybrid, LlamaIndex path, stock QueryFusionRetriever], and seconds per row."""
+    golden = [q.golden for q in dataset.queries]
+    queries = [q.query for q in dataset.queries]
+    seconds: dict[str, float] = {}
+    start = time.perf_counter()
+    (core,) = evaluate(dataset, embedder, load_contexts_jsonl(contexts_jsonl, dataset), configs=["contextual-hybrid"])
+    core.name = "core contextual-hybrid (defaults)"
+    seconds["core"] = time.perf_counter() - start
+    start = time.perf_counter()
+    hybrid, nodes, index = build(dataset, contexts_jsonl, embedder, workdir)
+    ours = score_rankings("LlamaIndex path: ContextualNodeParser + Chroma + HybridRetriever", rankings(hybrid, queries), golden)
+    seconds["llamaindex path"] = time.perf_counter() - start
+    start = time.perf_counter()
+    stock = score_rankings("LlamaIndex stock QueryFusionRetriever (same nodes, same Chroma index)", rankings(stock_fusion(index, nodes), queries), golden)
+    seconds["stock"] = time.perf_counter() - start
+    return [core, ours, stock], seconds
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from _paths import DEFAULT_DATASET
+
+    from contextual_retrieval.embeddings.cache import CachedEmbedder
+    from contextual_retrieval.embeddings.minilm import LocalMiniLMEmbedder
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", type=Path, default=Path(DEFAULT_DATASET))
+    parser.add_argument("--contexts", type=Path, default=None, help="default: DATASET/contexts_claude-3-haiku.jsonl")
+    parser.add_argument("--json", type=Path, default=REPO / "benchmarks" / "llamaindex_cookbook.json")
+    parser.add_argument("--embedding-cache", type=Path, default=REPO / "benchmarks" / "out" / "embeddings.sqlite3")
+    args = parser.parse_args(argv)
+    dataset = load_cookbook(args.dataset)
+    contexts = args.contexts or args.dataset / "contexts_claude-3-haiku.jsonl"
+    args.embedding_cache.parent.mkdir(parents=True, exist_ok=True)
+    embedder = CachedEmbedder(LocalMiniLMEmbedder(), args.embedding_cache)
+    with tempfile.TemporaryDirectory() as tmp:
+        results, seconds = run(dataset, contexts, embedder, Path(tmp))
+    print(format_table(results))
+    core, ours = results[0].pass_at, results[1].pass_at
+    gaps = {k: round(ours[k] - core[k], 2) for k in (5, 10, 20)}
+    print("LlamaIndex path minus core, Pass@5/10/20:", gaps)
+    out = {
+        "dataset": str(args.dataset.name),
+        "queries": len(dataset.queries),
+        "chunks": len(dataset.chunks),
+        "embedder": embedder.model_name,
+        "results": [{"name": r.name, "pass_at": {str(k): round(v, 2) for k, v in r.pass_at.items()}} for r in results],
+        "llamaindex_minus_core": {str(k): v for k, v in gaps.items()},
+        "seconds": {k: round(v, 1) for k, v in seconds.items()},
+    }
+    args.json.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    raise SystemExit(main())
