@@ -202,7 +202,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_index(args: argparse.Namespace) -> int:
-    from .indexing import DEFAULT_CHUNK_CHARS, MANIFEST_NAME, ContextualIndex, choose_embedder, choose_generator
+    from .indexing import DEFAULT_CHUNK_CHARS, MANIFEST_NAME, ContextualIndex, choose_embedder, choose_generator, unused_keys
 
     index_dir = Path(args.index_dir)
     if args.rebuild and index_dir.exists():
@@ -223,6 +223,8 @@ def _cmd_index(args: argparse.Namespace) -> int:
     chunk_chars = args.chunk_chars or (old or {}).get("chunk_chars") or DEFAULT_CHUNK_CHARS
     index = ContextualIndex(index_dir, embedder=embedder, generator=generator, chunk_chars=chunk_chars,
                             concurrency=args.concurrency, weights=_weights_for(embedder))
+    for note in unused_keys():
+        print(f"note: {note}", file=sys.stderr)
     print(f"indexing {', '.join(args.paths)} into {index_dir} — contexts: "
           f"{getattr(generator, 'label', generator.name)}{' / ' + generator.model if generator.model else ''}; "
           f"embedder: {embedder.model_name}", file=sys.stderr)

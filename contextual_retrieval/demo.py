@@ -26,7 +26,7 @@ from typing import TextIO
 from .contextualizer import Contextualizer
 from .demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES, DemoQuery
 from .hybrid import HybridSearcher, SearchHit
-from .indexing import choose_embedder, choose_generator, choose_reranker, split_text
+from .indexing import choose_embedder, choose_generator, choose_reranker, split_text, unused_keys
 from .tokenizer import Tokenizer
 from .types import Chunk, ContextualChunk, Document, stable_chunk_id
 from .usage import UsageReport
@@ -181,6 +181,9 @@ def run_demo(
     say("=" * 25)
     say(f"contexts: {gen_label}; embedder: {embedder.model_name}; "
         f"reranker: {reranker.model_name if reranker else 'none'}; BM25 in-process")
+    if not offline:
+        for note in unused_keys():
+            say(f"note: {note}")
     if generator.name == "structural":
         say("(offline: set ANTHROPIC_API_KEY for contexts written by Claude, VOYAGE_API_KEY for Voyage "
             "embeddings, COHERE_API_KEY for Cohere reranking)")

@@ -56,6 +56,7 @@ __all__ = [
     "choose_embedder",
     "choose_generator",
     "choose_reranker",
+    "unused_keys",
     "TEXT_EXTENSIONS",
     "SKIP_DIRS",
     "DEFAULT_CHUNK_CHARS",
@@ -685,11 +686,11 @@ class ContextualIndex:
 
 def choose_embedder(kind: str = "auto", model: str | None = None) -> Embedder:
     """The embedder for `kind`: "local" (offline MiniLM), "voyage" (VOYAGE_API_KEY), or "auto"
-    (Voyage when VOYAGE_API_KEY is set, else local)."""
+    (Voyage when VOYAGE_API_KEY is set and voyageai installed, else local)."""
     from ._sdk import env_key
 
     if kind == "auto":
-        kind = "voyage" if env_key("VOYAGE_API_KEY") else "local"
+        kind = "voyage" if env_key("VOYAGE_API_KEY") and _installed("voyageai") else "local"
     if kind == "local":
         from .embeddings.minilm import LocalMiniLMEmbedder
 
@@ -703,11 +704,12 @@ def choose_embedder(kind: str = "auto", model: str | None = None) -> Embedder:
 
 def choose_generator(kind: str = "auto", model: str | None = None) -> ContextGenerator:
     """The context generator for `kind`: "structural" (offline, no LLM), "anthropic" (Claude,
-    ANTHROPIC_API_KEY), or "auto" (Claude when ANTHROPIC_API_KEY is set, else structural)."""
+    ANTHROPIC_API_KEY), or "auto" (Claude when ANTHROPIC_API_KEY is set and anthropic installed,
+    else structural)."""
     from ._sdk import env_key
 
     if kind == "auto":
-        kind = "anthropic" if env_key("ANTHROPIC_API_KEY") else "structural"
+        kind = "anthropic" if env_key("ANTHROPIC_API_KEY") and _installed("anthropic") else "structural"
     if kind == "structural":
         from .generators.structural import StructuralContextGenerator
 
@@ -721,11 +723,11 @@ def choose_generator(kind: str = "auto", model: str | None = None) -> ContextGen
 
 def choose_reranker(kind: str = "auto") -> Reranker | None:
     """The reranker for `kind`: "none", "cohere" (COHERE_API_KEY), "voyage" (VOYAGE_API_KEY), or
-    "auto" (Cohere when COHERE_API_KEY or CO_API_KEY is set, else none)."""
+    "auto" (Cohere when COHERE_API_KEY or CO_API_KEY is set and cohere installed, else none)."""
     from ._sdk import env_key
 
     if kind == "auto":
-        kind = "cohere" if env_key("COHERE_API_KEY", "CO_API_KEY") else "none"
+        kind = "cohere" if env_key("COHERE_API_KEY", "CO_API_KEY") and _installed("cohere") else "none"
     if kind == "none":
         return None
     if kind == "cohere":
@@ -737,6 +739,25 @@ def choose_reranker(kind: str = "auto") -> Reranker | None:
 
         return VoyageReranker()
     raise ValueError(f"unknown reranker {kind!r}; choose auto, none, cohere or voyage")
+
+
+def _installed(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def unused_keys() -> list[str]:
+    """Notes for API keys that "auto" choices ignore because their SDK is not installed."""
+    from ._sdk import env_key
+
+    notes = []
+    for keys, module, extra in ((("ANTHROPIC_API_KEY",), "anthropic", "anthropic"), (("VOYAGE_API_KEY",), "voyageai", "voyage"),
+                                (("COHERE_API_KEY", "CO_API_KEY"), "cohere", "cohere")):
+        if env_key(*keys) and not _installed(module):
+            notes.append(f"{keys[0]} is set but the {module} SDK is not installed, so it is not used: "
+                         f"pip install 'contextual-retrieval[{extra}]'")
+    return notes
 
 
 def _embedder_kind(embedder: Embedder) -> str:

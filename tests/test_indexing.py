@@ -272,3 +272,25 @@ def test_indexing_module_imports_no_framework_or_chroma():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_auto_choices_follow_keys_and_installed_sdks(monkeypatch):
+    from contextual_retrieval.indexing import choose_generator, choose_reranker, unused_keys
+
+    for name in ("ANTHROPIC_API_KEY", "VOYAGE_API_KEY", "COHERE_API_KEY", "CO_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    assert choose_generator("auto").name == "structural" and choose_reranker("auto") is None
+    assert unused_keys() == []
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-secret")
+    monkeypatch.setenv("COHERE_API_KEY", "co-test")
+    assert choose_generator("auto").name == "anthropic"
+    assert choose_reranker("auto").model_name == "rerank-v3.5"
+    # a key without its SDK (only the local extras installed): auto stays offline and says why
+    monkeypatch.setitem(sys.modules, "anthropic", None)
+    monkeypatch.setitem(sys.modules, "cohere", None)
+    assert choose_generator("auto").name == "structural" and choose_reranker("auto") is None
+    notes = unused_keys()
+    assert len(notes) == 2 and "pip install 'contextual-retrieval[anthropic]'" in notes[0]
+    assert all("sk-test" not in n and "co-test" not in n for n in notes)
+    with pytest.raises(ValueError, match="choose auto, structural or anthropic"):
+        choose_generator("gpt")
