@@ -8,6 +8,13 @@
 - `chroma_vector_store`: embedded Chroma holding our embeddings.
 """
 
+try:
+    import llama_index.core  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
+    raise ImportError(
+        "contextual_retrieval_llamaindex needs LlamaIndex: pip install 'contextual-retrieval[llamaindex]'"
+    ) from exc
+
 from .bm25 import ContextualBM25Retriever
 from .chroma import chroma_vector_store
 from .embeddings import ContextualVoyageEmbedding, CoreEmbedding, LocalMiniLMEmbedding

@@ -45,10 +45,16 @@ def _run(code: str) -> subprocess.CompletedProcess:
 
 def test_core_imports_without_frameworks_installed():
     code = BLOCKER + "\nimport importlib\n" + "".join(f"importlib.import_module({m!r})\n" for m in CORE_MODULES)
-    code += "import contextual_retrieval_llamaindex, contextual_retrieval_langchain\nprint('ok')\n"
+    code += "print('ok')\n"
     result = _run(code)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
+
+
+def test_adapters_without_their_framework_name_the_extra():
+    result = _run(BLOCKER + "\nimport contextual_retrieval_llamaindex\n")
+    assert result.returncode != 0
+    assert "pip install 'contextual-retrieval[llamaindex]'" in result.stderr
 
 
 def test_core_imports_no_framework_module():

@@ -411,3 +411,27 @@ async def test_voyage_embedding_input_types_sync_and_async():
     assert not np.allclose(docs_sync[0], query_sync)  # the server nudges by input type
     data = emb.to_dict()
     assert data["model_name"] == "voyage-3.5" and "key" not in str(data).lower()
+
+
+async def test_rerank_with_voyage_backend_sync_and_async(nodes):
+    from contextual_retrieval.rerank.voyage import VoyageReranker
+
+    with FakeVoyageServer() as srv:
+        reranker = VoyageReranker(
+            client=voyageai.Client(api_key=srv.api_key, base_url=srv.base_url, max_retries=0),
+            async_client=voyageai.AsyncClient(api_key=srv.api_key, base_url=srv.base_url, max_retries=0),
+        )
+        rerank = ContextualRerank(reranker, top_n=2)
+        candidates = [NodeWithScore(node=n, score=0.0) for n in nodes]
+        sync = rerank.postprocess_nodes(candidates, query_str="DiffExecutor run_target")
+        asynced = await rerank.apostprocess_nodes(candidates, query_str="DiffExecutor run_target")
+        sent = srv.rerank_requests()
+    assert rerank.backend == "VoyageReranker" and len(sent) == 2
+    assert [(r.node.node_id, r.score) for r in sync] == [(r.node.node_id, r.score) for r in asynced]
+    assert sync[0].node.ref_doc_id == "fuzz.rs"
+
+
+async def test_minilm_embedding_async_matches_sync(minilm):
+    texts = ["Revenue grew by 3%.", "struct DiffExecutor"]
+    assert np.allclose(await minilm.aget_text_embedding_batch(texts), minilm.get_text_embedding_batch(texts), atol=1e-6)
+    assert np.allclose(await minilm.aget_query_embedding(texts[0]), minilm.get_query_embedding(texts[0]), atol=1e-6)
