@@ -31,6 +31,13 @@ Example:
 
 from __future__ import annotations
 
+try:
+    import langchain_core  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
+    raise ImportError(
+        "contextual_retrieval_langchain needs LangChain: pip install 'contextual-retrieval[langchain]'"
+    ) from exc
+
 from ._documents import (
     CHUNK_ID_KEY,
     CHUNK_INDEX_KEY,

@@ -117,3 +117,21 @@ def test_cookbook_langchain_path_scores_the_core(tmp_path, cookbook_dir) -> None
         assert abs(ours["pass_at"][k] - core["pass_at"][k]) <= 0.5
         assert ours["pass_at"][k] > stock["pass_at"][k]
     assert result["async_equals_sync"]
+
+
+def test_without_langchain_the_error_names_the_extra() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, importlib.abc\n"
+        "class Block(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0].startswith('langchain'):\n"
+        "            raise ImportError('blocked for the test: ' + name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import contextual_retrieval_langchain\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert result.returncode != 0
+    assert "pip install 'contextual-retrieval[langchain]'" in result.stderr
