@@ -219,3 +219,20 @@ async def test_ensemble_reranks_the_fused_candidates(chroma, bm25, core_chunks, 
     body = cohere_server.requests[-1].body
     assert body["model"] == "rerank-v3.5" and len(body["documents"]) == 5 and body["top_n"] == 3
     assert await retriever.ainvoke(query) == got
+
+
+def test_persistent_chroma_and_bm25_reopen_to_the_same_results(contextual_docs, lc_embeddings, tmp_path) -> None:
+    import chromadb
+    from langchain_chroma import Chroma
+
+    built = ContextualEnsembleRetriever.from_documents(
+        contextual_docs, vectorstore=chroma_from_documents(contextual_docs, lc_embeddings, persist_directory=tmp_path / "chroma", collection_name="chunks"), k=5
+    )
+    built.retrievers[1].save(tmp_path / "bm25")
+    client = chromadb.PersistentClient(path=str(tmp_path / "chroma"), settings=chromadb.Settings(anonymized_telemetry=False))
+    reopened_store = Chroma(collection_name="chunks", embedding_function=lc_embeddings, client=client)
+    reopened = ContextualEnsembleRetriever(
+        retrievers=[reopened_store.as_retriever(), ContextualBM25Retriever.load(tmp_path / "bm25")], k=5
+    )
+    for query in QUERIES:
+        assert [d.id for d in reopened.invoke(query)] == [d.id for d in built.invoke(query)]
