@@ -26,7 +26,7 @@ from typing import TextIO
 from .contextualizer import Contextualizer
 from .demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES, DemoQuery
 from .hybrid import HybridSearcher, SearchHit
-from .indexing import choose_embedder, choose_generator, choose_reranker, split_text, unused_keys
+from .indexing import _installed, choose_embedder, choose_generator, choose_reranker, split_text, unused_keys
 from .tokenizer import Tokenizer
 from .types import Chunk, ContextualChunk, Document, stable_chunk_id
 from .usage import UsageReport
@@ -179,8 +179,11 @@ def run_demo(
 
     say("Contextual Retrieval demo")
     say("=" * 25)
+    vectors = "chroma" if _installed("chromadb") else "memory"
     say(f"contexts: {gen_label}; embedder: {embedder.model_name}; "
-        f"reranker: {reranker.model_name if reranker else 'none'}; BM25 in-process")
+        f"reranker: {reranker.model_name if reranker else 'none'}; "
+        f"vectors: {'embedded Chroma' if vectors == 'chroma' else 'in-process (pip install chromadb for Chroma)'}; "
+        "BM25 in-process")
     if not offline:
         for note in unused_keys():
             say(f"note: {note}")
@@ -206,8 +209,8 @@ def run_demo(
     say()
     say("2. the chunks are indexed twice, with the same embedder, BM25 and rank fusion:")
     say("   plain = the chunk's text alone; contextual = its context + its text")
-    plain_search = HybridSearcher(plain, embedder, reranker=reranker, show_progress=show_progress)
-    ctx_search = HybridSearcher(contextual, embedder, reranker=reranker, show_progress=show_progress)
+    plain_search = HybridSearcher(plain, embedder, reranker=reranker, show_progress=show_progress, vector_store=vectors)
+    ctx_search = HybridSearcher(contextual, embedder, reranker=reranker, show_progress=show_progress, vector_store=vectors)
     say()
 
     queries = [q.query for q in DEMO_QUERIES]

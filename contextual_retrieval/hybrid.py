@@ -8,7 +8,7 @@ with the same defaults, defined here once.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -56,6 +56,9 @@ class HybridSearcher:
         rrf_k: the RRF constant (0: the cookbook's w / rank; 60: classic RRF).
         depth: candidates taken from each side before fusion (default 150, as the cookbook).
         reranker: an optional `Reranker` applied to the fused candidates.
+        vector_store: "memory" (default: exact in-process search) or "chroma" (an in-memory
+            embedded Chroma collection, `ChromaVectorIndex`), or a ready index with
+            ``add(ids, vectors)`` and ``search_many(vectors, k)``.
         rerank_depth: how many fused candidates the reranker sees (default `depth`).
         show_progress: progress bar while embedding the chunks.
 
@@ -82,6 +85,7 @@ class HybridSearcher:
         rerank_depth: int | None = None,
         show_progress: bool = False,
         batch_size: int = 64,
+        vector_store: Any = "memory",
     ) -> None:
         if not chunks:
             raise ValueError("no chunks to search: pass at least one ContextualChunk")
@@ -99,10 +103,20 @@ class HybridSearcher:
         self.mode, self.rrf_k, self.depth = mode, float(rrf_k), int(depth)
         self.reranker = reranker
         self.rerank_depth = rerank_depth or self.depth
-        self.vectors: VectorIndex | None = None
+        self.vectors: Any = None
         if embedder is not None:
             vectors = _embed_with_progress(embedder, texts, batch_size, show_progress)
-            self.vectors = VectorIndex(ids, vectors)
+            if vector_store == "memory":
+                self.vectors = VectorIndex(ids, vectors)
+            elif vector_store == "chroma":
+                from .chroma import ChromaVectorIndex
+
+                self.vectors = ChromaVectorIndex(ids, vectors)  # type: ignore[assignment]
+            elif hasattr(vector_store, "search_many") and hasattr(vector_store, "add"):
+                vector_store.add(ids, vectors)
+                self.vectors = vector_store
+            else:
+                raise ValueError(f"vector_store must be 'memory', 'chroma' or an index with add/search_many, not {vector_store!r}")
         self.bm25: BM25Index | None = None
         if use_bm25:
             self.bm25 = bm25 if bm25 is not None else BM25Index().index(ids, texts)

@@ -37,6 +37,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from .bm25 import BM25Index
+from .chroma import ChromaVectorIndex
 from .embeddings.base import Embedder
 from .ensemble import DEFAULT_RRF_K, DEFAULT_TOP_K, DEFAULT_WEIGHTS, fuse_sources, rerank_hits
 from .fusion import DEFAULT_DEPTH
@@ -410,12 +411,11 @@ class ContextualIndex:
         embedding cache, so a rebuild pays for nothing twice."""
         path = Path(path)
         if (path / "chroma").is_dir():
-            import chromadb
-            from chromadb.config import Settings
+            from .chroma import chroma_client
 
             # through Chroma, not by deleting its folder: a client open on it in this process
             # would go on writing to the deleted files
-            client = chromadb.PersistentClient(path=str(path / "chroma"), settings=Settings(anonymized_telemetry=False))
+            client = chroma_client(path / "chroma")
             if _COLLECTION in [getattr(c, "name", c) for c in client.list_collections()]:
                 client.delete_collection(_COLLECTION)
         for part in ("bm25", "bm25.tmp"):
@@ -445,18 +445,11 @@ class ContextualIndex:
 
     def _chroma(self) -> Any:
         if self._collection is None:
-            try:
-                import chromadb
-                from chromadb.config import Settings
-            except ImportError as exc:
-                raise ImportError("the index needs Chroma: pip install 'contextual-retrieval[chroma]'") from exc
-            client = chromadb.PersistentClient(
-                path=str(self.path / "chroma"), settings=Settings(anonymized_telemetry=False)
-            )
+            from .chroma import chroma_client, chroma_collection
+
+            client = chroma_client(self.path / "chroma")
             # embeddings are always computed here and passed in: no Chroma embedding function
-            self._collection = client.get_or_create_collection(
-                _COLLECTION, embedding_function=None, metadata={"hnsw:space": "cosine"}
-            )
+            self._collection = chroma_collection(client, _COLLECTION)
             self._max_batch = int(client.get_max_batch_size())
         return self._collection
 
@@ -664,8 +657,7 @@ class ContextualIndex:
         if self._bm25 is None:
             self._bm25 = BM25Index.load(self.path / "bm25")
         vector = np.asarray(self._embedder().embed_queries([query]), dtype=np.float32)
-        got = collection.query(query_embeddings=vector, n_results=min(depth, total), include=["distances"])
-        dense = [(cid, 1.0 - float(d)) for cid, d in zip(got["ids"][0], got["distances"][0])]
+        dense = ChromaVectorIndex(collection=collection).search(vector[0], min(depth, total))
         sources = [("dense", dense, self.weights[0]), ("bm25", self._bm25.search(query, depth), self.weights[1])]
         fused = fuse_sources(sources, rrf_k=DEFAULT_RRF_K, depth=depth)
         pool_ids = [str(h.id) for h in (fused[: rerank_depth or depth] if reranker else fused[:k])]

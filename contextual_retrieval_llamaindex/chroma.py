@@ -26,12 +26,10 @@ def chroma_vector_store(
         >>> store.stores_text
         True
     """
-    import chromadb
     from llama_index.vector_stores.chroma import ChromaVectorStore
 
+    from contextual_retrieval.chroma import chroma_client, chroma_collection
+
     if client is None:
-        client = chromadb.PersistentClient(path=os.fspath(path)) if path is not None else chromadb.EphemeralClient()
-    chroma_collection = client.get_or_create_collection(
-        collection, embedding_function=None, metadata={"hnsw:space": "cosine"}
-    )
-    return ChromaVectorStore(chroma_collection=chroma_collection)
+        client = chroma_client(path)
+    return ChromaVectorStore(chroma_collection=chroma_collection(client, collection))
