@@ -13,15 +13,11 @@ from typing import Any, Optional, Sequence, Union
 from langchain_core.documents import Document as LCDocument
 from langchain_core.embeddings import Embeddings
 
+from contextual_retrieval.chroma import CHROMA_HNSW, chroma_client
+
 from ._documents import CHUNK_ID_KEY, chunk_id_of
 
 __all__ = ["chroma_from_documents", "CHROMA_HNSW"]
-
-#: cosine space; a search beam wide enough that top-150 candidate lists match exact search (on the
-#: cookbook set, 737 chunks: every query; with ef_search=200, 45 of 248 differed in the tail).
-#: Lower ef_search for millions of chunks if query latency matters more.
-CHROMA_HNSW: dict[str, Any] = {"space": "cosine", "ef_construction": 200, "ef_search": 800}
-
 
 def chroma_from_documents(
     documents: Sequence[LCDocument],
@@ -55,18 +51,13 @@ def chroma_from_documents(
         'a'
     """
     try:
-        import chromadb
         from langchain_chroma import Chroma
     except ImportError as exc:  # pragma: no cover - the extra is installed in dev
         raise ImportError("Chroma needs: pip install 'contextual-retrieval[langchain,chroma]'") from exc
     if embeddings is None:
         raise ValueError("pass embeddings= (e.g. LocalMiniLMEmbeddings()); Chroma's default embedding function is never used")
     if client is None:
-        settings = chromadb.Settings(anonymized_telemetry=False)
-        if persist_directory is not None:
-            client = chromadb.PersistentClient(path=str(persist_directory), settings=settings)
-        else:
-            client = chromadb.EphemeralClient(settings=settings)
+        client = chroma_client(persist_directory)
     store = Chroma(
         collection_name=collection_name or f"contextual-{uuid.uuid4().hex[:12]}",
         embedding_function=embeddings,

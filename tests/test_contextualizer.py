@@ -75,7 +75,7 @@ def test_one_cache_write_per_cacheable_document_and_every_read(server, tmp_path)
     result = contextualizer(server, tmp_path, concurrency=4).contextualize(documents, chunks)
     report = result.report
     assert [c.id for c in result.chunks] == [c.id for c in chunks]
-    assert all(c.context and c.indexed_text == c.context + "\n\n" + c.text for c in result.chunks)
+    assert all(c.context and c.indexed_text == (c.context + "\n\n" + c.text).strip() for c in result.chunks)
     assert report.cacheable_documents == 2 and report.generated == len(chunks) and report.store_hits == 0
     # exactly one write per big document, as the server saw it
     for doc in documents[:2]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 FRAMEWORKS = ["llama_index", "langchain", "langchain_core", "langchain_community", "langchain_classic",
               "anthropic", "voyageai", "cohere", "chromadb", "torch", "sentence_transformers", "matplotlib"]
 
@@ -51,10 +53,11 @@ def test_core_imports_without_frameworks_installed():
     assert result.stdout.strip() == "ok"
 
 
-def test_adapters_without_their_framework_name_the_extra():
-    result = _run(BLOCKER + "\nimport contextual_retrieval_llamaindex\n")
+@pytest.mark.parametrize("package, extra", [("contextual_retrieval_llamaindex", "llamaindex"), ("contextual_retrieval_langchain", "langchain")])
+def test_adapters_without_their_framework_name_the_extra(package, extra):
+    result = _run(BLOCKER + f"\nimport {package}\n")
     assert result.returncode != 0
-    assert "pip install 'contextual-retrieval[llamaindex]'" in result.stderr
+    assert f"pip install 'contextual-retrieval[{extra}]'" in result.stderr
 
 
 def test_core_imports_no_framework_module():
