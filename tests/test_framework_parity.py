@@ -1,0 +1,57 @@
+"""LlamaIndex and LangChain, same corpus, same contexts, same embedder, same queries: the same
+top-20 ids. LlamaIndex splits; the same chunks go to LangChain as already-split chunks with their
+parents, so both frameworks also agree on the chunk ids and their contexts."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.documents import Document as LCDocument
+from llama_index.core import Document as LIDocument
+from llama_index.core import VectorStoreIndex
+from llama_index.core.node_parser import SentenceSplitter
+
+from contextual_retrieval.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES
+from contextual_retrieval_langchain import ContextualDocumentTransformer, ContextualEnsembleRetriever, LocalMiniLMEmbeddings
+from contextual_retrieval_llamaindex import ContextualNodeParser, HybridRetriever, LocalMiniLMEmbedding, chroma_vector_store
+
+EXTRA_QUERIES = [
+    "revenue grew by 3% over the previous quarter",
+    "fork server child process",
+    "public holidays in Berlin",
+    "battery life of the Widget Pro",
+    "Initech headcount",
+]
+
+
+@pytest.fixture(scope="module")
+def both():
+    from llama_index.core import StorageContext
+
+    nodes = ContextualNodeParser(node_parser=SentenceSplitter(chunk_size=64, chunk_overlap=0), show_progress=False)(
+        [LIDocument(text=text, id_=path) for path, text in DEMO_DOCUMENTS]
+    )
+    storage = StorageContext.from_defaults(vector_store=chroma_vector_store(collection="parity-llamaindex"))
+    index = VectorStoreIndex(nodes, storage_context=storage, embed_model=LocalMiniLMEmbedding())
+    llamaindex = HybridRetriever.from_defaults(index, nodes=nodes, similarity_top_k=20)
+
+    chunks = [LCDocument(page_content=n.text, metadata={"source": n.ref_doc_id}) for n in nodes]
+    parents = {path: text for path, text in DEMO_DOCUMENTS}
+    docs = ContextualDocumentTransformer(show_progress=False).transform_documents(chunks, parents=parents)
+    langchain = ContextualEnsembleRetriever.from_documents(docs, LocalMiniLMEmbeddings(), k=20)
+    return nodes, llamaindex, docs, langchain
+
+
+def test_same_chunk_ids_and_contexts(both):
+    nodes, _, docs, _ = both
+    assert len(nodes) > 20
+    assert [d.metadata["chunk_id"] for d in docs] == [n.node_id for n in nodes]
+    assert [d.metadata["context"] for d in docs] == [n.metadata["context"] for n in nodes]
+    assert [d.page_content for d in docs] == [n.get_content(metadata_mode="embed") for n in nodes]
+
+
+@pytest.mark.parametrize("query", [q.query for q in DEMO_QUERIES] + EXTRA_QUERIES)
+def test_same_top_20_ids(both, query):
+    _, llamaindex, _, langchain = both
+    li = [r.node.node_id for r in llamaindex.retrieve(query)]
+    lc = [d.metadata["chunk_id"] for d in langchain.invoke(query)]
+    assert len(li) == 20 and li == lc
