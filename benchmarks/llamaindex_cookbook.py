@@ -42,7 +42,9 @@ from contextual_retrieval.evaluation import (  # noqa: E402
     score_rankings,
 )
 from contextual_retrieval.generators import CallableContextGenerator, GenerationError  # noqa: E402
+from contextual_retrieval.hybrid import HybridSearcher  # noqa: E402
 from contextual_retrieval.store import ContextStore  # noqa: E402
+from contextual_retrieval.types import ContextualChunk  # noqa: E402
 
 DEPTH, TOP_K = 150, 20
 
@@ -131,8 +133,9 @@ def rankings(retriever: Any, queries: Sequence[str]) -> list[list[str]]:
     return [[r.node.metadata["chunk_id"] for r in retriever.retrieve(q)][:TOP_K] for q in queries]
 
 
-def run(dataset: EvalDataset, contexts_jsonl: Path, embedder: Any, workdir: Path) -> tuple[list[ConfigResult], dict[str, float]]:
-    """[core contextual-hybrid, LlamaIndex path, stock QueryFusionRetriever], and seconds per row."""
+def run(dataset: EvalDataset, contexts_jsonl: Path, embedder: Any, workdir: Path) -> tuple[list[ConfigResult], dict[str, float], int]:
+    """[core contextual-hybrid, LlamaIndex path, stock QueryFusionRetriever], seconds per row, and
+    how many queries' top-20 id lists the LlamaIndex path and the core's HybridSearcher share."""
     golden = [q.golden for q in dataset.queries]
     queries = [q.query for q in dataset.queries]
     seconds: dict[str, float] = {}
@@ -142,12 +145,17 @@ def run(dataset: EvalDataset, contexts_jsonl: Path, embedder: Any, workdir: Path
     seconds["core"] = time.perf_counter() - start
     start = time.perf_counter()
     hybrid, nodes, index = build(dataset, contexts_jsonl, embedder, workdir)
-    ours = score_rankings("LlamaIndex path: ContextualNodeParser + Chroma + HybridRetriever", rankings(hybrid, queries), golden)
+    ranked = rankings(hybrid, queries)
+    ours = score_rankings("LlamaIndex path: ContextualNodeParser + Chroma + HybridRetriever", ranked, golden)
     seconds["llamaindex path"] = time.perf_counter() - start
+    contexts = load_contexts_jsonl(contexts_jsonl, dataset)
+    searcher = HybridSearcher([ContextualChunk(c, contexts[c.id]) for c in dataset.chunks], embedder)
+    core_ranked = [[h.id for h in hits] for hits in searcher.search_many(queries, TOP_K)]
+    identical = sum(a == b for a, b in zip(ranked, core_ranked))
     start = time.perf_counter()
     stock = score_rankings("LlamaIndex stock QueryFusionRetriever (same nodes, same Chroma index)", rankings(stock_fusion(index, nodes), queries), golden)
     seconds["stock"] = time.perf_counter() - start
-    return [core, ours, stock], seconds
+    return [core, ours, stock], seconds, identical
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -167,11 +175,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.embedding_cache.parent.mkdir(parents=True, exist_ok=True)
     embedder = CachedEmbedder(LocalMiniLMEmbedder(), args.embedding_cache)
     with tempfile.TemporaryDirectory() as tmp:
-        results, seconds = run(dataset, contexts, embedder, Path(tmp))
+        results, seconds, identical = run(dataset, contexts, embedder, Path(tmp))
     print(format_table(results))
     core, ours = results[0].pass_at, results[1].pass_at
     gaps = {k: round(ours[k] - core[k], 2) for k in (5, 10, 20)}
     print("LlamaIndex path minus core, Pass@5/10/20:", gaps)
+    print(f"identical top-20 id lists (LlamaIndex path vs core HybridSearcher): {identical}/{len(dataset.queries)}")
     out = {
         "dataset": str(args.dataset.name),
         "queries": len(dataset.queries),
@@ -179,6 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "embedder": embedder.model_name,
         "results": [{"name": r.name, "pass_at": {str(k): round(v, 2) for k, v in r.pass_at.items()}} for r in results],
         "llamaindex_minus_core": {str(k): v for k, v in gaps.items()},
+        "identical_top20_lists": identical,
         "seconds": {k: round(v, 1) for k, v in seconds.items()},
     }
     args.json.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
