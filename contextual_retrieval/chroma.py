@@ -35,11 +35,14 @@ def chroma_client(path: str | os.PathLike[str] | None = None) -> Any:
     return chromadb.PersistentClient(path=os.fspath(path), settings=settings)
 
 
-def chroma_collection(client: Any, name: str, hnsw: dict[str, Any] | None = None) -> Any:
+def chroma_collection(client: Any, name: str | None = None, hnsw: dict[str, Any] | None = None) -> Any:
     """Get or create collection `name` for our embeddings (no embedding function; `CHROMA_HNSW`,
-    with `hnsw` merged over it, when created)."""
+    with `hnsw` merged over it, when created). Without a name, a new collection with a unique one:
+    in-memory clients share one store per process, so a fixed default name would mix corpora."""
     return client.get_or_create_collection(
-        name, embedding_function=None, configuration={"hnsw": {**CHROMA_HNSW, **(hnsw or {})}}
+        name or f"contextual-{uuid.uuid4().hex[:16]}",
+        embedding_function=None,
+        configuration={"hnsw": {**CHROMA_HNSW, **(hnsw or {})}},
     )
 
 
@@ -67,7 +70,7 @@ class ChromaVectorIndex:
         documents: Sequence[str] | None = None,
         metadatas: Sequence[dict] | None = None,
     ) -> None:
-        self.collection = collection if collection is not None else chroma_collection(chroma_client(), f"cr-{uuid.uuid4().hex}")
+        self.collection = collection if collection is not None else chroma_collection(chroma_client())
         if len(ids):
             self.add(ids, vectors, documents=documents, metadatas=metadatas)  # type: ignore[arg-type]
 

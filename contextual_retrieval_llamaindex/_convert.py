@@ -8,11 +8,11 @@ is embedded and BM25-indexed) and ``get_content(MetadataMode.LLM)`` is the core'
 
 from __future__ import annotations
 
-from typing import Any, Hashable, Mapping
+from typing import Hashable
 
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, TextNode
 
-from contextual_retrieval.ensemble import RankedHit
+from contextual_retrieval.ensemble import FUSED_SCORE_KEY, RANKS_KEY, RERANK_SCORE_KEY, RankedHit
 from contextual_retrieval.types import CONTEXT_LABEL, SOURCE_LABEL
 
 CONTEXT_KEY = "context"
@@ -20,7 +20,7 @@ _CONTEXT_LABEL_KEY = "context_label"
 _SOURCE_LABEL_KEY = "source_label"
 _LAYOUT_KEYS = (_CONTEXT_LABEL_KEY, CONTEXT_KEY, _SOURCE_LABEL_KEY)
 #: metadata keys a fused / reranked result carries (excluded from what is embedded or shown)
-RESULT_KEYS = ("fused_score", "retriever_ranks", "rerank_score")
+RESULT_KEYS = (FUSED_SCORE_KEY, RANKS_KEY, RERANK_SCORE_KEY)
 
 
 def set_context(node: TextNode, context: str) -> TextNode:
@@ -44,16 +44,12 @@ def indexed_text(node: BaseNode) -> str:
     return node.get_content(metadata_mode=MetadataMode.EMBED)
 
 
-def with_result(node: BaseNode, hit: RankedHit, names: Mapping[str, str] | None = None) -> NodeWithScore:
+def with_result(node: BaseNode, hit: RankedHit) -> NodeWithScore:
     """A NodeWithScore for a fused hit; a copy of the node carries the fused score and ranks."""
     copy = node.model_copy(deep=False)
-    copy.metadata = {
-        **node.metadata,
-        "fused_score": hit.fused_score,
-        "retriever_ranks": dict(hit.ranks),
-    }
+    copy.metadata = {**node.metadata, FUSED_SCORE_KEY: hit.fused_score, RANKS_KEY: dict(hit.ranks)}
     if hit.rerank_score is not None:
-        copy.metadata["rerank_score"] = hit.rerank_score
+        copy.metadata[RERANK_SCORE_KEY] = hit.rerank_score
     for attr in ("excluded_embed_metadata_keys", "excluded_llm_metadata_keys"):
         keys = list(getattr(node, attr))
         setattr(copy, attr, keys + [k for k in RESULT_KEYS if k not in keys])
@@ -61,15 +57,5 @@ def with_result(node: BaseNode, hit: RankedHit, names: Mapping[str, str] | None 
 
 
 def scored_ids(results: list[NodeWithScore]) -> list[tuple[Hashable, float]]:
-    """(node id, score) pairs, best first, first occurrence of each id kept."""
-    seen: set[str] = set()
-    out: list[tuple[Hashable, float]] = []
-    for r in results:
-        if r.node.node_id not in seen:
-            seen.add(r.node.node_id)
-            out.append((r.node.node_id, float(r.score) if r.score is not None else 0.0))
-    return out
-
-
-def metadata_of(node: BaseNode) -> dict[str, Any]:
-    return dict(node.metadata)
+    """(node id, score) pairs, best first (the core keeps each id's first occurrence)."""
+    return [(r.node.node_id, float(r.score) if r.score is not None else 0.0) for r in results]

@@ -73,12 +73,17 @@ class ContextualBM25Retriever(BaseRetriever):
             raise ValueError("no nodes to index: pass the nodes from your node parser (or a docstore)")
         self.nodes: Dict[str, BaseNode] = {n.node_id: n for n in nodes}
         if len(self.nodes) != len(nodes):
-            raise ValueError("duplicate node ids: every node needs a unique id")
+            raise ValueError(
+                "duplicate node ids: every node needs a unique id (ContextualNodeParser gives each chunk one; "
+                "for hand-made nodes pass id_=...)"
+            )
         self.similarity_top_k = int(similarity_top_k)
         self.filters = filters
         ids = list(self.nodes)
         if index is None:
             index = BM25Index(tokenizer, k1=k1, b=b, method=method).index(ids, [indexed_text(n) for n in nodes])  # type: ignore[arg-type]
+        elif tokenizer is not None or (k1, b, method) != (1.2, 0.75, "lucene"):
+            raise ValueError("pass either index= or the BM25 settings (tokenizer, k1, b, method), not both")
         elif list(index.ids) != ids:
             raise ValueError("the BM25Index was built over other node ids; rebuild it from these nodes")
         self.index = index

@@ -10,21 +10,22 @@ __all__ = ["chroma_vector_store"]
 
 def chroma_vector_store(
     path: Optional[str | os.PathLike[str]] = None,
-    collection: str = "contextual_retrieval",
+    collection: Optional[str] = None,
     *,
     client: Any = None,
 ) -> Any:
     """A `ChromaVectorStore` on embedded Chroma (`path`: persistent on disk; None: in memory) or on
-    a given `client` (an `HttpClient` for a Chroma server).
+    a given `client` (an `HttpClient` for a Chroma server). Name the `collection` to reopen it
+    later; without a name each call gets a new collection.
 
     The collection is created with ``embedding_function=None`` and cosine distance: vectors always
     come from your LlamaIndex `embed_model` (`LocalMiniLMEmbedding` offline), never from Chroma's
     default embedding function, which downloads a model at run time.
 
     Example:
-        >>> store = chroma_vector_store(collection="doctest_example")
-        >>> store.stores_text
-        True
+        >>> store = chroma_vector_store()
+        >>> store.stores_text, store._collection.count()
+        (True, 0)
     """
     from llama_index.vector_stores.chroma import ChromaVectorStore
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 from typing import Any, List, Optional
 
+import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 
-from contextual_retrieval.embeddings.base import Embedder
+from contextual_retrieval.embeddings.base import Embedder, aembed_documents, aembed_queries
 
 __all__ = ["CoreEmbedding", "LocalMiniLMEmbedding", "ContextualVoyageEmbedding"]
 
@@ -53,9 +54,7 @@ class CoreEmbedding(BaseEmbedding):
         return [float(x) for x in self._embedder.embed_queries([query])[0]]
 
     async def _aget_query_embedding(self, query: str) -> List[float]:
-        fn = getattr(self._embedder, "aembed_queries", None)
-        vectors = await fn([query]) if fn is not None else self._embedder.embed_queries([query])
-        return [float(x) for x in vectors[0]]
+        return [float(x) for x in (await aembed_queries(self._embedder, [query]))[0]]
 
     def _get_text_embedding(self, text: str) -> List[float]:
         return self._get_text_embeddings([text])[0]
@@ -64,12 +63,10 @@ class CoreEmbedding(BaseEmbedding):
         return (await self._aget_text_embeddings([text]))[0]
 
     def _get_text_embeddings(self, texts: List[str]) -> List[List[float]]:
-        return self._embedder.embed_documents(texts).astype(float).tolist()
+        return np.asarray(self._embedder.embed_documents(texts), dtype=float).tolist()
 
     async def _aget_text_embeddings(self, texts: List[str]) -> List[List[float]]:
-        fn = getattr(self._embedder, "aembed_documents", None)
-        vectors = await fn(texts) if fn is not None else self._embedder.embed_documents(texts)
-        return vectors.astype(float).tolist()
+        return np.asarray(await aembed_documents(self._embedder, texts), dtype=float).tolist()
 
 
 class LocalMiniLMEmbedding(CoreEmbedding):

@@ -14,11 +14,12 @@ from contextual_retrieval.ensemble import (
     DEFAULT_DEPTH,
     DEFAULT_RRF_K,
     DEFAULT_TOP_K,
-    DEFAULT_WEIGHTS,
     RankedHit,
     arerank_hits,
+    default_weights,
     fuse_sources,
     rerank_hits,
+    unique_names,
 )
 from contextual_retrieval.fusion import FusionMode
 from contextual_retrieval.rerank.base import Reranker
@@ -35,23 +36,26 @@ class HybridRetriever(BaseRetriever):
     embeddings and a `ContextualBM25Retriever` (`from_defaults`), each asked for `candidates`
     results, fused with the core's `fuse_sources` (weights honoured in both modes, unlike
     LlamaIndex's `QueryFusionRetriever`, whose RRF ignores them), optionally reranked, cut to
-    `similarity_top_k`. Results are deduplicated by node id. Each returned node carries, in its
-    metadata (excluded from embedding and LLM text), ``fused_score``, ``retriever_ranks`` (1-based
-    rank per retriever name, None where one missed it) and ``rerank_score`` when reranked; the
-    NodeWithScore's score is the final one. Async queries its retrievers concurrently.
+    `similarity_top_k`. Results are deduplicated by node id. Each returned node is a copy that
+    carries, in its metadata (excluded from embedding and LLM text), ``fused_score``, ``ranks``
+    (1-based rank per retriever name, None where one missed it) and ``rerank_score`` when
+    reranked; the NodeWithScore's score is the final one. The metadata keys and the default
+    names ("dense", "bm25") are the LangChain `ContextualEnsembleRetriever`'s. Async queries its
+    retrievers concurrently.
 
     Args:
-        retrievers: the retrievers, as a list (named "vector" / "bm25" / class name) or a dict
-            name -> retriever.
+        retrievers: the retrievers, as a list (named "dense" for a vector index retriever,
+            "bm25" for `ContextualBM25Retriever`, else the class name) or a dict name -> retriever.
         weights: one per retriever (default: (0.5, 0.5) for two, equal otherwise).
         mode: "rrf" (default) or "relative_score".
         rrf_k: the RRF constant (default 0: the cookbook's ``w / rank``; 60: classic RRF).
-        candidates: results taken from each retriever (default 150, as the cookbook); set on
-            retrievers that have a ``similarity_top_k``.
+        candidates: results fused from each retriever (default 150, as the cookbook). Your
+            retrievers are not changed: build them with their own top-k at least this large
+            (`from_defaults` does).
         similarity_top_k: results returned (default 20).
         reranker: a core `Reranker` (Cohere, Voyage, cross-encoder) or a LlamaIndex node
             postprocessor such as `ContextualRerank`, applied to the fused candidates.
-        rerank_depth: fused candidates the reranker sees (default: all of them).
+        rerank_depth: fused candidates the reranker sees (default: `candidates`).
 
     Example:
         >>> from llama_index.core.schema import TextNode
@@ -59,7 +63,7 @@ class HybridRetriever(BaseRetriever):
         >>> nodes = [TextNode(text="Revenue grew 3%.", id_="a"), TextNode(text="Revenue fell.", id_="b")]
         >>> hybrid = HybridRetriever({"bm25": ContextualBM25Retriever(nodes),
         ...                           "bm25-again": ContextualBM25Retriever(nodes)}, similarity_top_k=1)
-        >>> [(r.node.node_id, r.node.metadata["retriever_ranks"]) for r in hybrid.retrieve("revenue grew")]
+        >>> [(r.node.node_id, r.node.metadata["ranks"]) for r in hybrid.retrieve("revenue grew")]
         [('a', {'bm25': 1, 'bm25-again': 1})]
     """
 
@@ -84,12 +88,12 @@ class HybridRetriever(BaseRetriever):
             if not isinstance(r, BaseRetriever):
                 raise TypeError(f"retriever {name!r} is a {type(r).__name__}, not a LlamaIndex BaseRetriever")
         if weights is None:
-            weights = DEFAULT_WEIGHTS if len(named) == 2 else [1.0 / len(named)] * len(named)
+            weights = default_weights(len(named))
         if len(weights) != len(named):
             raise ValueError(f"got {len(weights)} weights for {len(named)} retrievers; pass one weight per retriever")
         if mode not in ("rrf", "relative_score"):
             raise ValueError(f"mode must be 'rrf' or 'relative_score', not {mode!r}")
-        for arg, value in (("candidates", candidates), ("similarity_top_k", similarity_top_k)):
+        for arg, value in (("candidates", candidates), ("similarity_top_k", similarity_top_k), ("rerank_depth", rerank_depth or 1)):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{arg} must be a positive integer, got {value!r}")
         if reranker is not None and not isinstance(reranker, (Reranker, BaseNodePostprocessor)):
@@ -100,10 +104,7 @@ class HybridRetriever(BaseRetriever):
         self.weights = [float(w) for w in weights]
         self.mode, self.rrf_k = mode, float(rrf_k)
         self.candidates, self.similarity_top_k = candidates, similarity_top_k
-        self.reranker, self.rerank_depth = reranker, rerank_depth
-        for r in named.values():
-            if hasattr(r, "similarity_top_k"):
-                r.similarity_top_k = candidates
+        self.reranker, self.rerank_depth = reranker, rerank_depth or candidates
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     @classmethod
@@ -116,7 +117,8 @@ class HybridRetriever(BaseRetriever):
         candidates: int = DEFAULT_DEPTH,
         **kwargs: Any,
     ) -> "HybridRetriever":
-        """Vector retriever of `index` (a `VectorStoreIndex`) + contextual BM25.
+        """Vector retriever of `index` (a `VectorStoreIndex`, named "dense") + contextual BM25
+        ("bm25"), each returning `candidates` results.
 
         BM25 indexes `nodes` (default: the index's docstore; with a vector store that keeps text
         only, such as Chroma, pass the nodes from your pipeline) unless `bm25` is given.
@@ -126,7 +128,7 @@ class HybridRetriever(BaseRetriever):
         if bm25 is None:
             bm25 = ContextualBM25Retriever.from_defaults(nodes=nodes, index=None if nodes else index, similarity_top_k=candidates)
         vector = index.as_retriever(similarity_top_k=candidates)
-        return cls({"vector": vector, "bm25": bm25}, candidates=candidates, **kwargs)
+        return cls({"dense": vector, "bm25": bm25}, candidates=candidates, **kwargs)
 
     # -- retrieval ----------------------------------------------------------------------------------
 
@@ -163,18 +165,19 @@ class HybridRetriever(BaseRetriever):
         return [with_result(nodes[h.id], h) for h in hits]  # type: ignore[index]
 
     def _pool(self, fused: list[RankedHit], nodes: Dict[str, BaseNode]) -> List[NodeWithScore]:
-        pool = fused[: self.rerank_depth or len(fused)]
-        return [NodeWithScore(node=nodes[h.id], score=h.score) for h in pool]  # type: ignore[index]
+        # copies: a postprocessor may rewrite what it is given, never the retrievers' own nodes
+        return [with_result(nodes[h.id], h) for h in fused[: self.rerank_depth]]  # type: ignore[index]
 
     def _postprocess(
         self, fused: list[RankedHit], nodes: Dict[str, BaseNode], reranked: List[NodeWithScore]
     ) -> List[NodeWithScore]:
         by_id = {h.id: h for h in fused}
+        unranked = {name: None for name in self.retrievers}
         out = []
         for r in reranked[: self.similarity_top_k]:
-            hit = by_id[r.node.node_id]
+            hit = by_id.get(r.node.node_id) or RankedHit(r.node.node_id, 0.0, dict(unranked), 0.0)  # added by it
             score = float(r.score) if r.score is not None else hit.score
-            out.append(with_result(nodes[hit.id], hit._replace(score=score, rerank_score=score)))  # type: ignore[index]
+            out.append(with_result(r.node, hit._replace(score=score, rerank_score=score)))
         return out
 
 
@@ -183,11 +186,8 @@ def _name(retrievers: List[BaseRetriever]) -> Dict[str, BaseRetriever]:
 
     from .bm25 import ContextualBM25Retriever
 
-    named: Dict[str, BaseRetriever] = {}
-    for r in retrievers:
-        base = "vector" if isinstance(r, VectorIndexRetriever) else "bm25" if isinstance(r, ContextualBM25Retriever) else type(r).__name__
-        name, n = base, 2
-        while name in named:
-            name, n = f"{base}-{n}", n + 1
-        named[name] = r
-    return named
+    kinds = [
+        "dense" if isinstance(r, VectorIndexRetriever) else "bm25" if isinstance(r, ContextualBM25Retriever) else type(r).__name__
+        for r in retrievers
+    ]
+    return dict(zip(unique_names(kinds), retrievers))

@@ -10,6 +10,7 @@ from llama_index.core.llms import LLM
 from contextual_retrieval.generators.base import ContextGenerator, TokenUsage
 from contextual_retrieval.generators.chat import ChatContextGenerator, ContentBlocks
 from contextual_retrieval.prompts import DEFAULT_PROMPT, ContextPrompt
+from contextual_retrieval.types import Chunk, Document  # noqa: F401 (doctest)
 
 __all__ = ["as_context_generator", "llm_context_generator"]
 
@@ -28,13 +29,13 @@ def _message(blocks: ContentBlocks) -> list[ChatMessage]:
 
 
 def _usage(response: Any) -> TokenUsage:
-    raw = getattr(response, "raw", None) or {}
-    usage = raw.get("usage") if isinstance(raw, dict) else getattr(raw, "usage", None)
-    if usage is None:
-        return TokenUsage(requests=1)
-    from contextual_retrieval.generators.anthropic import anthropic_usage
-
-    return anthropic_usage(usage)
+    """Token counts where the response reports them in OpenAI's shape; else just the request
+    (the report then counts requests, and prices nothing it cannot see)."""
+    extra = getattr(response, "additional_kwargs", None) or {}
+    prompt, completion = extra.get("prompt_tokens"), extra.get("completion_tokens")
+    if isinstance(prompt, int) and isinstance(completion, int):
+        return TokenUsage(input_tokens=prompt, output_tokens=completion, requests=1)
+    return TokenUsage(requests=1)
 
 
 def llm_context_generator(llm: LLM, prompt: ContextPrompt = DEFAULT_PROMPT) -> ContextGenerator:
@@ -45,7 +46,14 @@ def llm_context_generator(llm: LLM, prompt: ContextPrompt = DEFAULT_PROMPT) -> C
     cacheability is verified from the usage the API reports, spend limits stop the run, and
     Message Batches are available. (This also sidesteps llama-index-llms-anthropic 0.12's message
     conversion, which fails with anthropic SDK 2.x.) Other LLMs get the same two text blocks
-    through ``chat`` / ``achat`` without caching.
+    through ``chat`` / ``achat`` without caching; their token usage is reported when the response
+    carries OpenAI-style counts.
+
+    Example:
+        >>> from llama_index.core.llms import MockLLM
+        >>> gen = llm_context_generator(MockLLM(max_tokens=5))
+        >>> gen.name, gen.generate(Document("d", "Invoices go out monthly."), Chunk("c", "d", "monthly")).usage.requests
+        ('llamaindex:MockLLM', 1)
     """
     client = getattr(llm, "_client", None) if _is_anthropic(llm) else None
     if client is not None:
@@ -54,8 +62,6 @@ def llm_context_generator(llm: LLM, prompt: ContextPrompt = DEFAULT_PROMPT) -> C
         return AnthropicContextGenerator(
             str(llm.model), client=client, async_client=getattr(llm, "_aclient", None), prompt=prompt  # type: ignore[attr-defined]
         )
-    caching = _is_anthropic(llm)
-
     def send(blocks: ContentBlocks) -> tuple[str, TokenUsage]:
         response = llm.chat(_message(blocks))
         return response.message.content or "", _usage(response)
@@ -66,7 +72,7 @@ def llm_context_generator(llm: LLM, prompt: ContextPrompt = DEFAULT_PROMPT) -> C
 
     model = getattr(llm, "model", None) or llm.metadata.model_name or type(llm).__name__
     return ChatContextGenerator(
-        send, asend, name=f"llamaindex:{type(llm).__name__}", model=str(model), prompt=prompt, prompt_caching=caching
+        send, asend, name=f"llamaindex:{type(llm).__name__}", model=str(model), prompt=prompt
     )
 
 

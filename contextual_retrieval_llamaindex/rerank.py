@@ -33,7 +33,8 @@ def _build(backend: str, model: Optional[str]) -> Reranker:
 
         return VoyageReranker(model or "rerank-2.5")
     raise ValueError(
-        f"backend {backend!r} cannot be rebuilt by name; pass reranker=<a contextual_retrieval Reranker>"
+        f"unknown reranker {backend!r}: use 'cohere' or 'voyage', or pass reranker=<a contextual_retrieval Reranker> "
+        "(a saved ContextualRerank with a custom reranker needs it back: ContextualRerank.from_dict(data, reranker=...))"
     )
 
 
@@ -92,9 +93,9 @@ class ContextualRerank(BaseNodePostprocessor):
         return self._reranker
 
     def _start(self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle]) -> str:
-        dispatcher.event(ReRankStartEvent(query=query_bundle, nodes=nodes, top_n=self.top_n, model_name=self.model or ""))
         if query_bundle is None:
             raise ValueError("reranking needs the query: pass query_bundle= or query_str=")
+        dispatcher.event(ReRankStartEvent(query=query_bundle, nodes=nodes, top_n=self.top_n, model_name=self.model or ""))
         return query_bundle.query_str
 
     def _payload(self, nodes: List[NodeWithScore], query: str) -> dict:

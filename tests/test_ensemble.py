@@ -56,3 +56,14 @@ async def test_rerank_depth_top_k_and_async_parity():
     assert rerank_hits("q", hits, TEXTS.__getitem__, None, k=2) == hits[:2]
     assert rerank_hits("q", [], TEXTS.__getitem__, reranker) == []
     assert isinstance(out[0], RankedHit)
+
+
+def test_a_source_listing_an_id_twice_keeps_its_first_rank_and_defaults():
+    from contextual_retrieval.ensemble import default_weights, unique_names
+
+    hits = fuse_sources([("x", [("a", 3.0), ("b", 2.0), ("a", 1.0)], 1.0)])
+    assert [(h.id, h.ranks) for h in hits] == [("a", {"x": 1}), ("b", {"x": 2})]
+    assert default_weights(2) == [0.5, 0.5] and default_weights(4) == [0.25] * 4
+    assert unique_names(["bm25", "bm25", "bm25"]) == ["bm25", "bm25_2", "bm25_3"]
+    with pytest.raises(ValueError, match="rerank_depth"):
+        rerank_hits("q", hits, TEXTS.__getitem__, ByLength(), rerank_depth=0)

@@ -89,7 +89,7 @@ def test_pipeline_chroma_hybrid_rerank_query_engine_and_no_second_payment(tmp_pa
         assert len(reranked["documents"]) == 4  # the hybrid's top 4, as context + chunk
         assert all(doc.count("\n\n") >= 1 for doc in reranked["documents"])
         for source in response.source_nodes:
-            assert source.node.metadata["retriever_ranks"].keys() == {"vector", "bm25"}
+            assert source.node.metadata["ranks"].keys() == {"dense", "bm25"}
             assert "fused_score" in source.node.metadata
         # Chroma kept the layout: what the synthesizer shows the LLM marks context and source apart
         assert all(SOURCE_LABEL in s.node.get_content(MetadataMode.LLM) for s in response.source_nodes)

@@ -50,7 +50,10 @@ TEXTS = {
 
 
 def docs() -> list[Document]:
-    return [Document(text=t, id_=name, metadata={"file_name": name, "kind": name.split(".")[1]}) for name, t in TEXTS.items()]
+    return [
+        Document(text=t, id_=name, metadata={"file_name": name, "kind": name.split(".")[1], "owner": "team-zebra"})
+        for name, t in TEXTS.items()
+    ]
 
 
 def splitter() -> SentenceSplitter:
@@ -99,7 +102,8 @@ def test_node_layout_ids_and_relationships(nodes):
         assert node.get_content(MetadataMode.EMBED) == chunk.indexed_text
         assert node.get_content(MetadataMode.NONE) == node.text
         assert node.metadata["file_name"] == node.ref_doc_id  # kept for filters, not embedded
-        assert "file_name" not in node.get_content(MetadataMode.EMBED).split("\n\n")[0] or "file_name" in node.text
+        assert node.metadata["owner"] == "team-zebra"  # kept for filters, but neither embedded nor shown
+        assert "zebra" not in node.get_content(MetadataMode.EMBED) and "zebra" not in node.get_content(MetadataMode.LLM)
     assert set(by_doc) == set(TEXTS) and len(nodes) > len(TEXTS)
     ids = {n.node_id for n in nodes}
     for doc_nodes in by_doc.values():
@@ -269,11 +273,11 @@ def test_hybrid_weights_are_honoured_ranks_recorded_and_ids_deduped():
     assert [r.node.node_id for r in favour_first] == ["a", "b", "c"]
     assert [r.node.node_id for r in favour_second] == ["c", "b", "a"]
     top = favour_first[0]
-    assert top.node.metadata["retriever_ranks"] == {"x": 1, "y": 3}
+    assert top.node.metadata["ranks"] == {"x": 1, "y": 3}
     assert top.score == pytest.approx(0.8 / 1 + 0.2 / 3) == top.node.metadata["fused_score"]
     assert "fused_score" not in top.node.get_content(MetadataMode.LLM)
     assert "fused_score" not in a.metadata  # the stored node is untouched
-    assert first.similarity_top_k == 150  # candidates per side
+    assert first.similarity_top_k == 5  # the caller's retrievers are left as they were
     relative = HybridRetriever({"x": first, "y": second}, [0.5, 0.5], mode="relative_score", similarity_top_k=2).retrieve("q")
     assert len(relative) == 2
 
@@ -435,3 +439,42 @@ async def test_minilm_embedding_async_matches_sync(minilm):
     texts = ["Revenue grew by 3%.", "struct DiffExecutor"]
     assert np.allclose(await minilm.aget_text_embedding_batch(texts), minilm.get_text_embedding_batch(texts), atol=1e-6)
     assert np.allclose(await minilm.aget_query_embedding(texts[0]), minilm.get_query_embedding(texts[0]), atol=1e-6)
+
+
+def test_hybrid_reranker_sees_candidates_and_postprocessors_never_touch_stored_nodes(nodes):
+    class Count:
+        model_name = "count"
+        seen: list = []
+
+        def rerank(self, query, texts, top_n=None):
+            self.seen.append(len(texts))
+            return [RerankResult(i, 1.0 / (i + 1)) for i in range(len(texts))][:top_n]
+
+        async def arerank(self, query, texts, top_n=None):
+            return self.rerank(query, texts, top_n)
+
+    many = [TextNode(text=f"item {i}", id_=f"n{i}") for i in range(400)]
+    counter = Count()
+    HybridRetriever({"x": Fixed(many[:200]), "y": Fixed(many[200:])}, reranker=counter).retrieve("q")
+    assert counter.seen == [150]  # rerank_depth defaults to the candidates per side, as the core
+
+    class Rewrite(BaseNodePostprocessor):
+        def _postprocess_nodes(self, nodes, query_bundle=None):
+            for n in nodes:
+                n.node.text = "REWRITTEN"
+            return nodes + [NodeWithScore(node=TextNode(text="added", id_="extra"), score=0.1)]
+
+    bm25 = ContextualBM25Retriever(nodes)
+    before = {i: n.text for i, n in bm25.nodes.items()}
+    out = HybridRetriever({"bm25": bm25}, reranker=Rewrite(), similarity_top_k=50).retrieve("revenue grew")
+    assert {i: n.text for i, n in bm25.nodes.items()} == before
+    extra = next(r for r in out if r.node.node_id == "extra")
+    assert extra.node.metadata["ranks"] == {"bm25": None}
+
+
+def test_in_memory_chroma_stores_never_mix():
+    from contextual_retrieval_llamaindex import chroma_vector_store
+
+    a, b = chroma_vector_store(), chroma_vector_store()
+    a.add([TextNode(text="cats purr", id_="c1", embedding=[1.0, 0.0])])
+    assert b._collection.count() == 0 and a._collection.count() == 1

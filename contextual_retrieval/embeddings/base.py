@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+import asyncio
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Embedder"]
+__all__ = ["Embedder", "aembed_documents", "aembed_queries"]
 
 
 @runtime_checkable
@@ -35,3 +36,20 @@ class Embedder(Protocol):
 
     async def aembed_queries(self, texts: Sequence[str]) -> np.ndarray:
         ...
+
+
+async def aembed_documents(embedder: Any, texts: Sequence[str]) -> np.ndarray:
+    """`embedder.aembed_documents`, or its sync `embed_documents` in a worker thread when it has
+    no async method (so a sync-only embedder never blocks the event loop)."""
+    fn = getattr(embedder, "aembed_documents", None)
+    if fn is not None:
+        return await fn(texts)
+    return await asyncio.to_thread(embedder.embed_documents, texts)
+
+
+async def aembed_queries(embedder: Any, texts: Sequence[str]) -> np.ndarray:
+    """`embedder.aembed_queries`, or `embed_queries` in a worker thread."""
+    fn = getattr(embedder, "aembed_queries", None)
+    if fn is not None:
+        return await fn(texts)
+    return await asyncio.to_thread(embedder.embed_queries, texts)
