@@ -21,6 +21,7 @@ __all__ = ["ContextualBM25Retriever", "BM25_SCORE_KEY"]
 
 #: metadata key of the BM25 score on returned Documents
 BM25_SCORE_KEY = "bm25_score"
+_SETTINGS_FILE = "retriever.json"
 _DOCS_FILE = "documents.jsonl"
 
 
@@ -106,11 +107,12 @@ class ContextualBM25Retriever(BaseRetriever):
             for cid in self.index.ids:
                 doc = self.documents[cid]
                 fh.write(json.dumps({"id": cid, "page_content": doc.page_content, "metadata": doc.metadata}, ensure_ascii=False) + "\n")
+        (path / _SETTINGS_FILE).write_text(json.dumps({"k": self.k}), encoding="utf-8")
         return path
 
     @classmethod
     def load(cls, path: Union[str, os.PathLike], **kwargs: Any) -> "ContextualBM25Retriever":
-        """Load a retriever written by `save` (`k` and other fields as keyword arguments)."""
+        """Load a retriever written by `save`, with its saved `k` (keyword arguments override it)."""
         path = Path(path)
         if not (path / _DOCS_FILE).is_file():
             raise FileNotFoundError(f"{path / _DOCS_FILE} not found: {path} is not a directory written by ContextualBM25Retriever.save")
@@ -124,4 +126,6 @@ class ContextualBM25Retriever(BaseRetriever):
         missing = [i for i in index.ids if i not in documents]
         if missing:
             raise ValueError(f"{path}: {len(missing)} indexed ids have no stored document (first: {missing[0]}); save the retriever again")
-        return cls(index=index, documents=documents, **kwargs)
+        settings = path / _SETTINGS_FILE
+        saved = json.loads(settings.read_text(encoding="utf-8")) if settings.is_file() else {}
+        return cls(index=index, documents=documents, **{**saved, **kwargs})

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from contextual_retrieval.generators.base import TokenUsage
+from contextual_retrieval.generators.base import ContextGenerator, TokenUsage
 from contextual_retrieval.generators.chat import ChatContextGenerator, ContentBlocks
 from contextual_retrieval.prompts import DEFAULT_PROMPT, ContextPrompt
 
@@ -34,14 +34,19 @@ def chat_model_generator(
     prompt: ContextPrompt = DEFAULT_PROMPT,
     prompt_caching: bool | None = None,
     cache_ttl: Literal["5m", "1h"] = "5m",
-) -> ChatContextGenerator:
-    """A core `ChatContextGenerator` that sends the situating prompt through `llm`.
+) -> ContextGenerator:
+    """A core context generator that sends the situating prompt through `llm`.
+
+    `ChatAnthropic` becomes the core `AnthropicContextGenerator` on the model's own SDK clients
+    (prompt caching verified from the API's usage, spend limits, Message Batches). Any other chat
+    model goes through the core `ChatContextGenerator`: the prompt as one `HumanMessage` of two
+    content blocks, usage read from ``usage_metadata``.
 
     Args:
         llm: any LangChain chat model.
         prompt: the `ContextPrompt` (default: the cookbook's).
-        prompt_caching: mark the document block with ``cache_control`` (default: True for
-            `ChatAnthropic`, False otherwise; other models get plain text blocks).
+        prompt_caching: False sends `ChatAnthropic` through ``invoke`` without ``cache_control``;
+            other models never get it (True raises for them).
         cache_ttl: "5m" or "1h".
 
     Example:
@@ -55,6 +60,15 @@ def chat_model_generator(
     if not isinstance(llm, BaseChatModel):
         raise TypeError(f"llm must be a LangChain BaseChatModel, got {type(llm).__name__}; wrap other LLMs with CallableContextGenerator")
     anthropic = is_chat_anthropic(llm)
+    if anthropic and prompt_caching is not False:
+        # Claude: the core generator on ChatAnthropic's own SDK clients (its key, base URL and
+        # retries): verified caching, spend-limit stop, Message Batches, and the same store key
+        # as the core and the LlamaIndex path, so a corpus is never paid for twice across them
+        from contextual_retrieval.generators.anthropic import AnthropicContextGenerator
+
+        return AnthropicContextGenerator(
+            str(llm.model), client=llm._client, async_client=llm._async_client, prompt=prompt, cache_ttl=cache_ttl  # type: ignore[attr-defined]
+        )
     caching = anthropic if prompt_caching is None else bool(prompt_caching)
     if caching and not anthropic:
         raise ValueError(f"prompt_caching needs ChatAnthropic; {type(llm).__name__} does not read cache_control: pass prompt_caching=False")

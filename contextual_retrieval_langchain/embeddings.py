@@ -10,8 +10,11 @@ from __future__ import annotations
 import os
 from typing import Any, Optional, Union
 
+import numpy as np
 from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, ConfigDict
+
+from contextual_retrieval.embeddings.base import aembed_documents, aembed_queries
 
 __all__ = ["EmbedderEmbeddings", "LocalMiniLMEmbeddings", "VoyageEmbeddings"]
 
@@ -47,18 +50,18 @@ class EmbedderEmbeddings(BaseModel, Embeddings):
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
-        return self.embedder.embed_documents(list(texts)).tolist()
+        return np.asarray(self.embedder.embed_documents(list(texts)), dtype=float).tolist()
 
     def embed_query(self, text: str) -> list[float]:
-        return self.embedder.embed_queries([text])[0].tolist()
+        return np.asarray(self.embedder.embed_queries([text]), dtype=float)[0].tolist()
 
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
-        return (await self.embedder.aembed_documents(list(texts))).tolist()
+        return np.asarray(await aembed_documents(self.embedder, list(texts)), dtype=float).tolist()
 
     async def aembed_query(self, text: str) -> list[float]:
-        return (await self.embedder.aembed_queries([text]))[0].tolist()
+        return np.asarray(await aembed_queries(self.embedder, [text]), dtype=float)[0].tolist()
 
 
 def _cached(embedder: Any, cache_path: Optional[Union[str, os.PathLike]]) -> Any:

@@ -26,11 +26,16 @@ from contextual_retrieval.ensemble import (
     DEFAULT_DEPTH,
     DEFAULT_RRF_K,
     DEFAULT_TOP_K,
-    DEFAULT_WEIGHTS,
+    FUSED_SCORE_KEY,
+    RANKS_KEY,
+    RERANK_SCORE_KEY,
+    SCORE_KEY,
     RankedHit,
     arerank_hits,
+    default_weights,
     fuse_sources,
     rerank_hits,
+    unique_names,
 )
 from contextual_retrieval.fusion import FusionMode
 
@@ -39,14 +44,8 @@ from .bm25 import ContextualBM25Retriever
 
 __all__ = ["ContextualEnsembleRetriever", "SCORE_KEY", "FUSED_SCORE_KEY", "RANKS_KEY", "SOURCE_SCORES_KEY", "RERANK_SCORE_KEY"]
 
-#: the final score: the reranker's when reranked, else the fused score
-SCORE_KEY = "score"
-FUSED_SCORE_KEY = "fused_score"
-#: {source name: 1-based rank in that source, None where it missed the document}
-RANKS_KEY = "ranks"
 #: {source name: the source's own score (cosine, BM25, ...)} for the sources that returned it
 SOURCE_SCORES_KEY = "source_scores"
-RERANK_SCORE_KEY = "rerank_score"
 #: metadata keys a source's own score may come in, first found wins
 _SCORE_KEYS = ("bm25_score", "relevance_score", "similarity_score", "score")
 
@@ -63,19 +62,21 @@ class ContextualEnsembleRetriever(BaseRetriever):
     when reranked, ``rerank_score`` in their metadata. Async runs the retrievers concurrently.
 
     A `VectorStoreRetriever` (search_type "similarity") is queried through its vector store's
-    ``similarity_search_with_score`` so its scores are kept; other `BaseRetriever`s get ``k=candidates``
+    ``similarity_search_with_score`` so its scores are kept (in a child run of its own, so
+    callbacks and tracing still see it); other `BaseRetriever`s get ``k=candidates``
     at invoke time (set ``candidates_kwarg=None`` for retrievers that take no such argument).
 
     Args:
         retrievers: the sources: `BaseRetriever`s or runnables ``str -> list[Document]``.
         names: one unique name per source (default: "dense" for a vector-store retriever, "bm25"
-            for `ContextualBM25Retriever`, else "retriever_<i>").
+            for `ContextualBM25Retriever`, else the runnable's name; repeats numbered "_2", ...).
         weights: one weight per source (default: 0.5 / 0.5 for two, else equal).
         mode: "rrf" (default) or "relative_score".
         rrf_k: the RRF constant (default 0, the cookbook's; LangChain's EnsembleRetriever uses 60).
         candidates: Documents taken from each source (default 150, as the cookbook).
         k: Documents returned (default 20); ``invoke(query, k=...)`` overrides it per call.
-        reranker: a core `Reranker` or a `RerankCompressor` (None: no reranking).
+        reranker: a core `Reranker` or a `RerankCompressor` (None: no reranking); a compressor's
+            `top_n` caps what comes back.
         rerank_depth: fused candidates the reranker sees (default: `candidates`).
         id_key: metadata key of the chunk id for Documents without `Document.id`.
         candidates_kwarg: the invoke keyword that sets a `BaseRetriever`'s result count.
@@ -105,6 +106,7 @@ class ContextualEnsembleRetriever(BaseRetriever):
     candidates_kwarg: Optional[str] = "k"
 
     _relevance_fns: dict[int, Callable[[float], float]] = PrivateAttr(default_factory=dict)
+    _top_n: Optional[int] = PrivateAttr(default=None)
 
     def model_post_init(self, context: Any) -> None:
         n = len(self.retrievers)
@@ -115,7 +117,7 @@ class ContextualEnsembleRetriever(BaseRetriever):
         if len(self.names) != n or len(set(self.names)) != n:
             raise ValueError(f"names must be {n} unique names, one per retriever; got {self.names}")
         if self.weights is None:
-            self.weights = list(DEFAULT_WEIGHTS) if n == 2 else [1.0 / n] * n
+            self.weights = default_weights(n)
         if len(self.weights) != n:
             raise ValueError(f"got {len(self.weights)} weights for {n} retrievers; pass one weight per retriever")
         if self.reranker is not None and not callable(getattr(self.reranker, "rerank", None)):
@@ -125,6 +127,7 @@ class ContextualEnsembleRetriever(BaseRetriever):
                     f"reranker must be a core Reranker or a RerankCompressor, got {type(self.reranker).__name__}; "
                     "wrap other compressors in ContextualCompressionRetriever(base_retriever=this, ...)"
                 )
+            self._top_n = getattr(self.reranker, "top_n", None)
             self.reranker = inner
 
     @classmethod
@@ -190,15 +193,29 @@ class ContextualEnsembleRetriever(BaseRetriever):
 
     def _run(self, i: int, retriever: Any, query: str, config: RunnableConfig) -> _Scored:
         if _scored_vectorstore(retriever):
-            kwargs = {**retriever.search_kwargs, "k": self.candidates}
-            pairs = retriever.vectorstore.similarity_search_with_score(query, **kwargs)
+            # the store's scored search keeps the similarity scores; a child run keeps the
+            # retriever visible to callbacks and tracing, as invoke would
+            run = _child_run(retriever, query, config)
+            try:
+                kwargs = {**retriever.search_kwargs, "k": self.candidates}
+                pairs = retriever.vectorstore.similarity_search_with_score(query, **kwargs)
+            except BaseException as exc:
+                run.on_retriever_error(exc)
+                raise
+            run.on_retriever_end([d for d, _ in pairs])
             return self._from_distances(retriever.vectorstore, pairs)
         return self._from_docs(retriever.invoke(query, config, **self._invoke_kwargs(retriever)))
 
     async def _arun(self, i: int, retriever: Any, query: str, config: RunnableConfig) -> _Scored:
         if _scored_vectorstore(retriever):
-            kwargs = {**retriever.search_kwargs, "k": self.candidates}
-            pairs = await retriever.vectorstore.asimilarity_search_with_score(query, **kwargs)
+            run = await _achild_run(retriever, query, config)
+            try:
+                kwargs = {**retriever.search_kwargs, "k": self.candidates}
+                pairs = await retriever.vectorstore.asimilarity_search_with_score(query, **kwargs)
+            except BaseException as exc:
+                await run.on_retriever_error(exc)
+                raise
+            await run.on_retriever_end([d for d, _ in pairs])
             return self._from_distances(retriever.vectorstore, pairs)
         return self._from_docs(await retriever.ainvoke(query, config, **self._invoke_kwargs(retriever)))
 
@@ -263,7 +280,7 @@ class ContextualEnsembleRetriever(BaseRetriever):
         k = self.k if k is None else k
         if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
             raise ValueError(f"k must be a positive integer, got {k!r}")
-        return k
+        return min(k, self._top_n) if self._top_n else k
 
 
 def _relevance_fn(store: VectorStore) -> Callable[[float], float]:
@@ -276,18 +293,31 @@ def _relevance_fn(store: VectorStore) -> Callable[[float], float]:
         return lambda distance: -distance  # smaller distance, higher score
 
 
+def _child_run(retriever: Any, query: str, config: RunnableConfig) -> Any:
+    from langchain_core.callbacks import CallbackManager
+
+    manager = CallbackManager.configure(config.get("callbacks"), getattr(retriever, "callbacks", None), inheritable_tags=config.get("tags"),
+                                        local_tags=retriever.tags, inheritable_metadata=config.get("metadata"), local_metadata=retriever.metadata)
+    return manager.on_retriever_start(None, query, name=retriever.get_name())
+
+
+async def _achild_run(retriever: Any, query: str, config: RunnableConfig) -> Any:
+    from langchain_core.callbacks import AsyncCallbackManager
+
+    manager = AsyncCallbackManager.configure(config.get("callbacks"), getattr(retriever, "callbacks", None), inheritable_tags=config.get("tags"),
+                                             local_tags=retriever.tags, inheritable_metadata=config.get("metadata"), local_metadata=retriever.metadata)
+    return await manager.on_retriever_start(None, query, name=retriever.get_name())
+
+
 def _scored_vectorstore(retriever: Any) -> bool:
     return isinstance(retriever, VectorStoreRetriever) and retriever.search_type == "similarity"
 
 
 def _default_names(retrievers: Sequence[Any]) -> list[str]:
-    names: list[str] = []
-    for i, r in enumerate(retrievers):
-        if isinstance(r, VectorStoreRetriever):
-            name = "dense"
-        elif isinstance(r, ContextualBM25Retriever):
-            name = "bm25"
-        else:
-            name = f"retriever_{i}"
-        names.append(name if name not in names else f"{name}_{i}")
-    return names
+    kinds = [
+        "dense" if isinstance(r, VectorStoreRetriever)
+        else "bm25" if isinstance(r, ContextualBM25Retriever)
+        else r.get_name() if callable(getattr(r, "get_name", None)) else type(r).__name__
+        for r in retrievers
+    ]
+    return unique_names(kinds)

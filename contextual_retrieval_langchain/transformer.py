@@ -7,6 +7,7 @@ second run over the same documents generates nothing), and converts the `Context
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any, Literal, Mapping, Optional, Sequence, Union
 
@@ -146,8 +147,9 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
     async def atransform_documents(
         self, documents: Sequence[LCDocument], *, parents: Optional[Parents] = None, **kwargs: Any
     ) -> list[LCDocument]:
-        """Async `transform_documents`: generation requests run concurrently on the caller's loop."""
-        core_docs, chunks, metadata = self._to_core(documents, parents)
+        """Async `transform_documents`: generation requests run concurrently on the caller's loop
+        (splitting runs in a worker thread, so a splitter that calls a model never blocks it)."""
+        core_docs, chunks, metadata = await asyncio.to_thread(self._to_core, documents, parents)
         return self._finish(await self.contextualizer.acontextualize(core_docs, chunks), metadata)
 
     # -- conversion -----------------------------------------------------------------------------

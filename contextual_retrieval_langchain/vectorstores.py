@@ -7,13 +7,12 @@ and always the embeddings you pass: never Chroma's default embedding function.
 from __future__ import annotations
 
 import os
-import uuid
 from typing import Any, Optional, Sequence, Union
 
 from langchain_core.documents import Document as LCDocument
 from langchain_core.embeddings import Embeddings
 
-from contextual_retrieval.chroma import CHROMA_HNSW, chroma_client
+from contextual_retrieval.chroma import CHROMA_HNSW, chroma_client, chroma_collection
 
 from ._documents import CHUNK_ID_KEY, chunk_id_of
 
@@ -58,12 +57,8 @@ def chroma_from_documents(
         raise ValueError("pass embeddings= (e.g. LocalMiniLMEmbeddings()); Chroma's default embedding function is never used")
     if client is None:
         client = chroma_client(persist_directory)
-    store = Chroma(
-        collection_name=collection_name or f"contextual-{uuid.uuid4().hex[:12]}",
-        embedding_function=embeddings,
-        client=client,
-        collection_configuration={"hnsw": {**CHROMA_HNSW, **(hnsw or {})}},
-    )
+    collection = chroma_collection(client, collection_name, hnsw)  # our settings, no embedding function
+    store = Chroma(collection_name=collection.name, embedding_function=embeddings, client=client)
     docs = list(documents)
     ids = [chunk_id_of(d, id_key) for d in docs]
     if len(set(ids)) != len(ids):

@@ -55,3 +55,32 @@ def test_same_top_20_ids(both, query):
     li = [r.node.node_id for r in llamaindex.retrieve(query)]
     lc = [d.metadata["chunk_id"] for d in langchain.invoke(query)]
     assert len(li) == 20 and li == lc
+
+
+class Overlap:
+    """A deterministic core Reranker: query-word overlap, ties by position."""
+
+    model_name = "overlap"
+
+    def rerank(self, query, texts, top_n=None):
+        from contextual_retrieval.rerank.base import RerankResult, best_first
+
+        words = set(query.lower().split())
+        return best_first([RerankResult(i, float(len(words & set(t.lower().split())))) for i, t in enumerate(texts)], top_n)
+
+    async def arerank(self, query, texts, top_n=None):
+        return self.rerank(query, texts, top_n)
+
+
+@pytest.mark.parametrize("query", [q.query for q in DEMO_QUERIES[:3]])
+async def test_same_reranked_top_ids_sync_and_async(both, query):
+    from llama_index.core.base.base_retriever import BaseRetriever
+
+    nodes, llamaindex, docs, langchain = both
+    li = HybridRetriever(llamaindex.retrievers, reranker=Overlap(), similarity_top_k=10)
+    lc = ContextualEnsembleRetriever(retrievers=langchain.retrievers, reranker=Overlap(), k=10)
+    expected = [r.node.node_id for r in li.retrieve(query)]
+    assert isinstance(li, BaseRetriever) and len(expected) == 10
+    assert [d.metadata["chunk_id"] for d in lc.invoke(query)] == expected
+    assert [r.node.node_id for r in await li.aretrieve(query)] == expected
+    assert [d.metadata["chunk_id"] for d in await lc.ainvoke(query)] == expected

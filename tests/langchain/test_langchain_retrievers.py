@@ -174,7 +174,7 @@ async def test_async_runs_its_retrievers_concurrently() -> None:
     start = time.perf_counter()
     got = await retriever.ainvoke("q")
     assert time.perf_counter() - start < 0.6  # three 0.3 s sources at once, not one after another
-    assert [d.metadata["ranks"] for d in got] == [{"retriever_0": 1, "retriever_1": 1, "retriever_2": 1}]
+    assert [d.metadata["ranks"] for d in got] == [{"slow": 1, "slow_2": 1, "slow_3": 1}]
 
 
 def test_from_documents_builds_chroma_and_bm25(contextual_docs, lc_embeddings, core_chunks, core_embedder) -> None:
@@ -236,3 +236,47 @@ def test_persistent_chroma_and_bm25_reopen_to_the_same_results(contextual_docs, 
     )
     for query in QUERIES:
         assert [d.id for d in reopened.invoke(query)] == [d.id for d in built.invoke(query)]
+
+
+def test_review_fixes_bm25_settings_compressor_top_n_and_vector_callbacks(tmp_path, contextual_docs, lc_embeddings) -> None:
+    from langchain_core.callbacks import BaseCallbackHandler
+
+    from contextual_retrieval.rerank.base import PassThroughReranker
+    from contextual_retrieval_langchain import RerankCompressor
+
+    bm25 = ContextualBM25Retriever.from_documents(contextual_docs, k=3)
+    bm25.save(tmp_path / "bm25")
+    assert ContextualBM25Retriever.load(tmp_path / "bm25").k == 3
+    assert ContextualBM25Retriever.load(tmp_path / "bm25", k=2).k == 2
+
+    retriever = ContextualEnsembleRetriever.from_documents(contextual_docs, lc_embeddings, reranker=RerankCompressor(reranker=PassThroughReranker(), top_n=2))
+    assert len(retriever.invoke("revenue")) == 2  # the compressor's top_n is honoured
+
+    class Runs(BaseCallbackHandler):
+        def __init__(self) -> None:
+            self.names: list[str] = []
+
+        def on_retriever_start(self, serialized, query, **kwargs):
+            self.names.append(kwargs.get("name") or "")
+
+    runs = Runs()
+    retriever.invoke("revenue", config={"callbacks": [runs]})
+    assert runs.names[0] == "ContextualEnsembleRetriever" and "VectorStoreRetriever" in runs.names and "ContextualBM25Retriever" in runs.names
+
+
+async def test_async_embeddings_with_a_sync_only_core_embedder() -> None:
+    import numpy as np
+
+    from contextual_retrieval_langchain import EmbedderEmbeddings
+
+    class Letters:
+        model_name = "letters"
+
+        def embed_documents(self, texts):
+            return np.array([[t.count("a"), 1.0] for t in texts])
+
+        embed_queries = embed_documents
+
+    emb = EmbedderEmbeddings(embedder=Letters())
+    assert await emb.aembed_query("banana") == [3.0, 1.0] == emb.embed_query("banana")
+    assert await emb.aembed_documents(["a", "aa"]) == [[1.0, 1.0], [2.0, 1.0]]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import anthropic
 import pytest
 from langchain_anthropic import ChatAnthropic
 from langchain_core.documents import BaseDocumentTransformer
@@ -171,9 +172,19 @@ def test_chat_anthropic_caches_the_document_and_pays_once(tmp_path, use_async: b
         assert usage.cache_write_tokens > 0 and usage.cache_read_tokens == stats["cache_read_tokens"] > 0
         assert usage.input_tokens == stats["input_tokens"] and usage.output_tokens == stats["output_tokens"]
         gen = transformer.contextualizer.generator
-        assert gen.name == "langchain:ChatAnthropic" and gen.model == MODEL and gen.prompt_caching
+        assert gen.name == "anthropic" and gen.model == MODEL  # the core generator on ChatAnthropic's clients
 
         # the second run over the same documents sends nothing
         assert run() == out
         assert server.stats()["requests"] == stats["requests"]
         assert transformer.last_report.generated == 0 and transformer.last_report.store_hits == n
+
+        # the same model and prompt through the core (or LlamaIndex) reads the same stored contexts
+        from contextual_retrieval.contextualizer import Contextualizer
+        from contextual_retrieval.generators import AnthropicContextGenerator
+        from contextual_retrieval.types import Chunk, Document
+
+        core = AnthropicContextGenerator(MODEL, client=anthropic.Anthropic(api_key=server.api_key, base_url=server.url))
+        chunks = [Chunk(f"c{i}", "long.md", d.metadata["original_content"], i) for i, d in enumerate(out)]
+        again = Contextualizer(core, tmp_path / "c.sqlite3", show_progress=False).contextualize([Document("long.md", doc.page_content)], chunks)
+        assert again.report.generated == 0 and server.stats()["requests"] == stats["requests"]
