@@ -51,7 +51,7 @@ class ContextualBM25Retriever(BaseRetriever):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     index: BM25Index
-    documents: dict[str, LCDocument]
+    documents: dict[str, LCDocument] = Field(repr=False)
     k: int = Field(default=DEFAULT_TOP_K, gt=0)
 
     @classmethod

@@ -36,7 +36,9 @@ class ContextualNodeParser(NodeParser):
     context and the source text marked apart. The document's other metadata stays on the node
     (for filters and display) but is neither embedded nor shown to the LLM. Node ids are stable
     across runs: a UUID of the document id, the chunk's position and its text (give Documents
-    stable ids, e.g. ``SimpleDirectoryReader(..., filename_as_id=True)``).
+    stable ids, e.g. ``SimpleDirectoryReader(..., filename_as_id=True)``). Run metadata
+    extractors before this parser: metadata added to its nodes afterwards would be embedded as
+    bare values (the layout shows only the context's keys by name).
 
     Args:
         generator: a core `ContextGenerator` (default: the offline `StructuralContextGenerator`)
