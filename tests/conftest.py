@@ -99,3 +99,14 @@ def cookbook_embedder(tmp_path_factory):
     from contextual_retrieval.embeddings.minilm import LocalMiniLMEmbedder
 
     return CachedEmbedder(LocalMiniLMEmbedder(), tmp_path_factory.mktemp("embeddings") / "cache.sqlite3")
+
+
+HOSTED_KEYS = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "VOYAGE_API_KEY", "COHERE_API_KEY", "CO_API_KEY")
+
+
+@pytest.fixture()
+def offline_env(monkeypatch, tmp_path):
+    """No hosted API keys in the environment, and a private cache folder (the default context store)."""
+    for name in HOSTED_KEYS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))

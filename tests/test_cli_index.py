@@ -15,14 +15,9 @@ from fakes.anthropic_server import FakeAnthropicServer
 REPO = Path(__file__).resolve().parents[1]
 #: a few of this repository's own files (small, to keep the local embedder's work short)
 REPO_FILES = ["ensemble.py", "prompts.py", "vectors.py", "_sdk.py"]
-KEYS = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "VOYAGE_API_KEY", "COHERE_API_KEY", "CO_API_KEY")
 
 
-@pytest.fixture(autouse=True)
-def offline_env(monkeypatch, tmp_path):
-    for name in KEYS:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("offline_env")
 
 
 @pytest.fixture()

@@ -12,14 +12,9 @@ from contextual_retrieval.demo import demo_chunks, run_demo
 from contextual_retrieval.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES
 from fakes.anthropic_server import FakeAnthropicServer
 
-KEYS = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "VOYAGE_API_KEY", "COHERE_API_KEY", "CO_API_KEY")
 
 
-@pytest.fixture(autouse=True)
-def offline_env(monkeypatch, tmp_path):
-    for name in KEYS:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("offline_env")
 
 
 def test_demo_command_shows_a_query_plain_misses_and_contextual_finds(capsys):
