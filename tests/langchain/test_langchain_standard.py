@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from langchain_tests.integration_tests import RetrieversIntegrationTests
+from langchain_tests.integration_tests import EmbeddingsIntegrationTests, RetrieversIntegrationTests
 
 from contextual_retrieval.embeddings.cache import CachedEmbedder
 from contextual_retrieval.embeddings.minilm import LocalMiniLMEmbedder
@@ -15,6 +15,7 @@ from contextual_retrieval_langchain import (
     ContextualDocumentTransformer,
     ContextualEnsembleRetriever,
     EmbedderEmbeddings,
+    LocalMiniLMEmbeddings,
     chroma_from_documents,
 )
 
@@ -58,3 +59,13 @@ class TestContextualEnsembleRetrieverStandard(RetrieversIntegrationTests):
     @property
     def retriever_query_example(self) -> str:
         return "How did ACME's revenue change in Q2 2023?"
+
+
+class TestLocalMiniLMEmbeddingsStandard(EmbeddingsIntegrationTests):
+    @property
+    def embeddings_class(self) -> type[LocalMiniLMEmbeddings]:
+        return LocalMiniLMEmbeddings
+
+    @property
+    def embedding_model_params(self) -> dict:
+        return {}
