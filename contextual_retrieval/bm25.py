@@ -17,7 +17,7 @@ import numpy as np
 
 from .tokenizer import Tokenizer, TokenizerConfig
 
-__all__ = ["BM25Index", "BM25Method"]
+__all__ = ["BM25Index", "save_with_records", "load_with_records", "BM25Method"]
 
 BM25Method = Literal["lucene", "robertson"]
 _FORMAT = "contextual-retrieval/bm25"
@@ -227,3 +227,38 @@ def _engine(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, n_docs: i
     engine.vocab_dict = vocab
     engine.nonoccurrence_array = None
     return engine
+
+
+_RECORDS_FILE = "records.jsonl"
+_SETTINGS_FILE = "settings.json"
+
+
+def save_with_records(
+    path: str | Path, index: BM25Index, records: Iterable[dict], settings: dict | None = None
+) -> Path:
+    """A retriever on disk: `index` (JSON + .npy), one JSON record per indexed text (the framework's
+    node or document, as a dict) and the retriever's settings. No pickle anywhere."""
+    path = Path(path)
+    index.save(path)
+    with open(path / _RECORDS_FILE, "w", encoding="utf-8") as fh:
+        for record in records:
+            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+    (path / _SETTINGS_FILE).write_text(json.dumps(settings or {}), encoding="utf-8")
+    return path
+
+
+def load_with_records(path: str | Path) -> tuple[BM25Index, list[dict], dict]:
+    """What `save_with_records` wrote: (index, records, settings)."""
+    path = Path(path)
+    if not (path / _RECORDS_FILE).is_file():
+        raise FileNotFoundError(
+            f"{path / _RECORDS_FILE} not found: {path} is not a saved BM25 retriever (write one with the retriever's save() / persist())"
+        )
+    index = BM25Index.load(path)
+    with open(path / _RECORDS_FILE, encoding="utf-8") as fh:
+        records = [json.loads(line) for line in fh if line.strip()]
+    if len(records) != len(index.ids):
+        raise ValueError(f"{path}: {len(index.ids)} indexed texts but {len(records)} records; save the retriever again")
+    settings_file = path / _SETTINGS_FILE
+    settings = json.loads(settings_file.read_text(encoding="utf-8")) if settings_file.is_file() else {}
+    return index, records, settings

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any, Iterable, Optional, Union
@@ -12,7 +11,7 @@ from langchain_core.documents import Document as LCDocument
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field
 
-from contextual_retrieval.bm25 import BM25Index
+from contextual_retrieval.bm25 import BM25Index, load_with_records, save_with_records
 from contextual_retrieval.ensemble import DEFAULT_TOP_K
 
 from ._documents import CHUNK_ID_KEY, chunk_id_of
@@ -21,8 +20,6 @@ __all__ = ["ContextualBM25Retriever", "BM25_SCORE_KEY"]
 
 #: metadata key of the BM25 score on returned Documents
 BM25_SCORE_KEY = "bm25_score"
-_SETTINGS_FILE = "retriever.json"
-_DOCS_FILE = "documents.jsonl"
 
 
 class ContextualBM25Retriever(BaseRetriever):
@@ -100,32 +97,19 @@ class ContextualBM25Retriever(BaseRetriever):
     # -- persistence ------------------------------------------------------------------------------
 
     def save(self, path: Union[str, os.PathLike]) -> Path:
-        """Write the index and its documents to directory `path` (JSON and .npy; no pickle)."""
-        path = Path(path)
-        self.index.save(path)
-        with (path / _DOCS_FILE).open("w", encoding="utf-8") as fh:
-            for cid in self.index.ids:
-                doc = self.documents[cid]
-                fh.write(json.dumps({"id": cid, "page_content": doc.page_content, "metadata": doc.metadata}, ensure_ascii=False) + "\n")
-        (path / _SETTINGS_FILE).write_text(json.dumps({"k": self.k}), encoding="utf-8")
-        return path
+        """Write the index, its documents and `k` to directory `path` (JSON and .npy; no pickle)."""
+        records = (
+            {"id": cid, "page_content": self.documents[cid].page_content, "metadata": self.documents[cid].metadata}
+            for cid in self.index.ids
+        )
+        return save_with_records(path, self.index, records, {"k": self.k})
 
     @classmethod
     def load(cls, path: Union[str, os.PathLike], **kwargs: Any) -> "ContextualBM25Retriever":
         """Load a retriever written by `save`, with its saved `k` (keyword arguments override it)."""
-        path = Path(path)
-        if not (path / _DOCS_FILE).is_file():
-            raise FileNotFoundError(f"{path / _DOCS_FILE} not found: {path} is not a directory written by ContextualBM25Retriever.save")
-        index = BM25Index.load(path)
-        documents: dict[str, LCDocument] = {}
-        with (path / _DOCS_FILE).open(encoding="utf-8") as fh:
-            for line in fh:
-                if line.strip():
-                    item = json.loads(line)
-                    documents[item["id"]] = LCDocument(page_content=item["page_content"], metadata=item["metadata"], id=item["id"])
+        index, records, settings = load_with_records(path)
+        documents = {r["id"]: LCDocument(page_content=r["page_content"], metadata=r["metadata"], id=r["id"]) for r in records}
         missing = [i for i in index.ids if i not in documents]
         if missing:
             raise ValueError(f"{path}: {len(missing)} indexed ids have no stored document (first: {missing[0]}); save the retriever again")
-        settings = path / _SETTINGS_FILE
-        saved = json.loads(settings.read_text(encoding="utf-8")) if settings.is_file() else {}
-        return cls(index=index, documents=documents, **{**saved, **kwargs})
+        return cls(index=index, documents=documents, **{**settings, **kwargs})

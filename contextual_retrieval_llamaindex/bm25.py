@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -14,16 +13,13 @@ from llama_index.core.storage.docstore.types import BaseDocumentStore
 from llama_index.core.vector_stores.types import MetadataFilters
 from llama_index.core.vector_stores.utils import build_metadata_filter_fn
 
-from contextual_retrieval.bm25 import BM25Index
+from contextual_retrieval.bm25 import BM25Index, load_with_records, save_with_records
 from contextual_retrieval.ensemble import DEFAULT_DEPTH
 from contextual_retrieval.tokenizer import Tokenizer
 
 from ._convert import indexed_text
 
 __all__ = ["ContextualBM25Retriever"]
-
-_NODES_FILE = "nodes.jsonl"
-
 
 class ContextualBM25Retriever(BaseRetriever):
     """BM25 over each node's ``get_content(MetadataMode.EMBED)``: context + chunk for the nodes of
@@ -123,36 +119,20 @@ class ContextualBM25Retriever(BaseRetriever):
     # -- persistence --------------------------------------------------------------------------------
 
     def persist(self, path: str | Path) -> Path:
-        """Write the index and its nodes to directory `path` (JSON and .npy, no pickle)."""
-        path = Path(path)
-        self.index.save(path / "bm25")
-        with open(path / _NODES_FILE, "w", encoding="utf-8") as f:
-            for node in self.nodes.values():
-                f.write(json.dumps(node.to_dict(), ensure_ascii=False) + "\n")
-        (path / "retriever.json").write_text(
-            json.dumps({"similarity_top_k": self.similarity_top_k, "filters": self.filters.model_dump() if self.filters else None}),
-            encoding="utf-8",
-        )
-        return path
+        """Write the index, its nodes and settings to directory `path` (JSON and .npy, no pickle)."""
+        settings = {"similarity_top_k": self.similarity_top_k, "filters": self.filters.model_dump() if self.filters else None}
+        nodes = (self.nodes[i].to_dict() for i in self.index.ids)
+        return save_with_records(path, self.index, nodes, settings)
 
     @classmethod
     def from_persist_dir(cls, path: str | Path, **kwargs: Any) -> "ContextualBM25Retriever":
         """Load what `persist` wrote; keyword arguments override the saved settings."""
-        path = Path(path)
-        if not (path / _NODES_FILE).is_file():
-            raise FileNotFoundError(f"{path / _NODES_FILE} not found: {path} is not a persisted ContextualBM25Retriever")
-
-        nodes = []
-        with open(path / _NODES_FILE, encoding="utf-8") as f:
-            for line in f:
-                data = json.loads(line)
-                nodes.append(_node_from_dict(data))
-        settings = json.loads((path / "retriever.json").read_text(encoding="utf-8"))
+        index, records, settings = load_with_records(path)
         if settings.get("filters"):
             settings["filters"] = MetadataFilters.model_validate(settings["filters"])
         settings.update(kwargs)
-        settings.setdefault("index", BM25Index.load(path / "bm25"))
-        return cls(nodes, **settings)
+        settings.setdefault("index", index)
+        return cls([_node_from_dict(r) for r in records], **settings)
 
 
 def _node_from_dict(data: dict) -> BaseNode:

@@ -134,3 +134,16 @@ def test_bad_input():
 def test_ties_are_broken_by_index_order():
     index = BM25Index().index(["z", "y", "x"], ["identical text", "identical text", "identical text"])
     assert [h for h, _ in index.search("identical", k=3)] == ["z", "y", "x"]
+
+
+def test_save_with_records_round_trip_and_mismatch(tmp_path):
+    from contextual_retrieval.bm25 import load_with_records, save_with_records
+
+    index = BM25Index().index(["a", "b"], ["revenue grew", "plants opened"])
+    save_with_records(tmp_path / "r", index, [{"id": "a"}, {"id": "b"}], {"k": 7})
+    loaded, records, settings = load_with_records(tmp_path / "r")
+    assert loaded.search("revenue") == index.search("revenue") and records == [{"id": "a"}, {"id": "b"}]
+    assert settings == {"k": 7} and not list((tmp_path / "r").glob("*.pkl"))
+    save_with_records(tmp_path / "bad", index, [{"id": "a"}])
+    with pytest.raises(ValueError, match="save the retriever again"):
+        load_with_records(tmp_path / "bad")
