@@ -444,3 +444,11 @@ async def test_sync_calls_use_the_sync_client_async_calls_the_async_one(server, 
     kinds = [r.headers.get("x-stainless-async") for r in message_requests(server)]
     assert kinds[:4] == ["false"] * 4 and all(k.startswith("async") for k in kinds[4:]) and len(kinds) == 6
     await async_client.close()
+
+
+def test_the_same_document_twice_is_situated_once_and_a_clash_is_an_error():
+    doc = Document("d", "# Title\nRevenue grew by 3%.")
+    result = Contextualizer(show_progress=False).contextualize([doc, Document("d", doc.text)], [Chunk("c", "d", "Revenue grew by 3%.")])
+    assert result.report.documents == 1 and result.chunks[0].context
+    with pytest.raises(ValueError, match="two different documents share the id 'd'"):
+        Contextualizer(show_progress=False).contextualize([doc, Document("d", "other text")], [Chunk("c", "d", "Revenue")])
