@@ -63,6 +63,8 @@ class RerankCompressor(BaseDocumentCompressor):
                 f"reranker must be a core Reranker (rerank/arerank), got {type(self.reranker).__name__}; "
                 "see contextual_retrieval.rerank"
             )
+        else:  # report the model actually used
+            self.model = str(getattr(self.reranker, "model_name", None) or type(self.reranker).__name__)
 
     @classmethod
     def voyage(cls, model: str = "rerank-2.5", *, client: Any = None, async_client: Any = None, top_n: Optional[int] = DEFAULT_TOP_K, **kwargs: Any) -> "RerankCompressor":
