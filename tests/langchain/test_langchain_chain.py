@@ -102,15 +102,15 @@ def test_format_docs_without_context_shows_the_text() -> None:
 
 
 @pytest.mark.slow
-def test_cookbook_langchain_path_scores_the_core(tmp_path, cookbook_dir) -> None:
-    """The whole cookbook set through the LangChain path (uses the benchmark's embedding cache)."""
+def test_cookbook_langchain_path_scores_the_core(tmp_path, cookbook_dir, cookbook_embedder) -> None:
+    """The whole cookbook set through the LangChain path (on the session's embedding cache)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("langchain_cookbook_benchmark", REPO / "benchmarks" / "langchain_cookbook.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)  # puts benchmarks/ on sys.path for its helpers
     out = tmp_path / "lc.json"
-    assert module.main(["--dataset", str(cookbook_dir), "--json", str(out)]) == 0
+    assert module.main(["--dataset", str(cookbook_dir), "--json", str(out), "--cache", cookbook_embedder.path]) == 0
     result = json.loads(out.read_text())
     ours, core, stock = result["configs"]
     for k in ("5", "10", "20"):
