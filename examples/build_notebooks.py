@@ -33,8 +33,10 @@ def cells(script: Path) -> list[tuple[str, str]]:
 def notebook(script: Path) -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    for kind, source in cells(script):
-        nb.cells.append(nbformat.v4.new_markdown_cell(source) if kind == "markdown" else nbformat.v4.new_code_cell(source))
+    for i, (kind, source) in enumerate(cells(script)):
+        cell = nbformat.v4.new_markdown_cell(source) if kind == "markdown" else nbformat.v4.new_code_cell(source)
+        cell.id = f"cell-{i}"  # stable ids: rebuilding a notebook changes only what changed
+        nb.cells.append(cell)
     return nb
 
 
