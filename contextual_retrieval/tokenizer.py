@@ -2,7 +2,8 @@
 
 `Tokenizer` turns text into index terms:
 
-- Unicode NFKC normalisation, then words are runs of letters, digits and underscores.
+- Unicode NFKC normalisation, then words are runs of letters, digits and underscores; combining
+  marks (the vowel signs and viramas of Devanagari, Thai, Arabic, ...) stay inside their word.
 - Code identifiers are split into their parts (``DiffExecutor`` -> ``diff``, ``executor``;
   ``run_target`` -> ``run``, ``target``; ``HTTPServer2`` -> ``http``, ``server``, ``2``) and the
   whole identifier is kept too (``diffexecutor``, ``run_target``), so an exact identifier in a
@@ -18,6 +19,7 @@ with the index so a reloaded index tokenizes queries exactly as it tokenized the
 from __future__ import annotations
 
 import re
+import sys
 import unicodedata
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
@@ -35,7 +37,40 @@ ENGLISH_STOP_WORDS: frozenset[str] = frozenset(
     same also may might must shall""".split()
 )
 
-_WORD = re.compile(r"[^\W_]+(?:_+[^\W_]+)*|_+[^\W_]+(?:_+[^\W_]+)*", re.UNICODE)
+#: the tokenizer version written by this release; see `TokenizerConfig.version`
+TOKENIZER_VERSION = 2
+
+
+def _mark_class() -> str:
+    """A regex character class of every combining mark (Unicode category M) Python knows.
+
+    Python's `\\w` matches letters and digits but not marks, so without them "हिन्दी" would fall
+    apart at every vowel sign. Marks are assigned only in planes 0, 1 and 14 (planes 2-3 hold
+    ideographs, 15-16 private use), which keeps this scan to ~140K code points at import.
+    """
+    ranges: list[str] = []
+    for lo, hi in ((0, 0x1FFFF), (0xE0000, min(0xEFFFF, sys.maxunicode))):
+        cats = "".join(c[0] for c in map(unicodedata.category, map(chr, range(lo, hi + 1))))
+        for run in re.finditer("M+", cats):
+            a, b = lo + run.start(), lo + run.end() - 1
+            ranges.append(re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}")
+    return "[" + "".join(ranges) + "]"
+
+
+_MARK = _mark_class()
+
+
+def _word_pattern(part: str) -> re.Pattern[str]:
+    # words joined by underscores (snake_case), optionally led by underscores (_private)
+    return re.compile(rf"{part}(?:_+{part})*|_+{part}(?:_+{part})*")
+
+
+# version 1 (indexes saved before marks were kept): runs of letters and digits only
+# version 2: a letter or digit, then letters, digits and combining marks
+_WORDS = {
+    1: _word_pattern(r"[^\W_]+"),
+    2: _word_pattern(rf"[^\W_](?:[^\W_]|{_MARK})*"),
+}
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 # Han, Hiragana, Katakana, CJK compatibility and extension blocks: scripts written without spaces.
 _NO_SPACE = re.compile(
@@ -56,6 +91,9 @@ class TokenizerConfig:
         stemmer: a PyStemmer language ("english", "french", ...) or None for no stemming.
         cjk_bigrams: index text without spaces as overlapping character bigrams.
         min_token_length: drop shorter terms (CJK terms are exempt).
+        version: the tokenization rules. New configs get the current one (2: combining marks
+            stay in their word); an index saved with version 1 keeps splitting words at marks,
+            so its queries are tokenized exactly as its corpus was. Rebuild it to get version 2.
     """
 
     lowercase: bool = True
@@ -65,7 +103,7 @@ class TokenizerConfig:
     stemmer: str | None = "english"
     cjk_bigrams: bool = True
     min_token_length: int = 1
-    version: int = field(default=1)
+    version: int = field(default=TOKENIZER_VERSION)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -97,6 +135,12 @@ class Tokenizer:
         c = self.config
         if c.min_token_length < 1:
             raise ValueError("min_token_length must be >= 1")
+        if c.version not in _WORDS:
+            raise ValueError(
+                f"tokenizer version {c.version!r} is unknown to this contextual-retrieval (it knows "
+                f"{sorted(_WORDS)}); an index saved by a newer release needs an upgrade"
+            )
+        self._word = _WORDS[c.version]
         if c.stopwords is None:
             self._stop: frozenset[str] = frozenset()
         elif c.stopwords == "en":
@@ -125,7 +169,7 @@ class Tokenizer:
         text = unicodedata.normalize("NFKC", text)
         words: list[str] = []
         cjk: list[str] = []
-        for match in _WORD.finditer(text):
+        for match in self._word.finditer(text):
             word = match.group()
             if c.cjk_bigrams and _NO_SPACE.search(word):
                 pos = 0

@@ -58,3 +58,57 @@ def test_bad_settings_and_input():
 
 def test_min_token_length():
     assert Tokenizer(min_token_length=2, stemmer=None).tokenize("x = foo(y)") == ["foo"]
+
+
+@pytest.mark.parametrize(
+    "word",
+    [
+        "हिन्दी",  # Devanagari: vowel signs and a virama between the consonants
+        "مُحَمَّد",  # Arabic with harakat
+        "ภาษาไทย",  # Thai: a word (no spaces) with a combining vowel
+        "ที่",  # Thai tone mark over a vowel mark
+        "தமிழ்",  # Tamil: combining vowel sign and virama
+    ],
+)
+def test_words_with_combining_marks_stay_whole(word):
+    import unicodedata
+
+    whole = unicodedata.normalize("NFKC", word)
+    assert Tokenizer(stemmer=None).tokenize(word) == [whole]
+    assert Tokenizer(stemmer=None).tokenize(f"alpha {word} beta") == ["alpha", whole, "beta"]
+
+
+def test_combining_marks_join_words_but_do_not_start_them():
+    t = Tokenizer(stemmer=None)
+    assert t.tokenize("हिन्दी_भाषा") == ["हिन्दी", "भाषा", "हिन्दी_भाषा"]  # snake_case across scripts
+    assert t.tokenize("\u0301 x") == ["x"]  # a stray mark after a space is no term of its own
+
+
+def test_every_combining_mark_is_part_of_a_word():
+    import sys
+    import unicodedata
+
+    marks = [chr(cp) for cp in range(sys.maxunicode + 1) if unicodedata.category(chr(cp)).startswith("M")]
+    t = Tokenizer(stemmer=None, lowercase=False, split_identifiers=False, cjk_bigrams=False)
+    words = [unicodedata.normalize("NFKC", "a" + m) for m in marks]
+    assert len(marks) > 2000 and [w for w in words if t.tokenize(w) != [w]] == []
+
+
+def test_version_1_keeps_the_old_splitting_for_indexes_saved_with_it(tmp_path):
+    from contextual_retrieval.bm25 import BM25Index
+
+    assert TokenizerConfig().version == 2
+    old = Tokenizer(TokenizerConfig(stemmer=None, version=1))
+    assert old.tokenize("हिन्दी") == ["ह", "न", "द"]
+    assert old.tokenize("DiffExecutor run_target") == Tokenizer(stemmer=None).tokenize("DiffExecutor run_target")
+
+    index = BM25Index(old).index(["hi", "en"], ["हिन्दी भाषा", "english text"])
+    loaded = BM25Index.load(index.save(tmp_path / "v1"))
+    assert loaded.tokenizer.config.version == 1
+    assert loaded.tokenizer.tokenize("हिन्दी") == ["ह", "न", "द"]  # queries split as the corpus was
+    assert [i for i, _ in loaded.search("हिन्दी", k=2)] == ["hi"]
+
+
+def test_an_unknown_version_names_the_fix():
+    with pytest.raises(ValueError, match="upgrade"):
+        Tokenizer(TokenizerConfig(version=99))
