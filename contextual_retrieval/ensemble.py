@@ -53,8 +53,9 @@ FUSED_SCORE_KEY = "fused_score"
 RANKS_KEY = "ranks"
 RERANK_SCORE_KEY = "rerank_score"
 
-#: (source name, [(id, score), ...] best first, weight)
-Source = tuple[str, Sequence[tuple[Hashable, float]], float]
+#: (source name, [(id, score), ...] best first, weight); a score may be None when the source
+#: reports none (relative-score fusion then uses 1 / rank)
+Source = tuple[str, Sequence[tuple[Hashable, "float | None"]], float]
 
 
 class RankedHit(NamedTuple):
@@ -108,7 +109,8 @@ def fuse_sources(
 ) -> list[RankedHit]:
     """Fuse named, weighted (id, score) lists; each hit carries its rank in every source.
 
-    A source that lists an id more than once keeps its first (best) occurrence.
+    A source that lists an id more than once keeps its first (best) occurrence; a missing (None)
+    score counts as 1 / rank.
     """
     names = [name for name, _, _ in sources]
     if len(set(names)) != len(names):
@@ -118,13 +120,13 @@ def fuse_sources(
     return [RankedHit(h.id, h.score, dict(zip(names, h.ranks)), h.score) for h in fused]
 
 
-def _first_occurrences(hits: Sequence[tuple[Hashable, float]]) -> list[tuple[Hashable, float]]:
+def _first_occurrences(hits: Sequence[tuple[Hashable, float | None]]) -> list[tuple[Hashable, float]]:
     seen: set = set()
-    out = []
+    out: list[tuple[Hashable, float]] = []
     for item, score in hits:
         if item not in seen:
             seen.add(item)
-            out.append((item, score))
+            out.append((item, float(score) if score is not None else 1.0 / (len(out) + 1)))
     return out
 
 

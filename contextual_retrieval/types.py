@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Callable, Iterable, Literal, TypeVar
 
 __all__ = [
     "Document",
@@ -19,9 +19,17 @@ __all__ = [
     "compose_indexed_text",
     "format_for_llm",
     "stable_chunk_id",
+    "number_chunks",
+    "distinct_documents",
     "CONTEXT_LABEL",
     "SOURCE_LABEL",
+    "CONTEXT_KEY",
+    "CHUNK_INDEX_KEY",
 ]
+
+#: metadata keys the framework adapters (and the on-disk index) put on a contextual chunk
+CONTEXT_KEY = "context"
+CHUNK_INDEX_KEY = "chunk_index"
 
 #: How an LLM is shown a retrieved chunk: the generated context and the source text marked apart,
 #: so an answer quotes the source, never the context (`format_for_llm`).
@@ -153,6 +161,51 @@ def stable_chunk_id(document_id: str, index: int, text: str) -> str:
 
 
 _ID_NAMESPACE = uuid.UUID("6f1c3a52-8e0b-4d7e-9a51-2c4b7d9e0f13")
+
+T = TypeVar("T")
+
+
+def number_chunks(pieces: Iterable[tuple[str, str]]) -> list[Chunk | None]:
+    """Chunks for a splitter's output: (document id, text) pairs in order, numbered per document.
+
+    Blank pieces are skipped (None in their place) and not counted, so every adapter gives a
+    chunk the same index and the same `stable_chunk_id` whatever blanks its splitter emits.
+
+    Example:
+        >>> [c and (c.document_id, c.index) for c in number_chunks([("a", "x"), ("a", " "), ("a", "y"), ("b", "z")])]
+        [('a', 0), None, ('a', 1), ('b', 0)]
+    """
+    counters: dict[str, int] = {}
+    out: list[Chunk | None] = []
+    for document_id, text in pieces:
+        if not text.strip():
+            out.append(None)
+            continue
+        index = counters.get(document_id, 0)
+        counters[document_id] = index + 1
+        out.append(Chunk(stable_chunk_id(document_id, index, text), document_id, text, index))
+    return out
+
+
+def distinct_documents(items: Iterable[T], id_of: Callable[[T], str], text_of: Callable[[T], str]) -> list[T]:
+    """`items` with repeats of a document (same id, same text) dropped; ValueError when two
+    different texts share an id. What the contextualizer and both adapters do with their input.
+
+    Example:
+        >>> distinct_documents([("a", "x"), ("a", "x"), ("b", "y")], lambda d: d[0], lambda d: d[1])
+        [('a', 'x'), ('b', 'y')]
+    """
+    seen: dict[str, str] = {}
+    out: list[T] = []
+    for item in items:
+        ident, text = id_of(item), text_of(item)
+        if ident in seen:
+            if seen[ident] != text:
+                raise ValueError(f"two different documents share the id {ident!r}: give each document a unique id")
+            continue
+        seen[ident] = text
+        out.append(item)
+    return out
 
 
 def _check_text(kind: str, ident: str, text: object) -> None:

@@ -1,4 +1,4 @@
-"""LlamaIndex objects <-> core dataclasses, at the edge; and the node layout of a contextual chunk.
+"""The node layout of a contextual chunk, and fused hits as LlamaIndex results.
 
 A contextual TextNode keeps the original chunk as its text and the context in metadata, laid out so
 that ``get_content(MetadataMode.EMBED)`` is exactly the core's ``context + "\\n\\n" + chunk`` (what
@@ -13,9 +13,8 @@ from typing import Hashable
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, TextNode
 
 from contextual_retrieval.ensemble import FUSED_SCORE_KEY, RANKS_KEY, RERANK_SCORE_KEY, RankedHit
-from contextual_retrieval.types import CONTEXT_LABEL, SOURCE_LABEL
+from contextual_retrieval.types import CONTEXT_KEY, CONTEXT_LABEL, SOURCE_LABEL
 
-CONTEXT_KEY = "context"
 _CONTEXT_LABEL_KEY = "context_label"
 _SOURCE_LABEL_KEY = "source_label"
 _LAYOUT_KEYS = (_CONTEXT_LABEL_KEY, CONTEXT_KEY, _SOURCE_LABEL_KEY)
@@ -56,6 +55,7 @@ def with_result(node: BaseNode, hit: RankedHit) -> NodeWithScore:
     return NodeWithScore(node=copy, score=float(hit.score))
 
 
-def scored_ids(results: list[NodeWithScore]) -> list[tuple[Hashable, float]]:
-    """(node id, score) pairs, best first (the core keeps each id's first occurrence)."""
-    return [(r.node.node_id, float(r.score) if r.score is not None else 0.0) for r in results]
+def scored_ids(results: list[NodeWithScore]) -> list[tuple[Hashable, float | None]]:
+    """(node id, score) pairs, best first (the core keeps each id's first occurrence and scores a
+    missing score as 1 / rank)."""
+    return [(r.node.node_id, float(r.score) if r.score is not None else None) for r in results]

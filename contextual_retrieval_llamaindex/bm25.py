@@ -8,13 +8,14 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
-from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle, TextNode
+from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from llama_index.core.storage.docstore.types import BaseDocumentStore
+from llama_index.core.storage.docstore.utils import doc_to_json, json_to_doc
 from llama_index.core.vector_stores.types import MetadataFilters
 from llama_index.core.vector_stores.utils import build_metadata_filter_fn
 
 from contextual_retrieval.bm25 import BM25Index, load_with_records, save_with_records
-from contextual_retrieval.ensemble import DEFAULT_DEPTH
+from contextual_retrieval.ensemble import DEFAULT_TOP_K
 from contextual_retrieval.tokenizer import Tokenizer
 
 from ._convert import indexed_text
@@ -30,8 +31,8 @@ class ContextualBM25Retriever(BaseRetriever):
 
     Args:
         nodes: the nodes to index (or use `from_defaults(docstore=...)`).
-        similarity_top_k: results per query (default 150, the candidates one side of the
-            hybrid retriever contributes).
+        similarity_top_k: results per query (default 20; `HybridRetriever.from_defaults` asks for its
+            `candidates`, 150).
         filters: `MetadataFilters` applied to every query (node metadata, as vector stores do).
         tokenizer: a core `Tokenizer` (default settings otherwise).
         k1, b, method: BM25 parameters (see `BM25Index`).
@@ -52,7 +53,7 @@ class ContextualBM25Retriever(BaseRetriever):
         self,
         nodes: Sequence[BaseNode],
         *,
-        similarity_top_k: int = DEFAULT_DEPTH,
+        similarity_top_k: int = DEFAULT_TOP_K,
         filters: Optional[MetadataFilters] = None,
         tokenizer: Optional[Tokenizer] = None,
         k1: float = 1.2,
@@ -75,6 +76,8 @@ class ContextualBM25Retriever(BaseRetriever):
             )
         self.similarity_top_k = int(similarity_top_k)
         self.filters = filters
+        self._mask: Optional[np.ndarray] = None
+        self._mask_for: Optional[MetadataFilters] = None
         ids = list(self.nodes)
         if index is None:
             index = BM25Index(tokenizer, k1=k1, b=b, method=method).index(ids, [indexed_text(n) for n in nodes])  # type: ignore[arg-type]
@@ -103,14 +106,19 @@ class ContextualBM25Retriever(BaseRetriever):
 
     # -- retrieval ----------------------------------------------------------------------------------
 
-    def _allowed(self, filters: Optional[MetadataFilters]) -> Optional[np.ndarray]:
+    def _allowed(self) -> Optional[np.ndarray]:
+        """The filters as a mask over the indexed nodes, computed once per `filters` object."""
+        filters = self.filters
         if filters is None or not filters.filters:
             return None
-        keep = build_metadata_filter_fn(lambda node_id: self.nodes[node_id].metadata, filters)
-        return np.fromiter((keep(i) for i in self.index.ids), dtype=bool, count=len(self.index.ids))
+        if self._mask_for is not filters:
+            keep = build_metadata_filter_fn(lambda node_id: self.nodes[node_id].metadata, filters)
+            self._mask = np.fromiter((keep(i) for i in self.index.ids), dtype=bool, count=len(self.index.ids))
+            self._mask_for = filters
+        return self._mask
 
     def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
-        hits = self.index.search(query_bundle.query_str, self.similarity_top_k, allowed=self._allowed(self.filters))
+        hits = self.index.search(query_bundle.query_str, self.similarity_top_k, allowed=self._allowed())
         return [NodeWithScore(node=self.nodes[i], score=score) for i, score in hits]
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
@@ -121,7 +129,7 @@ class ContextualBM25Retriever(BaseRetriever):
     def persist(self, path: str | Path) -> Path:
         """Write the index, its nodes and settings to directory `path` (JSON and .npy, no pickle)."""
         settings = {"similarity_top_k": self.similarity_top_k, "filters": self.filters.model_dump() if self.filters else None}
-        nodes = (self.nodes[i].to_dict() for i in self.index.ids)
+        nodes = (doc_to_json(self.nodes[i]) for i in self.index.ids)
         return save_with_records(path, self.index, nodes, settings)
 
     @classmethod
@@ -132,12 +140,4 @@ class ContextualBM25Retriever(BaseRetriever):
             settings["filters"] = MetadataFilters.model_validate(settings["filters"])
         settings.update(kwargs)
         settings.setdefault("index", index)
-        return cls([_node_from_dict(r) for r in records], **settings)
-
-
-def _node_from_dict(data: dict) -> BaseNode:
-    from llama_index.core.schema import Document, IndexNode
-
-    kinds = {"TextNode": TextNode, "Document": Document, "IndexNode": IndexNode}
-    kind = kinds.get(data.get("class_name", "TextNode"), TextNode)
-    return kind.from_dict(data)
+        return cls([json_to_doc(r) for r in records], **settings)

@@ -25,6 +25,7 @@ from contextual_retrieval.fusion import FusionMode
 from contextual_retrieval.rerank.base import Reranker
 
 from ._convert import indexed_text, scored_ids, with_result
+from .rerank import ContextualRerank
 
 __all__ = ["HybridRetriever"]
 
@@ -39,9 +40,9 @@ class HybridRetriever(BaseRetriever):
     `similarity_top_k`. Results are deduplicated by node id. Each returned node is a copy that
     carries, in its metadata (excluded from embedding and LLM text), ``fused_score``, ``ranks``
     (1-based rank per retriever name, None where one missed it) and ``rerank_score`` when
-    reranked; the NodeWithScore's score is the final one. The metadata keys and the default
-    names ("dense", "bm25") are the LangChain `ContextualEnsembleRetriever`'s. Async queries its
-    retrievers concurrently.
+    reranked; the NodeWithScore's score is the final one. These keys and the default names
+    ("dense", "bm25") are the core's, shared with LangChain's `ContextualEnsembleRetriever`. Async
+    queries its retrievers concurrently.
 
     Args:
         retrievers: the retrievers, as a list (named "dense" for a vector index retriever,
@@ -53,8 +54,9 @@ class HybridRetriever(BaseRetriever):
             retrievers are not changed: build them with their own top-k at least this large
             (`from_defaults` does).
         similarity_top_k: results returned (default 20).
-        reranker: a core `Reranker` (Cohere, Voyage, cross-encoder) or a LlamaIndex node
-            postprocessor such as `ContextualRerank`, applied to the fused candidates.
+        reranker: a core `Reranker` (Cohere, Voyage, cross-encoder) or `ContextualRerank` (its
+            reranker and `top_n` are used), or any other LlamaIndex node postprocessor, applied to
+            the fused candidates.
         rerank_depth: fused candidates the reranker sees (default: `candidates`).
 
     Example:
@@ -93,7 +95,8 @@ class HybridRetriever(BaseRetriever):
             raise ValueError(f"got {len(weights)} weights for {len(named)} retrievers; pass one weight per retriever")
         if mode not in ("rrf", "relative_score"):
             raise ValueError(f"mode must be 'rrf' or 'relative_score', not {mode!r}")
-        for arg, value in (("candidates", candidates), ("similarity_top_k", similarity_top_k), ("rerank_depth", rerank_depth or 1)):
+        checks = [("candidates", candidates), ("similarity_top_k", similarity_top_k)]
+        for arg, value in checks + ([("rerank_depth", rerank_depth)] if rerank_depth is not None else []):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{arg} must be a positive integer, got {value!r}")
         if reranker is not None and not isinstance(reranker, (Reranker, BaseNodePostprocessor)):
@@ -104,7 +107,11 @@ class HybridRetriever(BaseRetriever):
         self.weights = [float(w) for w in weights]
         self.mode, self.rrf_k = mode, float(rrf_k)
         self.candidates, self.similarity_top_k = candidates, similarity_top_k
-        self.reranker, self.rerank_depth = reranker, rerank_depth or candidates
+        self.rerank_depth = rerank_depth or candidates
+        self._top_n: Optional[int] = None
+        if isinstance(reranker, ContextualRerank):  # its core reranker, through the core's rerank_hits
+            self._top_n, reranker = reranker.top_n, reranker.reranker
+        self.reranker = reranker
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     @classmethod
@@ -148,7 +155,7 @@ class HybridRetriever(BaseRetriever):
             return self._postprocess(fused, nodes, self.reranker.postprocess_nodes(self._pool(fused, nodes), query_bundle))
         hits = rerank_hits(
             query_bundle.query_str, fused, lambda i: indexed_text(nodes[i]), self.reranker,  # type: ignore[arg-type]
-            k=self.similarity_top_k, rerank_depth=self.rerank_depth,
+            k=self._k(), rerank_depth=self.rerank_depth,
         )
         return [with_result(nodes[h.id], h) for h in hits]  # type: ignore[index]
 
@@ -160,9 +167,12 @@ class HybridRetriever(BaseRetriever):
             return self._postprocess(fused, nodes, reranked)
         hits = await arerank_hits(
             query_bundle.query_str, fused, lambda i: indexed_text(nodes[i]), self.reranker,  # type: ignore[arg-type]
-            k=self.similarity_top_k, rerank_depth=self.rerank_depth,
+            k=self._k(), rerank_depth=self.rerank_depth,
         )
         return [with_result(nodes[h.id], h) for h in hits]  # type: ignore[index]
+
+    def _k(self) -> int:
+        return min(self.similarity_top_k, self._top_n) if self._top_n else self.similarity_top_k
 
     def _pool(self, fused: list[RankedHit], nodes: Dict[str, BaseNode]) -> List[NodeWithScore]:
         # copies: a postprocessor may rewrite what it is given, never the retrievers' own nodes
@@ -177,7 +187,7 @@ class HybridRetriever(BaseRetriever):
         for r in reranked[: self.similarity_top_k]:
             hit = by_id.get(r.node.node_id) or RankedHit(r.node.node_id, 0.0, dict(unranked), 0.0)  # added by it
             score = float(r.score) if r.score is not None else hit.score
-            out.append(with_result(r.node, hit._replace(score=score, rerank_score=score)))
+            out.append(with_result(r.node, hit._replace(score=score)))  # any postprocessor: not labelled a rerank
         return out
 
 

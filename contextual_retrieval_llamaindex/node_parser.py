@@ -13,10 +13,10 @@ from llama_index.core.schema import BaseNode, MetadataMode, NodeRelationship, Te
 from contextual_retrieval.contextualizer import Contextualizer, ContextualizeResult
 from contextual_retrieval.prompts import DEFAULT_PROMPT, ContextPrompt
 from contextual_retrieval.store import ContextStore
-from contextual_retrieval.types import Chunk, Document, stable_chunk_id
+from contextual_retrieval.types import CONTEXT_KEY, Chunk, Document, distinct_documents, number_chunks
 from contextual_retrieval.usage import UsageReport
 
-from ._convert import CONTEXT_KEY, set_context
+from ._convert import set_context
 from .llm import as_context_generator
 
 __all__ = ["ContextualNodeParser"]
@@ -157,8 +157,9 @@ class ContextualNodeParser(NodeParser):
     # -- NodeParser ---------------------------------------------------------------------------------
 
     def _parse_nodes(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any) -> List[BaseNode]:
-        chunks = self.node_parser.get_nodes_from_documents(nodes, show_progress=show_progress)
-        docs, core_chunks, out = self._prepare(nodes, chunks)
+        documents = _distinct(nodes)
+        chunks = self.node_parser.get_nodes_from_documents(documents, show_progress=show_progress)
+        docs, core_chunks, out = self._prepare(documents, chunks)
         if not out:
             return []
         self._contextualizer.show_progress = self.show_progress or show_progress
@@ -167,8 +168,9 @@ class ContextualNodeParser(NodeParser):
     async def _aparse_nodes(
         self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any
     ) -> List[BaseNode]:
-        chunks = await self.node_parser.aget_nodes_from_documents(nodes, show_progress=show_progress)
-        docs, core_chunks, out = self._prepare(nodes, chunks)
+        documents = _distinct(nodes)
+        chunks = await self.node_parser.aget_nodes_from_documents(documents, show_progress=show_progress)
+        docs, core_chunks, out = self._prepare(documents, chunks)
         if not out:
             return []
         self._contextualizer.show_progress = self.show_progress or show_progress
@@ -178,32 +180,29 @@ class ContextualNodeParser(NodeParser):
         self, documents: Sequence[BaseNode], chunks: Sequence[BaseNode]
     ) -> tuple[list[Document], list[Chunk], list[TextNode]]:
         by_id = {d.node_id: d for d in documents}
-        counters: Dict[str, int] = {}
-        renamed: Dict[str, str] = {}
-        core_chunks: list[Chunk] = []
-        out: list[TextNode] = []
-        for node in chunks:
-            if not isinstance(node, TextNode) or not node.text.strip():
-                continue
-            doc_id = node.ref_doc_id or (node.source_node.node_id if node.source_node else None)
-            if doc_id not in by_id:
+        texts = [node for node in chunks if isinstance(node, TextNode)]
+        for node in texts:
+            if (node.ref_doc_id or (node.source_node.node_id if node.source_node else None)) not in by_id:
                 raise ValueError(
                     f"{type(self.node_parser).__name__} returned a node without its source document; "
                     "ContextualNodeParser needs splitters that keep the SOURCE relationship"
                 )
-            index = counters.get(doc_id, 0)
-            counters[doc_id] = index + 1
-            new_id = stable_chunk_id(doc_id, index, node.text)
-            renamed[node.node_id] = new_id
-            node.id_ = new_id
-            core_chunks.append(Chunk(new_id, doc_id, node.text, index))
+        numbered = number_chunks((node.ref_doc_id or node.source_node.node_id, node.text) for node in texts)  # type: ignore[union-attr]
+        renamed: Dict[str, str] = {}
+        core_chunks: list[Chunk] = []
+        out: list[TextNode] = []
+        for node, chunk in zip(texts, numbered):
+            if chunk is None:  # blank
+                continue
+            renamed[node.node_id] = node.id_ = chunk.id
+            core_chunks.append(chunk)
             out.append(node)
         for node in out:  # the splitter linked the chunks under their old ids
             for rel in (NodeRelationship.PREVIOUS, NodeRelationship.NEXT):
                 info = node.relationships.get(rel)
                 if info is not None and not isinstance(info, list) and info.node_id in renamed:
                     info.node_id = renamed[info.node_id]
-        used = set(counters)
+        used = {c.document_id for c in core_chunks}
         docs = [
             Document(d.node_id, d.get_content(metadata_mode=MetadataMode.NONE), dict(d.metadata))
             for d in documents
@@ -222,9 +221,14 @@ class ContextualNodeParser(NodeParser):
 
     def _finish(self, result: ContextualizeResult, nodes: list[TextNode]) -> List[BaseNode]:
         self._last_report = result.report
-        for node, chunk in zip(nodes, result.chunks):
-            set_context(node, chunk.context)
+        for node, chunk in zip(nodes, result.chunks):  # laid out in _postprocess_parsed_nodes
+            node.metadata[CONTEXT_KEY] = chunk.context
         return list(nodes)
+
+
+def _distinct(nodes: Sequence[BaseNode]) -> list[BaseNode]:
+    """A document passed twice is split and situated once (the core's rule)."""
+    return distinct_documents(nodes, lambda d: d.node_id, lambda d: d.get_content(metadata_mode=MetadataMode.NONE))
 
 
 def _without_id_func(data: Dict[str, Any]) -> Dict[str, Any]:

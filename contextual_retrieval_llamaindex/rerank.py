@@ -24,14 +24,16 @@ _BACKENDS = ("cohere", "voyage")
 
 
 def _build(backend: str, model: Optional[str]) -> Reranker:
+    """A hosted reranker by name, with the core's default model unless `model` is given."""
+    options = {"model": model} if model else {}
     if backend == "cohere":
         from contextual_retrieval.rerank.cohere import CohereReranker
 
-        return CohereReranker(model or "rerank-v3.5")
+        return CohereReranker(**options)
     if backend == "voyage":
         from contextual_retrieval.rerank.voyage import VoyageReranker
 
-        return VoyageReranker(model or "rerank-2.5")
+        return VoyageReranker(**options)
     raise ValueError(
         f"unknown reranker {backend!r}: use 'cohere' or 'voyage', or pass reranker=<a contextual_retrieval Reranker> "
         "(a saved ContextualRerank with a custom reranker needs it back: ContextualRerank.from_dict(data, reranker=...))"
@@ -80,7 +82,7 @@ class ContextualRerank(BaseNodePostprocessor):
             raise TypeError(
                 f"reranker must be 'cohere', 'voyage' or a contextual_retrieval Reranker, got {type(reranker).__name__}"
             )
-        kwargs.setdefault("model", getattr(built, "model_name", None) or getattr(built, "model", None))
+        kwargs["model"] = built.model_name
         super().__init__(top_n=top_n, backend=backend, **kwargs)
         self._reranker = built
 

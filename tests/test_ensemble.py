@@ -67,3 +67,9 @@ def test_a_source_listing_an_id_twice_keeps_its_first_rank_and_defaults():
     assert unique_names(["bm25", "bm25", "bm25"]) == ["bm25", "bm25_2", "bm25_3"]
     with pytest.raises(ValueError, match="rerank_depth"):
         rerank_hits("q", hits, TEXTS.__getitem__, ByLength(), rerank_depth=0)
+
+
+def test_missing_scores_count_as_reciprocal_rank():
+    with_none = fuse_sources([("x", [("a", None), ("b", None)], 1.0), ("y", [("b", 4.0), ("a", 1.0)], 1.0)], mode="relative_score")
+    explicit = fuse_sources([("x", [("a", 1.0), ("b", 0.5)], 1.0), ("y", [("b", 4.0), ("a", 1.0)], 1.0)], mode="relative_score")
+    assert with_none == explicit

@@ -88,7 +88,6 @@ def minilm() -> LocalMiniLMEmbedding:
 def test_mro(cls, bases):
     for base in bases:
         assert base in cls.__mro__
-    assert "CohereRerank" not in {c.__name__ for c in cls.__mro__}  # never shadows llama-index's own
 
 
 # -- ContextualNodeParser -----------------------------------------------------------------------------
@@ -176,11 +175,9 @@ async def test_acall_runs_requests_concurrently_and_matches_sync(tmp_path):
         return f"{document.id} part {chunk.index}"
 
     gen = CallableContextGenerator(situate, name="slow", model="m")
-    parser = ContextualNodeParser(gen, splitter(), tmp_path / "a.sqlite3", concurrency=6, show_progress=False)
-    started = time.perf_counter()
+    parser = ContextualNodeParser(gen, splitter(), tmp_path / "a.sqlite3", concurrency=4, show_progress=False)
     out = await parser.acall(docs())
-    elapsed = time.perf_counter() - started
-    assert peak > 1 and elapsed < 0.05 * len(out)
+    assert len(out) > 4 and peak == 4  # every chunk fans out at once, up to the concurrency bound
     sync = ContextualNodeParser(gen, splitter(), tmp_path / "s.sqlite3", show_progress=False).get_nodes_from_documents(docs())
     assert [(n.node_id, n.get_content(MetadataMode.EMBED)) for n in out] == [(n.node_id, n.get_content(MetadataMode.EMBED)) for n in sync]
 
@@ -444,7 +441,9 @@ async def test_minilm_embedding_async_matches_sync(minilm):
 def test_hybrid_reranker_sees_candidates_and_postprocessors_never_touch_stored_nodes(nodes):
     class Count:
         model_name = "count"
-        seen: list = []
+
+        def __init__(self) -> None:
+            self.seen: list = []
 
         def rerank(self, query, texts, top_n=None):
             self.seen.append(len(texts))
@@ -469,7 +468,7 @@ def test_hybrid_reranker_sees_candidates_and_postprocessors_never_touch_stored_n
     out = HybridRetriever({"bm25": bm25}, reranker=Rewrite(), similarity_top_k=50).retrieve("revenue grew")
     assert {i: n.text for i, n in bm25.nodes.items()} == before
     extra = next(r for r in out if r.node.node_id == "extra")
-    assert extra.node.metadata["ranks"] == {"bm25": None}
+    assert extra.node.metadata["ranks"] == {"bm25": None} and "rerank_score" not in extra.node.metadata
 
 
 def test_in_memory_chroma_stores_never_mix():
@@ -478,3 +477,15 @@ def test_in_memory_chroma_stores_never_mix():
     a, b = chroma_vector_store(), chroma_vector_store()
     a.add([TextNode(text="cats purr", id_="c1", embedding=[1.0, 0.0])])
     assert b._collection.count() == 0 and a._collection.count() == 1
+
+
+def test_a_document_passed_twice_is_situated_once_and_a_clash_is_an_error(tmp_path):
+    calls: list[str] = []
+    gen = CallableContextGenerator(lambda d, c: calls.append(c.id) or "ctx", name="count", model="m")
+    parser = ContextualNodeParser(gen, splitter(), tmp_path / "s.sqlite3", show_progress=False)
+    once = parser.get_nodes_from_documents(docs()[:1])
+    calls.clear()
+    twice = ContextualNodeParser(gen, splitter(), tmp_path / "t.sqlite3", show_progress=False).get_nodes_from_documents(docs()[:1] * 2)
+    assert [n.node_id for n in twice] == [n.node_id for n in once] and len(calls) == len(once)
+    with pytest.raises(ValueError, match="two different documents share the id 'acme.md'"):
+        parser.get_nodes_from_documents([docs()[0], Document(text="other", id_="acme.md")])
