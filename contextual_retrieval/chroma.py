@@ -71,6 +71,7 @@ class ChromaVectorIndex:
         metadatas: Sequence[dict] | None = None,
     ) -> None:
         self.collection = collection if collection is not None else chroma_collection(chroma_client())
+        self._max_batch: int | None = None
         if len(ids):
             self.add(ids, vectors, documents=documents, metadatas=metadatas)  # type: ignore[arg-type]
 
@@ -89,7 +90,7 @@ class ChromaVectorIndex:
         vectors = np.asarray(vectors, dtype=np.float32)
         if vectors.ndim != 2 or len(ids) != vectors.shape[0]:
             raise ValueError(f"got {len(ids)} ids for vectors of shape {vectors.shape}; pass one id per row")
-        step = 5000
+        step = self.max_batch_size
         for start in range(0, len(ids), step):
             part = slice(start, start + step)
             self.collection.upsert(
@@ -98,6 +99,22 @@ class ChromaVectorIndex:
                 documents=list(documents[part]) if documents is not None else None,
                 metadatas=list(metadatas[part]) if metadatas is not None else None,
             )
+
+    def delete(self, ids: Sequence[str]) -> None:
+        """Delete rows by id, in batches under the client's limit (ids not present are ignored)."""
+        ids = [str(i) for i in ids]
+        step = self.max_batch_size
+        for start in range(0, len(ids), step):
+            self.collection.delete(ids=ids[start : start + step])
+
+    @property
+    def max_batch_size(self) -> int:
+        """The most rows one Chroma call may carry: the client's limit (5000 if it does not say)."""
+        if self._max_batch is None:
+            client = getattr(self.collection, "_client", None)
+            size = getattr(client, "get_max_batch_size", None)
+            self._max_batch = int(size()) if callable(size) else 5000
+        return self._max_batch
 
     def search(self, query: np.ndarray, k: int = 10) -> list[tuple[str, float]]:
         return self.search_many(np.asarray(query, dtype=np.float32)[None, :], k)[0]

@@ -26,7 +26,7 @@ from typing import TextIO
 from .contextualizer import Contextualizer
 from .demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES, DemoQuery
 from .hybrid import HybridSearcher, SearchHit
-from .indexing import _installed, choose_embedder, choose_generator, choose_reranker, split_text, unused_keys
+from .indexing import _installed, choose_embedder, choose_generator, choose_reranker, split_text, unused_keys, weights_for
 from .tokenizer import Tokenizer
 from .types import Chunk, ContextualChunk, Document, stable_chunk_id
 from .usage import UsageReport
@@ -209,8 +209,11 @@ def run_demo(
     say()
     say("2. the chunks are indexed twice, with the same embedder, BM25 and rank fusion:")
     say("   plain = the chunk's text alone; contextual = its context + its text")
-    plain_search = HybridSearcher(plain, embedder, reranker=reranker, show_progress=show_progress, vector_store=vectors)
-    ctx_search = HybridSearcher(contextual, embedder, reranker=reranker, show_progress=show_progress, vector_store=vectors)
+    weights = weights_for(embedder)  # 0.8 / 0.2 with Voyage, as the cookbook; 0.5 / 0.5 offline
+    plain_search = HybridSearcher(plain, embedder, weights=weights, reranker=reranker, show_progress=show_progress,
+                                  vector_store=vectors)
+    ctx_search = HybridSearcher(contextual, embedder, weights=weights, reranker=reranker, show_progress=show_progress,
+                                vector_store=vectors)
     say()
 
     queries = [q.query for q in DEMO_QUERIES]

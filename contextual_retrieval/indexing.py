@@ -41,6 +41,7 @@ from .chroma import ChromaVectorIndex
 from .embeddings.base import Embedder
 from .ensemble import DEFAULT_RRF_K, DEFAULT_TOP_K, DEFAULT_WEIGHTS, fuse_sources, rerank_hits
 from .fusion import DEFAULT_DEPTH
+from .hybrid import _embed_with_progress
 from .generators.base import ContextGenerator
 from .rerank.base import Reranker
 from .types import Chunk, Document, stable_chunk_id
@@ -56,6 +57,7 @@ __all__ = [
     "split_text",
     "choose_embedder",
     "choose_generator",
+    "weights_for",
     "choose_reranker",
     "unused_keys",
     "TEXT_EXTENSIONS",
@@ -183,7 +185,7 @@ def collect_files(paths: Sequence[str | os.PathLike[str]], *, skip: Sequence[Pat
         the files (sorted by doc id) and how many were skipped as binary or too large.
     """
     if isinstance(paths, (str, os.PathLike)):
-        raise TypeError("pass a list of paths: collect_files([path, ...])")
+        raise ValueError("pass a list of paths: collect_files([path, ...])")
     if not paths:
         raise ValueError("no paths given: pass at least one file or folder to index")
     skip_resolved = {Path(p).resolve() for p in skip}
@@ -377,7 +379,7 @@ class ContextualIndex:
         self.concurrency = concurrency
         self.weights = tuple(float(w) for w in weights)
         self._cached: Any = None
-        self._collection: Any = None
+        self._vector_index: ChromaVectorIndex | None = None
         self._bm25: BM25Index | None = None
         self.manifest = self.read_manifest(self.path) if (self.path / MANIFEST_NAME).is_file() else None
         if self.manifest is not None:
@@ -443,15 +445,17 @@ class ContextualIndex:
             self._cached = CachedEmbedder(self.embedder, self.path / "embeddings.sqlite3")
         return self._cached
 
-    def _chroma(self) -> Any:
-        if self._collection is None:
+    def _vectors(self) -> ChromaVectorIndex:
+        if self._vector_index is None:
             from .chroma import chroma_client, chroma_collection
 
-            client = chroma_client(self.path / "chroma")
             # embeddings are always computed here and passed in: no Chroma embedding function
-            self._collection = chroma_collection(client, _COLLECTION)
-            self._max_batch = int(client.get_max_batch_size())
-        return self._collection
+            collection = chroma_collection(chroma_client(self.path / "chroma"), _COLLECTION)
+            self._vector_index = ChromaVectorIndex(collection=collection)
+        return self._vector_index
+
+    def _chroma(self) -> Any:
+        return self._vectors().collection
 
     # -- indexing -------------------------------------------------------------------------------
 
@@ -535,11 +539,10 @@ class ContextualIndex:
             return report
 
         self.path.mkdir(parents=True, exist_ok=True)
-        collection = self._chroma()
+        vectors = self._vectors()
         keep = {cid for e in new_files.values() for cid in e["chunks"]}
         stale = [cid for cid in dict.fromkeys(removed_ids) if cid not in keep]
-        for start in range(0, len(stale), self._max_batch):
-            collection.delete(ids=stale[start : start + self._max_batch])
+        vectors.delete(stale)
         report.chunks_removed = len(stale)
 
         documents, chunks, spans = [], [], {}
@@ -570,25 +573,17 @@ class ContextualIndex:
             report.contexts = result.report
             cached = self._embedder()
             hits0, misses0 = cached.hits, cached.misses
-            bar = tqdm(total=len(result.chunks), desc=f"embedding ({self.embedder.model_name})", unit="chunk",
-                       disable=not show_progress)
-            with bar:
-                for start in range(0, len(result.chunks), batch_size):
-                    part = result.chunks[start : start + batch_size]
-                    vectors = np.asarray(cached.embed_documents([c.indexed_text for c in part]), dtype=np.float32)
-                    for s2 in range(0, len(part), self._max_batch):
-                        sub = part[s2 : s2 + self._max_batch]
-                        collection.upsert(
-                            ids=[c.id for c in sub],
-                            embeddings=vectors[s2 : s2 + len(sub)],
-                            documents=[c.indexed_text for c in sub],
-                            metadatas=[
-                                {"path": c.document_id, "context": c.context, "text": c.text, "chunk_index": c.chunk.index,
-                                 "start_line": spans[c.id][0], "end_line": spans[c.id][1]}
-                                for c in sub
-                            ],
-                        )
-                    bar.update(len(part))
+            texts = [c.indexed_text for c in result.chunks]
+            vectors.add(
+                [c.id for c in result.chunks],
+                _embed_with_progress(cached, texts, batch_size, show_progress),
+                documents=texts,
+                metadatas=[
+                    {"path": c.document_id, "context": c.context, "text": c.text, "chunk_index": c.chunk.index,
+                     "start_line": spans[c.id][0], "end_line": spans[c.id][1]}
+                    for c in result.chunks
+                ],
+            )
             report.embedded = cached.misses - misses0
             report.embedding_cache_hits = cached.hits - hits0
             report.chunks_added = len(chunks)
@@ -600,19 +595,19 @@ class ContextualIndex:
         return report
 
     def _rebuild_bm25(self, files: dict[str, dict[str, Any]]) -> None:
-        collection = self._chroma()
+        vectors = self._vectors()
+        collection = vectors.collection
         wanted = [cid for e in files.values() for cid in e["chunks"]]
         have = collection.get(include=[])["ids"]
-        orphans = sorted(set(have) - set(wanted))  # left by an interrupted run
-        for start in range(0, len(orphans), self._max_batch):
-            collection.delete(ids=orphans[start : start + self._max_batch])
+        vectors.delete(sorted(set(have) - set(wanted)))  # orphans left by an interrupted run
         target = self.path / "bm25"
         tmp = self.path / "bm25.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         if wanted:
             texts: dict[str, str] = {}
-            for start in range(0, len(wanted), self._max_batch):
-                got = collection.get(ids=wanted[start : start + self._max_batch], include=["documents"])
+            step = vectors.max_batch_size
+            for start in range(0, len(wanted), step):
+                got = collection.get(ids=wanted[start : start + step], include=["documents"])
                 texts.update(zip(got["ids"], got["documents"]))
             missing = [cid for cid in wanted if cid not in texts]
             if missing:
@@ -653,11 +648,12 @@ class ContextualIndex:
         total = len(self)
         if total == 0:
             raise ValueError(f"the index {self.path} holds no chunks; add files with: contextual-retrieval index PATH...")
-        collection = self._chroma()
+        vectors = self._vectors()
+        collection = vectors.collection
         if self._bm25 is None:
             self._bm25 = BM25Index.load(self.path / "bm25")
         vector = np.asarray(self._embedder().embed_queries([query]), dtype=np.float32)
-        dense = ChromaVectorIndex(collection=collection).search(vector[0], min(depth, total))
+        dense = vectors.search(vector[0], min(depth, total))
         sources = [("dense", dense, self.weights[0]), ("bm25", self._bm25.search(query, depth), self.weights[1])]
         fused = fuse_sources(sources, rrf_k=DEFAULT_RRF_K, depth=depth)
         pool_ids = [str(h.id) for h in (fused[: rerank_depth or depth] if reranker else fused[:k])]
@@ -692,6 +688,15 @@ def choose_embedder(kind: str = "auto", model: str | None = None) -> Embedder:
 
         return VoyageEmbedder(model or "voyage-3.5")
     raise ValueError(f"unknown embedder {kind!r}; choose auto, local or voyage")
+
+
+def weights_for(embedder: Embedder) -> tuple[float, float]:
+    """The (dense, BM25) fusion weights for `embedder`: the cookbook's 0.8 / 0.2 for Voyage (a
+    strong hosted embedder, also behind a `CachedEmbedder`), else the defaults (0.5 / 0.5: the local
+    embedder is no stronger than BM25)."""
+    if _embedder_kind(embedder) == "voyage":
+        return (0.8, 0.2)
+    return (float(DEFAULT_WEIGHTS[0]), float(DEFAULT_WEIGHTS[1]))
 
 
 def choose_generator(kind: str = "auto", model: str | None = None) -> ContextGenerator:

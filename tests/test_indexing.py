@@ -149,6 +149,63 @@ def test_collect_files_errors_name_the_fix(tmp_path):
     (tmp_path / "b" / "docs" / "x.md").write_text("two")
     with pytest.raises(ValueError, match="pass their common parent folder"):
         collect_files([tmp_path / "a" / "docs", tmp_path / "b" / "docs"])
+    with pytest.raises(ValueError, match=r"pass a list of paths"):
+        collect_files(tmp_path / "a")  # type: ignore[arg-type]
+
+
+def test_ingestion_batches_chroma_writes_and_deletes_under_the_client_limit(tmp_path, monkeypatch):
+    """update() writes through ChromaVectorIndex.add and removes through .delete, both in batches
+    of the client's max batch size."""
+    from contextual_retrieval.chroma import ChromaVectorIndex
+
+    folder = make_corpus(tmp_path)
+    index = ContextualIndex(tmp_path / "ix", embedder=CountingEmbedder(), chunk_chars=60)
+    monkeypatch.setattr(ChromaVectorIndex, "max_batch_size", property(lambda self: 2))
+    calls: list[tuple[str, int]] = []
+    collection = index._chroma()
+    for name in ("upsert", "delete"):
+        original = getattr(collection, name)
+
+        def spy(*args, _name=name, _original=original, **kwargs):
+            calls.append((_name, len(kwargs["ids"])))
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(collection, name, spy)
+    first = index.update([folder], show_progress=False)
+    upserts = [n for op, n in calls if op == "upsert"]
+    assert first.chunks_added > 2 and sum(upserts) == first.chunks_added and max(upserts) <= 2
+    calls.clear()
+    for f in list(folder.rglob("*.md")):
+        f.unlink()
+    second = index.update([folder], show_progress=False)
+    deletes = [n for op, n in calls if op == "delete" and n]
+    assert second.chunks_removed > 2 and sum(deletes) == second.chunks_removed and max(deletes) <= 2
+    assert len(index._chroma().get(include=[])["ids"]) == second.chunks_total
+
+
+def test_weights_for_unwraps_the_embedding_cache(tmp_path):
+    """Voyage fuses 0.8 / 0.2 (the cookbook's) also behind a CachedEmbedder; anything else gets the
+    defaults. The CLI's index/query and the demo take their weights from here."""
+    voyageai = pytest.importorskip("voyageai")
+    from contextual_retrieval.embeddings.cache import CachedEmbedder
+    from contextual_retrieval.embeddings.voyage import VoyageEmbedder
+    from contextual_retrieval.ensemble import DEFAULT_WEIGHTS
+    from contextual_retrieval.indexing import weights_for
+    from tests.fakes.voyage_server import FakeVoyageServer
+
+    with FakeVoyageServer() as server:
+        voyage = VoyageEmbedder(
+            "voyage-3.5",
+            client=voyageai.Client(api_key=server.api_key, base_url=server.base_url, max_retries=0),
+            async_client=voyageai.AsyncClient(api_key=server.api_key, base_url=server.base_url, max_retries=0),
+        )
+        cached = CachedEmbedder(voyage, tmp_path / "cache.sqlite3")
+        assert cached.embed_documents(["a chunk"]).shape[0] == 1  # a working embedder, not a stub
+        assert weights_for(voyage) == (0.8, 0.2)
+        assert weights_for(cached) == (0.8, 0.2)
+        cached.close()
+    assert weights_for(CountingEmbedder()) == tuple(DEFAULT_WEIGHTS)
+    assert weights_for(CachedEmbedder(CountingEmbedder(), tmp_path / "toy.sqlite3")) == tuple(DEFAULT_WEIGHTS)
 
 
 # -- the index ---------------------------------------------------------------------------------------
