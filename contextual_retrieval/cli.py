@@ -28,6 +28,8 @@ def _default_cache() -> Path:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .evaluation import DATASET_ENV
+
     parser = argparse.ArgumentParser(
         prog="contextual-retrieval",
         description="Contextual Retrieval (contextual embeddings + contextual BM25 + rank fusion) tools.",
@@ -48,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--dataset",
         metavar="DIR",
         help="folder with codebase_chunks.json and evaluation_set.jsonl "
-        "(default: $CONTEXTUAL_RETRIEVAL_DATASET)",
+        f"(default: ${DATASET_ENV})",
     )
     ev.add_argument("--contexts", metavar="FILE", help="JSONL of precomputed contexts (doc_id, original_index, context)")
     ev.add_argument("--json", metavar="PATH", help="also write the results as JSON")
@@ -157,9 +159,11 @@ def _version() -> str:
 
 def _cmd_eval(args: argparse.Namespace) -> int:
     from .embeddings.minilm import LocalMiniLMEmbedder
-    from .evaluation import evaluate, format_table, load_contexts_jsonl, load_cookbook, plot_results, results_to_json
+    from .evaluation import (evaluate, format_table, load_contexts_jsonl, load_cookbook, plot_results, resolve_dataset,
+                              results_to_json)
 
-    dataset = load_cookbook(args.dataset)
+    folder = resolve_dataset(args.dataset)
+    dataset = load_cookbook(folder)
     contexts = load_contexts_jsonl(args.contexts, dataset) if args.contexts else None
     embedder = LocalMiniLMEmbedder()
     cache = args.embedding_cache
@@ -183,7 +187,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     if args.json:
         payload = results_to_json(
             results,
-            dataset=str(args.dataset or os.environ.get("CONTEXTUAL_RETRIEVAL_DATASET")),
+            dataset=folder.resolve().name,
             embedder=embedder.model_name,
             contexts=Path(args.contexts).name if args.contexts else None,
         )
@@ -202,7 +206,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_index(args: argparse.Namespace) -> int:
-    from .indexing import DEFAULT_CHUNK_CHARS, MANIFEST_NAME, ContextualIndex, choose_embedder, choose_generator, unused_keys
+    from .indexing import (DEFAULT_CHUNK_CHARS, MANIFEST_NAME, ContextualIndex, choose_embedder, choose_generator,
+                           unused_keys, weights_for)
 
     index_dir = Path(args.index_dir)
     if args.rebuild and index_dir.exists():
@@ -222,7 +227,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
     generator = choose_generator(contexts, model)
     chunk_chars = args.chunk_chars or (old or {}).get("chunk_chars") or DEFAULT_CHUNK_CHARS
     index = ContextualIndex(index_dir, embedder=embedder, generator=generator, chunk_chars=chunk_chars,
-                            concurrency=args.concurrency, weights=_weights_for(embedder))
+                            concurrency=args.concurrency, weights=weights_for(embedder))
     for note in unused_keys():
         print(f"note: {note}", file=sys.stderr)
     print(f"indexing {', '.join(args.paths)} into {index_dir} — contexts: "
@@ -237,19 +242,12 @@ def _cmd_index(args: argparse.Namespace) -> int:
     return 0
 
 
-def _weights_for(embedder: object) -> tuple[float, float]:
-    from .ensemble import DEFAULT_WEIGHTS
-
-    # the cookbook's 0.8 / 0.2 suits a strong hosted embedder; the local one is no stronger than BM25
-    return (0.8, 0.2) if type(embedder).__name__ == "VoyageEmbedder" else DEFAULT_WEIGHTS
-
-
 def _cmd_query(args: argparse.Namespace) -> int:
-    from .indexing import ContextualIndex, choose_embedder, choose_reranker
+    from .indexing import ContextualIndex, choose_embedder, choose_reranker, weights_for
 
     manifest = ContextualIndex.read_manifest(args.index)
     embedder = choose_embedder(manifest["embedder"]["kind"], manifest["embedder"]["model"])
-    index = ContextualIndex(args.index, embedder=embedder, weights=manifest.get("weights") or _weights_for(embedder))
+    index = ContextualIndex(args.index, embedder=embedder, weights=manifest.get("weights") or weights_for(embedder))
     reranker = choose_reranker(args.rerank)
     hits = index.search(args.question, k=args.k, reranker=reranker)
     if args.json:
@@ -281,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return args.func(args)
-    except (ValueError, FileNotFoundError, ImportError, TypeError, RuntimeError) as exc:
+    except (ValueError, FileNotFoundError, ImportError, RuntimeError) as exc:
         print(f"contextual-retrieval {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -50,6 +50,28 @@ def test_eval_writes_table_json_and_plot(tiny_dataset, tmp_path, capsys):
     assert set(first["pass_at"]) == {"5", "10", "20"} and set(first["recall_at"]) == {"5", "10", "20"}
     assert 0 <= first["mrr"] <= 100
     assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert payload["dataset"] == tiny_dataset.name  # the folder's name, never a machine path
+
+
+def test_eval_dataset_from_the_environment_is_named_by_its_folder(tiny_dataset, tmp_path, monkeypatch):
+    from contextual_retrieval.evaluation import DATASET_ENV
+
+    monkeypatch.setenv(DATASET_ENV, str(tiny_dataset))
+    assert main(["eval", "--embedding-cache", "none", "--no-progress", "--json", str(tmp_path / "r.json")]) == 0
+    assert json.loads((tmp_path / "r.json").read_text())["dataset"] == tiny_dataset.name
+    assert DATASET_ENV in build_parser()._subparsers._group_actions[0].choices["eval"].format_help()
+
+
+def test_programming_errors_are_not_reported_as_usage_errors(monkeypatch):
+    """Only input errors become "error:" and exit 2; a TypeError is a bug and propagates."""
+    import contextual_retrieval.demo as demo
+
+    def broken(**kwargs):
+        raise TypeError("unexpected keyword")
+
+    monkeypatch.setattr(demo, "run_demo", broken)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        main(["demo", "--offline"])
 
 
 def test_eval_without_contexts_runs_three_configs(tiny_dataset, tmp_path, capsys):
