@@ -16,7 +16,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from .embeddings.base import Embedder
 from .hybrid import HybridSearcher
@@ -116,8 +116,9 @@ def load_cookbook(path: str | os.PathLike[str] | None = None) -> EvalDataset:
 def load_contexts_jsonl(path: str | os.PathLike[str], dataset: EvalDataset | None = None) -> dict[str, str]:
     """Contexts from JSONL lines with `doc_id`, `original_index` and `context`.
 
-    Returns chunk id -> context: ids are `chunk_id` when a line has one, else resolved through
-    `dataset` (its (doc_id, original_index) keys).
+    Returns chunk id -> context. With `dataset`, a line's id is resolved through its
+    (doc_id, original_index) keys first, and the line's own `chunk_id` is the fallback; without
+    `dataset`, every line needs a `chunk_id`.
     """
     out: dict[str, str] = {}
     with Path(path).open(encoding="utf-8") as fh:
@@ -225,7 +226,6 @@ def evaluate(
     *,
     ks: Sequence[int] = K_VALUES,
     show_progress: bool = False,
-    searcher_factory: Callable[..., HybridSearcher] = HybridSearcher,
 ) -> list[ConfigResult]:
     """Run configurations (default: all that the inputs allow) with the library's defaults.
 
@@ -252,9 +252,7 @@ def evaluate(
         if use_ctx and contexts is None:
             raise ValueError(f"configuration {name!r} needs contexts: pass --contexts FILE")
         chunks = [ContextualChunk(c, contexts[c.id] if use_ctx else "") for c in dataset.chunks]  # type: ignore[index]
-        searcher = searcher_factory(
-            chunks, embedder if use_dense else None, use_bm25=use_bm25, show_progress=show_progress
-        )
+        searcher = HybridSearcher(chunks, embedder if use_dense else None, use_bm25=use_bm25, show_progress=show_progress)
         ranked = [[h.id for h in hits] for hits in searcher.search_many(queries, k=depth)]
         results.append(score_rankings(name, ranked, golden, ks))
     return results
