@@ -49,6 +49,8 @@ def test_bad_input(embedder):
         embedder.embed("a single string")
     with pytest.raises(TypeError, match="decode"):
         embedder.embed([b"\xff"])
+    with pytest.raises(TypeError, match="decode"):
+        embedder.embed(b"bytes, not texts")
 
 
 async def test_async_matches_sync(embedder):
@@ -69,3 +71,15 @@ def test_cache_serves_repeats_and_persists(tmp_path, embedder):
     # queries are cached apart from documents
     again.embed_queries(["one"])
     assert again.misses == 1
+
+
+def test_cache_checks_input_like_the_embedder(embedder):
+    cached = CachedEmbedder(embedder, ":memory:")
+    assert cached.embed_documents([]).shape == (0, 384) and cached.embed_queries(()).shape == (0, 384)
+    with pytest.raises(TypeError, match="list of texts"):
+        cached.embed_documents("a single string")  # not 15 one-character texts
+    with pytest.raises(TypeError, match="decode"):
+        cached.embed_documents([b"\xff"])
+    with pytest.raises(TypeError, match="expected str"):
+        cached.embed_queries(["fine", 3])
+    assert (cached.hits, cached.misses) == (0, 0)

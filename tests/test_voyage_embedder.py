@@ -10,6 +10,7 @@ import voyageai
 import voyageai.error
 
 from contextual_retrieval.embeddings import Embedder, VoyageEmbedder
+from contextual_retrieval.embeddings.cache import CachedEmbedder
 from contextual_retrieval.embeddings.voyage import estimate_tokens, plan_batches
 from tests.fakes.voyage_server import FakeVoyageServer
 
@@ -119,8 +120,9 @@ def test_the_token_cap_follows_the_model(server: FakeVoyageServer) -> None:
     texts = [f"document {i} " + "retrieval augmented generation " * 3200 for i in range(10)]
     make(server, "voyage-3.5-lite").embed_documents(texts)  # 1M tokens per request
     assert [len(body["input"]) for body in server.embeddings_requests()] == [10]
-    assert make(server, "voyage-3.5").max_tokens_per_request == 320_000
-    assert make(server, "voyage-3-large", max_tokens_per_request=50_000).max_tokens_per_request == 50_000
+    server.reset()
+    make(server, "voyage-3.5-lite", max_tokens_per_request=50_000).embed_documents(texts[:3])  # ~33K each
+    assert [len(body["input"]) for body in server.embeddings_requests()] == [1, 1, 1]
 
 
 def test_unknown_models_fall_back_to_the_smallest_cap_and_an_unknown_dimension(server: FakeVoyageServer) -> None:
@@ -155,7 +157,42 @@ async def test_empty_input_makes_no_request(server: FakeVoyageServer) -> None:
 def test_a_bare_string_is_refused(server: FakeVoyageServer) -> None:
     with pytest.raises(TypeError, match="list of texts"):
         make(server).embed_documents("one text")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"texts\[1\] is bytes; decode it"):
+        make(server).embed_queries(["fine", b"raw"])  # type: ignore[list-item]
     assert server.requests == []
+
+
+# -- behind the embedding cache ---------------------------------------------------------------
+
+
+def test_the_cache_keeps_output_dimensions_apart(server: FakeVoyageServer, tmp_path) -> None:
+    path = tmp_path / "emb.sqlite3"
+    full = CachedEmbedder(make(server), path)
+    assert full.embed_documents(TEXTS).shape == (len(TEXTS), 1024)
+    small = CachedEmbedder(make(server, output_dimension=256), path)
+
+    vectors = small.embed_documents(TEXTS)
+
+    assert (small.hits, small.misses) == (0, len(TEXTS))  # the 1024-d vectors are not served
+    np.testing.assert_allclose(vectors, expected(server, TEXTS, "document", 256), atol=1e-6)
+    assert [body.get("output_dimension") for body in server.embeddings_requests()] == [None, 256]
+    again = CachedEmbedder(make(server, output_dimension=256), path)
+    np.testing.assert_array_equal(again.embed_documents(TEXTS), vectors)
+    assert (again.hits, again.misses) == (len(TEXTS), 0) and len(server.requests) == 2
+    assert small.model_name == "voyage-3.5" and small.cache_model == "voyage-3.5@256"
+
+
+async def test_the_cache_checks_input_and_keeps_the_dimension_of_nothing(server: FakeVoyageServer) -> None:
+    cached = CachedEmbedder(make(server, output_dimension=256), ":memory:")
+    assert cached.embed_documents([]).shape == (0, 256)
+    assert (await cached.aembed_queries([])).shape == (0, 256)
+    with pytest.raises(TypeError, match="list of texts"):
+        cached.embed_documents("one text")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="decode"):
+        cached.embed_queries([b"raw"])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="decode"):
+        cached.embed_queries(b"raw")  # type: ignore[arg-type]
+    assert server.requests == [] and (cached.hits, cached.misses) == (0, 0)
 
 
 # -- async ------------------------------------------------------------------------------------

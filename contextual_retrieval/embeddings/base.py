@@ -7,7 +7,7 @@ from typing import Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Embedder", "aembed_documents", "aembed_queries"]
+__all__ = ["Embedder", "aembed_documents", "aembed_queries", "as_texts"]
 
 
 @runtime_checkable
@@ -53,3 +53,30 @@ async def aembed_queries(embedder: Any, texts: Sequence[str]) -> np.ndarray:
     if fn is not None:
         return await fn(texts)
     return await asyncio.to_thread(embedder.embed_queries, texts)
+
+
+def as_texts(texts: Sequence[str]) -> list[str]:
+    """`texts` as a list of str, checked before anything is embedded or paid for.
+
+    A bare string would otherwise be embedded one character at a time, and bytes would reach the
+    model undecoded; both are TypeErrors naming the fix.
+
+    Example:
+        >>> as_texts(("a", "b"))
+        ['a', 'b']
+        >>> as_texts("a")
+        Traceback (most recent call last):
+        ...
+        TypeError: pass a list of texts, not a single string: embed_documents([text])
+    """
+    if isinstance(texts, str):
+        raise TypeError("pass a list of texts, not a single string: embed_documents([text])")
+    if isinstance(texts, (bytes, bytearray)):
+        raise TypeError("pass a list of texts, not bytes: decode them first, e.g. [data.decode('utf-8')]")
+    out = list(texts)
+    for i, text in enumerate(out):
+        if isinstance(text, (bytes, bytearray)):
+            raise TypeError(f"texts[{i}] is bytes; decode it first, e.g. data.decode('utf-8', errors='replace')")
+        if not isinstance(text, str):
+            raise TypeError(f"texts[{i}] is {type(text).__name__}, expected str")
+    return out

@@ -1,7 +1,9 @@
 """`CachedEmbedder`: a persistent embedding cache in front of any `Embedder`.
 
 Vectors are stored in SQLite as raw float32 bytes, keyed by (model, input kind, sha256 of the
-text): an unchanged chunk is never embedded, or paid for, twice. No pickle anywhere.
+text): an unchanged chunk is never embedded, or paid for, twice. The model part names the output
+dimension too when the embedder was asked for a non-default one (``voyage-3.5@256``), so vectors of
+two sizes never share a key. No pickle anywhere.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .base import Embedder
+from .base import Embedder, as_texts
 
 __all__ = ["CachedEmbedder"]
 
@@ -40,6 +42,8 @@ class CachedEmbedder:
 
     Attributes:
         hits, misses: texts served from the cache / sent to the embedder since creation.
+        cache_model: the model part of the cache keys: `model_name`, plus ``@<dimension>`` when
+            the embedder has an `output_dimension` set.
 
     Example:
         >>> from contextual_retrieval.embeddings import LocalMiniLMEmbedder
@@ -53,6 +57,8 @@ class CachedEmbedder:
         self.embedder = embedder
         self.model_name = embedder.model_name
         self.normalized = embedder.normalized
+        dimension = getattr(embedder, "output_dimension", None)
+        self.cache_model = f"{self.model_name}@{dimension}" if dimension else self.model_name
         self.path = str(path)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -74,14 +80,16 @@ class CachedEmbedder:
                 rows = self._conn.execute(
                     f"SELECT text_sha256, dim, vector FROM embeddings WHERE model=? AND kind=? "
                     f"AND text_sha256 IN ({marks})",
-                    [self.model_name, kind, *part],
+                    [self.cache_model, kind, *part],
                 ).fetchall()
                 for key, dim, blob in rows:
                     found[key] = np.frombuffer(blob, dtype=np.float32, count=dim)
         return found
 
     def _embed(self, kind: str, texts: Sequence[str], compute) -> np.ndarray:
-        texts = list(texts)
+        texts = as_texts(texts)
+        if not texts:  # the wrapped embedder's own empty result: shape (0, its dimension)
+            return np.asarray(compute([]), dtype=np.float32)
         keys = [hashlib.sha256(t.encode("utf-8", "surrogatepass")).hexdigest() for t in texts]
         found = self._lookup(kind, keys)
         todo = [i for i, key in enumerate(keys) if key not in found]
@@ -95,7 +103,7 @@ class CachedEmbedder:
                 self._conn.executemany(
                     "INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?, ?, ?)",
                     [
-                        (self.model_name, kind, keys[i], int(v.shape[0]), v.tobytes())
+                        (self.cache_model, kind, keys[i], int(v.shape[0]), v.tobytes())
                         for i, v in zip(new_idx, vectors)
                     ],
                 )
@@ -104,8 +112,6 @@ class CachedEmbedder:
                 found[keys[i]] = v
         self.hits += len(texts) - len(new_idx)
         self.misses += len(new_idx)
-        if not texts:
-            return np.zeros((0, 0), dtype=np.float32)
         return np.stack([found[key] for key in keys])
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:

@@ -18,6 +18,8 @@ from typing import Sequence
 
 import numpy as np
 
+from .base import as_texts
+
 __all__ = ["LocalMiniLMEmbedder"]
 
 _MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
@@ -114,7 +116,7 @@ class LocalMiniLMEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """L2-normalised float32 vectors, shape (len(texts), 384)."""
-        texts = _as_texts(texts)
+        texts = as_texts(texts)
         if not texts:
             return np.zeros((0, _DIMENSION), dtype=np.float32)
         self._load()
@@ -164,14 +166,3 @@ class LocalMiniLMEmbedder:
     async def aembed_queries(self, texts: Sequence[str]) -> np.ndarray:
         return await asyncio.to_thread(self.embed, texts)
 
-
-def _as_texts(texts: Sequence[str]) -> list[str]:
-    if isinstance(texts, str):
-        raise TypeError("pass a list of texts, not a single string (wrap it: [text])")
-    out = list(texts)
-    for i, t in enumerate(out):
-        if isinstance(t, (bytes, bytearray)):
-            raise TypeError(f"text {i} is bytes; decode it first, e.g. data.decode('utf-8', errors='replace')")
-        if not isinstance(t, str):
-            raise TypeError(f"text {i} must be str, got {type(t).__name__}")
-    return out

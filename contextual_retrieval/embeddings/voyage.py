@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 import numpy as np
 
 from contextual_retrieval._sdk import LazyClients, env_key
+from contextual_retrieval.embeddings.base import as_texts
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import voyageai
@@ -120,16 +121,6 @@ def plan_batches(costs: Sequence[int], max_items: int, max_tokens: int) -> list[
     if start < len(costs):
         batches.append(slice(start, len(costs)))
     return batches
-
-
-def _as_texts(texts: Sequence[str]) -> list[str]:
-    if isinstance(texts, str):
-        raise TypeError("pass a list of texts, not a single string: embed_documents([text])")
-    out = list(texts)
-    for i, text in enumerate(out):
-        if not isinstance(text, str):
-            raise TypeError(f"texts[{i}] is {type(text).__name__}, expected str")
-    return out
 
 
 class VoyageClients(LazyClients):
@@ -268,7 +259,7 @@ class VoyageEmbedder(VoyageClients):
         return np.ascontiguousarray(vectors, dtype=np.float32)
 
     def _embed(self, texts: Sequence[str], input_type: InputType) -> np.ndarray:
-        items = _as_texts(texts)
+        items = as_texts(texts)
         if not items:
             return self._empty()
         client = self._sync_client()
@@ -280,7 +271,7 @@ class VoyageEmbedder(VoyageClients):
         return self._finish(parts)
 
     async def _aembed(self, texts: Sequence[str], input_type: InputType) -> np.ndarray:
-        items = _as_texts(texts)
+        items = as_texts(texts)
         if not items:
             return self._empty()
         client = self._aio_client()
