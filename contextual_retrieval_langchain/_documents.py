@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 from langchain_core.documents import Document as LCDocument
 
-from contextual_retrieval.types import ContextualChunk, format_for_llm
+from contextual_retrieval.types import CHUNK_INDEX_KEY, CONTEXT_KEY, ContextualChunk, format_for_llm
 
 __all__ = [
     "CONTEXT_KEY",
@@ -24,14 +24,12 @@ __all__ = [
     "format_docs_for_llm",
 ]
 
-#: the generated context
-CONTEXT_KEY = "context"
+#: the generated context is metadata[CONTEXT_KEY]; the chunk's position is metadata[CHUNK_INDEX_KEY]
+#: (both keys are the core's, in contextual_retrieval.types)
 #: the chunk as the splitter produced it (page_content is context + "\n\n" + chunk)
 ORIGINAL_CONTENT_KEY = "original_content"
 #: the id of the whole document the chunk comes from
 PARENT_ID_KEY = "parent_id"
-#: the chunk's position within its document (0-based)
-CHUNK_INDEX_KEY = "chunk_index"
 #: the chunk's id (also `Document.id`): what vector stores, BM25 and fusion key on
 CHUNK_ID_KEY = "chunk_id"
 

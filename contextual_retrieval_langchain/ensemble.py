@@ -40,16 +40,17 @@ from contextual_retrieval.ensemble import (
 from contextual_retrieval.fusion import FusionMode
 
 from ._documents import CHUNK_ID_KEY, chunk_id_of
-from .bm25 import ContextualBM25Retriever
+from .bm25 import BM25_SCORE_KEY, ContextualBM25Retriever
+from .rerank import RELEVANCE_SCORE_KEY
 
 __all__ = ["ContextualEnsembleRetriever", "SCORE_KEY", "FUSED_SCORE_KEY", "RANKS_KEY", "SOURCE_SCORES_KEY", "RERANK_SCORE_KEY"]
 
 #: {source name: the source's own score (cosine, BM25, ...)} for the sources that returned it
 SOURCE_SCORES_KEY = "source_scores"
 #: metadata keys a source's own score may come in, first found wins
-_SCORE_KEYS = ("bm25_score", "relevance_score", "similarity_score", "score")
+_SCORE_KEYS = (BM25_SCORE_KEY, RELEVANCE_SCORE_KEY, "similarity_score", SCORE_KEY)
 
-_Scored = list[tuple[str, float, LCDocument]]
+_Scored = list[tuple[str, Optional[float], LCDocument]]
 
 
 class ContextualEnsembleRetriever(BaseRetriever):
@@ -228,25 +229,15 @@ class ContextualEnsembleRetriever(BaseRetriever):
         relevance = self._relevance_fns.get(id(store))
         if relevance is None:
             relevance = self._relevance_fns[id(store)] = _relevance_fn(store)
-        return self._dedupe((d, float(relevance(s))) for d, s in pairs)
+        return [(chunk_id_of(d, self.id_key), float(relevance(s)), d) for d, s in pairs]
 
     def _from_docs(self, docs: Sequence[LCDocument]) -> _Scored:
-        scored = []
-        for rank, doc in enumerate(docs, start=1):
-            score = next((doc.metadata[key] for key in _SCORE_KEYS if isinstance(doc.metadata.get(key), (int, float))), None)
-            scored.append((doc, float(score) if score is not None else 1.0 / rank))
-        return self._dedupe(scored)
-
-    def _dedupe(self, scored: Any) -> _Scored:
+        """(id, the source's own score or None, document); the core dedupes and scores a missing
+        score as 1 / rank."""
         out: _Scored = []
-        seen: set[str] = set()
-        for doc, score in scored:
-            cid = chunk_id_of(doc, self.id_key)
-            if cid not in seen:  # a source listing a chunk twice keeps its best rank
-                seen.add(cid)
-                out.append((cid, score, doc))
-            if len(out) == self.candidates:
-                break
+        for doc in docs:
+            score = next((doc.metadata[key] for key in _SCORE_KEYS if isinstance(doc.metadata.get(key), (int, float))), None)
+            out.append((chunk_id_of(doc, self.id_key), float(score) if score is not None else None, doc))
         return out
 
     # -- fusion -----------------------------------------------------------------------------------
@@ -260,7 +251,11 @@ class ContextualEnsembleRetriever(BaseRetriever):
         return fuse_sources(sources, mode=self.mode, rrf_k=self.rrf_k, depth=self.candidates), docs
 
     def _documents(self, hits: Sequence[RankedHit], docs: dict[str, LCDocument], lists: Sequence[_Scored]) -> list[LCDocument]:
-        own = [{cid: s for cid, s, _ in scored} for scored in lists]
+        own: list[dict[str, float]] = [{} for _ in lists]
+        for scores, scored in zip(own, lists):
+            for cid, score, _ in scored:
+                if score is not None:
+                    scores.setdefault(cid, score)  # a source's first (best) listing
         out = []
         for hit in hits:
             doc = docs[hit.id]  # type: ignore[index]

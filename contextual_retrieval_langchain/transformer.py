@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from contextual_retrieval.contextualizer import Contextualizer, ContextualizeResult
 from contextual_retrieval.prompts import DEFAULT_PROMPT, ContextPrompt
 from contextual_retrieval.store import ContextStore
-from contextual_retrieval.types import Chunk, ContextPosition, Document, stable_chunk_id
+from contextual_retrieval.types import Chunk, ContextPosition, Document, distinct_documents, number_chunks, stable_chunk_id
 from contextual_retrieval.usage import UsageReport
 
 from ._documents import CHUNK_INDEX_KEY, contextual_document, document_id_of
@@ -173,45 +173,35 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
         return self._chunks_with_parents(documents, parents)
 
     def _split(self, documents: Sequence[LCDocument]) -> tuple[list[Document], list[Chunk], dict[str, dict[str, Any]]]:
-        core_docs: dict[str, Document] = {}
-        chunks: list[Chunk] = []
-        metadata: dict[str, dict[str, Any]] = {}
         splitter = self.text_splitter
-        for doc in documents:
-            doc_id = document_id_of(doc, self.parent_id_key)
-            if doc_id in core_docs:
-                if core_docs[doc_id].text == doc.page_content:
-                    continue  # the same document twice: situate its chunks once
-                raise ValueError(
-                    f"two different documents share the id {doc_id!r}: give each a unique Document.id "
-                    f"or metadata[{self.parent_id_key!r}]"
-                )
-            core_docs[doc_id] = Document(doc_id, doc.page_content, dict(doc.metadata))
-            pieces = splitter.split_documents([doc]) if hasattr(splitter, "split_documents") else splitter.transform_documents([doc])
-            for index, piece in enumerate(pieces):
-                if not piece.page_content.strip():
-                    continue
-                cid = stable_chunk_id(doc_id, index, piece.page_content)
-                chunks.append(Chunk(cid, doc_id, piece.page_content, index))
-                metadata[cid] = dict(piece.metadata)
-        return list(core_docs.values()), chunks, metadata
+
+        def id_of(d: LCDocument) -> str:
+            return document_id_of(d, self.parent_id_key)
+
+        originals = distinct_documents(documents, id_of, lambda d: d.page_content)
+        docs = [Document(id_of(d), d.page_content, dict(d.metadata)) for d in originals]
+        pieces: list[tuple[str, LCDocument]] = []
+        for doc in originals:
+            split = splitter.split_documents([doc]) if hasattr(splitter, "split_documents") else splitter.transform_documents([doc])
+            pieces += [(id_of(doc), piece) for piece in split]
+        chunks, metadata = [], {}
+        for (_, piece), chunk in zip(pieces, number_chunks((doc_id, p.page_content) for doc_id, p in pieces)):
+            if chunk is not None:
+                chunks.append(chunk)
+                metadata[chunk.id] = dict(piece.metadata)
+        return docs, chunks, metadata
 
     def _chunks_with_parents(
         self, documents: Sequence[LCDocument], parents: Parents
     ) -> tuple[list[Document], list[Chunk], dict[str, dict[str, Any]]]:
-        by_id: dict[str, Document] = {}
         if isinstance(parents, Mapping):
-            for pid, parent in parents.items():
-                text = parent.page_content if isinstance(parent, LCDocument) else parent
-                meta = dict(parent.metadata) if isinstance(parent, LCDocument) else {}
-                by_id[str(pid)] = Document(str(pid), text, meta)
+            parent_docs = [
+                Document(str(pid), p.page_content if isinstance(p, LCDocument) else p, dict(p.metadata) if isinstance(p, LCDocument) else {})
+                for pid, p in parents.items()
+            ]
         else:
-            for parent in parents:
-                pid = document_id_of(parent, self.parent_id_key)
-                by_id[pid] = Document(pid, parent.page_content, dict(parent.metadata))
-        chunks: list[Chunk] = []
-        metadata: dict[str, dict[str, Any]] = {}
-        positions: dict[str, int] = {}
+            parent_docs = [Document(document_id_of(p, self.parent_id_key), p.page_content, dict(p.metadata)) for p in parents]
+        by_id = {d.id: d for d in distinct_documents(parent_docs, lambda d: d.id, lambda d: d.text)}
         for doc in documents:
             pid = doc.metadata.get(self.parent_id_key)
             if pid is None:
@@ -219,14 +209,19 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
                     f"a chunk has no metadata[{self.parent_id_key!r}] naming its parent document: set "
                     "parent_id_key= to the metadata key that does (e.g. 'source')"
                 )
-            pid = str(pid)
-            if pid not in by_id:
-                raise ValueError(f"chunk names parent {pid!r}, which is not in parents=: pass every chunk's whole document")
-            position = positions.get(pid, 0)
-            positions[pid] = position + 1
-            index = int(doc.metadata.get(CHUNK_INDEX_KEY, position))
-            cid = str(doc.id) if doc.id else stable_chunk_id(pid, index, doc.page_content)
-            chunks.append(Chunk(cid, pid, doc.page_content, index))
-            metadata[cid] = dict(doc.metadata)
+            if str(pid) not in by_id:
+                raise ValueError(f"chunk names parent {str(pid)!r}, which is not in parents=: pass every chunk's whole document")
+        numbered = number_chunks((str(d.metadata[self.parent_id_key]), d.page_content) for d in documents)
+        chunks: list[Chunk] = []
+        metadata: dict[str, dict[str, Any]] = {}
+        for doc, chunk in zip(documents, numbered):
+            if chunk is None:  # blank
+                continue
+            if doc.id or CHUNK_INDEX_KEY in doc.metadata:  # the caller's own id / position win
+                index = int(doc.metadata.get(CHUNK_INDEX_KEY, chunk.index))
+                cid = str(doc.id) if doc.id else stable_chunk_id(chunk.document_id, index, chunk.text)
+                chunk = Chunk(cid, chunk.document_id, chunk.text, index)
+            chunks.append(chunk)
+            metadata[chunk.id] = dict(doc.metadata)
         used = {c.document_id for c in chunks}
         return [d for pid, d in by_id.items() if pid in used], chunks, metadata

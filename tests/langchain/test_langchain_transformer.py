@@ -188,3 +188,17 @@ def test_chat_anthropic_caches_the_document_and_pays_once(tmp_path, use_async: b
         chunks = [Chunk(f"c{i}", "long.md", d.metadata["original_content"], i) for i, d in enumerate(out)]
         again = Contextualizer(core, tmp_path / "c.sqlite3", show_progress=False).contextualize([Document("long.md", doc.page_content)], chunks)
         assert again.report.generated == 0 and server.stats()["requests"] == stats["requests"]
+
+
+def test_parent_clashes_are_errors_and_blank_pieces_do_not_shift_ids(tmp_path) -> None:
+    from contextual_retrieval.types import stable_chunk_id
+
+    transformer = ContextualDocumentTransformer(show_progress=False)
+    chunk = LCDocument("Revenue grew.", metadata={"source": "a"})
+    with pytest.raises(ValueError, match="two different documents share the id 'a'"):
+        transformer.transform_documents([chunk], parents=[LCDocument("Revenue grew.", metadata={"source": "a"}),
+                                                          LCDocument("Other text.", metadata={"source": "a"})])
+    pieces = [LCDocument("First part.", metadata={"source": "a"}), LCDocument("   ", metadata={"source": "a"}),
+              LCDocument("Second part.", metadata={"source": "a"})]
+    out = transformer.transform_documents(pieces, parents={"a": "First part.\n\n   \n\nSecond part."})
+    assert [d.metadata["chunk_id"] for d in out] == [stable_chunk_id("a", 0, "First part."), stable_chunk_id("a", 1, "Second part.")]
