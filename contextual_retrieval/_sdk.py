@@ -42,8 +42,12 @@ class LazyClients:
     """Mixin: the SDK's sync and async clients, built on first use unless injected.
 
     A subclass sets `_sdk` (module, extra, label), `_sync_cls`, `_async_cls`, `_key_vars` and
-    `_missing_key`, and its __init__ sets `_client`, `_async_client`, `_max_retries`, `_timeout`.
-    The retries are the SDK's own: no second retry layer is stacked on them.
+    `_missing_key`, and its __init__ calls `_init_clients`. The retries are the SDK's own: no
+    second retry layer is stacked on them.
+
+    When only a sync client was injected, async calls must not build an async client from the
+    environment (it would miss the injected client's key, base URL and settings): the subclass runs
+    its sync path in a worker thread instead (`asyncio.to_thread`) when `_async_in_thread` is set.
     """
 
     _sdk: tuple[str, str, str]
@@ -55,6 +59,21 @@ class LazyClients:
     _async_client: object
     _max_retries: int
     _timeout: float | None
+    _async_in_thread: bool
+
+    def _init_clients(self, client: object, async_client: object, max_retries: int, timeout: float | None) -> None:
+        """Keep the injected clients and the settings for building the missing ones.
+
+        RuntimeError(`_missing_key`) when no client was injected and none of `_key_vars` is set.
+        """
+        self._client = client
+        self._async_client = async_client
+        self._max_retries = max_retries
+        self._timeout = timeout
+        # a sync client injected alone: async calls run the sync path in a worker thread
+        self._async_in_thread = client is not None and async_client is None
+        if client is None and async_client is None:
+            require_env_key(self._key_vars, self._missing_key)
 
     def _build(self, cls_name: str) -> object:
         module = import_sdk(*self._sdk)

@@ -134,6 +134,16 @@ def test_voyage_missing_api_key_names_the_fix(monkeypatch: pytest.MonkeyPatch) -
         VoyageReranker()
 
 
+async def test_voyage_async_with_only_a_sync_client_uses_it_in_a_thread(
+    voyage_server: FakeVoyageServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("VOYAGE_API_KEY", raising=False)
+    reranker = VoyageReranker(client=voyageai.Client(api_key=voyage_server.api_key, base_url=voyage_server.base_url))
+    results = await reranker.arerank(QUERY, TEXTS, top_n=2)
+    assert results == expected_ranking(voyage_server.rerank_score, QUERY, TEXTS, 2)
+    assert [r.authorized for r in voyage_server.requests] == [True]
+
+
 async def test_voyage_async_survives_a_429_through_sdk_retries(voyage_server: FakeVoyageServer) -> None:
     voyage_server.fail_next(429)
     results = await voyage(voyage_server, max_retries=2).arerank(QUERY, TEXTS, top_n=2)
@@ -205,6 +215,29 @@ async def test_cohere_empty_candidates_and_bad_top_n_make_no_request(cohere_serv
     assert cohere_server.requests == []
 
 
+@pytest.mark.parametrize("env_key", [None, "co-key-of-another-account"])
+async def test_cohere_async_with_only_a_sync_client_uses_it_in_a_thread(
+    cohere_server: FakeCohereServer, monkeypatch: pytest.MonkeyPatch, env_key: str | None
+) -> None:
+    # no key in the environment: no "COHERE_API_KEY is not set" though client= was passed; a key
+    # there: no second client built from it, aimed at api.cohere.com instead of the injected URL
+    monkeypatch.delenv("CO_API_KEY", raising=False)
+    if env_key is None:
+        monkeypatch.delenv("COHERE_API_KEY", raising=False)
+    else:
+        monkeypatch.setenv("COHERE_API_KEY", env_key)
+    client = cohere.ClientV2(api_key=cohere_server.api_key, base_url=cohere_server.base_url, max_retries=0)
+    reranker = CohereReranker(client=client, max_retries=0)
+
+    results = await reranker.arerank(QUERY, TEXTS, top_n=2)
+
+    assert results == expected_ranking(cohere_server.rerank_score, QUERY, TEXTS, 2)
+    assert [(r.path, r.authorized) for r in cohere_server.requests] == [("/v2/rerank", True)]
+    assert await reranker.arerank(QUERY, []) == []
+    with pytest.raises(ValueError, match="top_n"):
+        await reranker.arerank(QUERY, TEXTS, top_n=0)
+
+
 def test_cohere_missing_api_key_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("COHERE_API_KEY", raising=False)
     monkeypatch.delenv("CO_API_KEY", raising=False)
@@ -212,6 +245,8 @@ def test_cohere_missing_api_key_names_the_fix(monkeypatch: pytest.MonkeyPatch) -
         CohereReranker()
     assert str(info.value).startswith("COHERE_API_KEY is not set")
     assert "cohere.ClientV2(api_key=...)" in str(info.value) and "PassThroughReranker" in str(info.value)
+    monkeypatch.setenv("CO_API_KEY", "co-the-sdks-own-variable")
+    assert CohereReranker().rerank(QUERY, []) == []  # either variable is enough (no request made)
 
 
 def test_cohere_rejected_key_does_not_appear_in_the_error(cohere_server: FakeCohereServer) -> None:

@@ -231,6 +231,22 @@ def test_an_environment_key_is_enough_to_construct(monkeypatch: pytest.MonkeyPat
     assert embedder.embed_documents([]).shape == (0, 1024)  # no request, so no network
 
 
+async def test_async_with_only_a_sync_client_uses_it_in_a_thread(
+    server: FakeVoyageServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("VOYAGE_API_KEY", raising=False)
+    client = voyageai.Client(api_key=server.api_key, base_url=server.base_url, max_retries=0)
+    embedder = VoyageEmbedder(client=client, output_dimension=256)
+
+    vectors = await embedder.aembed_queries(TEXTS)
+
+    np.testing.assert_allclose(vectors, expected(server, TEXTS, "query", 256), atol=1e-6)
+    assert [(body["input_type"], body["output_dimension"]) for body in server.embeddings_requests()] == [("query", 256)]
+    assert (await embedder.aembed_documents([])).shape == (0, 256)
+    with pytest.raises(TypeError, match="list of texts"):
+        await embedder.aembed_documents("one text")  # type: ignore[arg-type]
+
+
 def test_a_rejected_key_does_not_appear_in_the_error(server: FakeVoyageServer) -> None:
     secret = "pa-very-secret-wrong-key-0123456789"
     client = voyageai.Client(api_key=secret, base_url=server.base_url)

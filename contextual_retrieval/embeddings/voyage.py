@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 
 import numpy as np
 
-from contextual_retrieval._sdk import LazyClients, env_key
+from contextual_retrieval._sdk import LazyClients
 from contextual_retrieval.embeddings.base import as_texts
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -141,7 +141,8 @@ class VoyageEmbedder(VoyageClients):
     Args:
         model: a Voyage embedding model (default "voyage-3.5").
         client: a ready `voyageai.Client`; built from VOYAGE_API_KEY when omitted.
-        async_client: a ready `voyageai.AsyncClient`; built from VOYAGE_API_KEY when omitted.
+        async_client: a ready `voyageai.AsyncClient`; built from VOYAGE_API_KEY when omitted,
+            unless `client` was given: then async calls run `client` in a worker thread.
         output_dimension: a smaller/larger Matryoshka dimension, for models that offer one.
         truncation: let the API truncate texts longer than the model's context (default True).
         max_texts_per_request: texts per request, at most the API's 1000.
@@ -201,12 +202,7 @@ class VoyageEmbedder(VoyageClients):
         self.max_tokens_per_request = max_tokens_per_request or cap
         self.token_estimator = token_estimator or estimate_tokens
         self.max_concurrency = max_concurrency
-        self._max_retries = max_retries
-        self._timeout = timeout
-        self._client = client
-        self._async_client = async_client
-        if client is None and async_client is None and not env_key("VOYAGE_API_KEY"):
-            raise RuntimeError(_MISSING_KEY)
+        self._init_clients(client, async_client, max_retries, timeout)
 
     # -- public API ---------------------------------------------------------------------------
 
@@ -271,6 +267,8 @@ class VoyageEmbedder(VoyageClients):
         return self._finish(parts)
 
     async def _aembed(self, texts: Sequence[str], input_type: InputType) -> np.ndarray:
+        if self._async_in_thread:
+            return await asyncio.to_thread(self._embed, texts, input_type)
         items = as_texts(texts)
         if not items:
             return self._empty()

@@ -8,12 +8,11 @@ request; retrieval candidate lists are far shorter). Long documents are truncate
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any, Sequence
 
-from contextual_retrieval._sdk import LazyClients, env_key
+from contextual_retrieval._sdk import LazyClients
 from contextual_retrieval.rerank.base import RerankResult, best_first, candidate_texts, check_top_n
-
-_KEY_VARS = ("COHERE_API_KEY", "CO_API_KEY")
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import cohere
@@ -32,7 +31,8 @@ class CohereReranker(LazyClients):
     Args:
         model: a Cohere rerank model (default "rerank-v3.5").
         client: a ready `cohere.ClientV2`; built from COHERE_API_KEY (or CO_API_KEY) when omitted.
-        async_client: a ready `cohere.AsyncClientV2`; built the same way when omitted.
+        async_client: a ready `cohere.AsyncClientV2`; built the same way when omitted, unless
+            `client` was given: then async calls run `client` in a worker thread.
         max_tokens_per_doc: truncate each document to this many tokens server-side (Cohere's
             default, 4096, when None).
         max_retries: retries per request for clients built here (the SDK's own retry logic).
@@ -49,7 +49,7 @@ class CohereReranker(LazyClients):
 
     _sdk = ("cohere", "cohere", "Cohere")
     _sync_cls, _async_cls = "ClientV2", "AsyncClientV2"
-    _key_vars = _KEY_VARS
+    _key_vars = ("COHERE_API_KEY", "CO_API_KEY")
     _missing_key = _MISSING_KEY
 
     def __init__(
@@ -66,12 +66,7 @@ class CohereReranker(LazyClients):
             raise ValueError(f"max_tokens_per_doc must be positive, got {max_tokens_per_doc}")
         self.model_name = model
         self.max_tokens_per_doc = max_tokens_per_doc
-        self._max_retries = max_retries
-        self._timeout = timeout
-        self._client = client
-        self._async_client = async_client
-        if client is None and async_client is None and not env_key(*_KEY_VARS):
-            raise RuntimeError(_MISSING_KEY)
+        self._init_clients(client, async_client, max_retries, timeout)
 
     def rerank(self, query: str, texts: Sequence[str], top_n: int | None = None) -> list[RerankResult]:
         """Scores `texts` against `query`; returns at most `top_n` results, best first."""
@@ -83,7 +78,10 @@ class CohereReranker(LazyClients):
         return self._results(response, len(items), top_n)
 
     async def arerank(self, query: str, texts: Sequence[str], top_n: int | None = None) -> list[RerankResult]:
-        """Async `rerank`, through `cohere.AsyncClientV2`."""
+        """Async `rerank`, through `cohere.AsyncClientV2` (or the sync client in a worker thread
+        when only `client=` was given)."""
+        if self._async_in_thread:
+            return await asyncio.to_thread(self.rerank, query, texts, top_n)
         check_top_n(top_n)
         items = candidate_texts(texts)
         if not items:

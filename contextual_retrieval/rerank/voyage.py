@@ -13,7 +13,6 @@ import asyncio
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from contextual_retrieval.embeddings.voyage import VoyageClients, estimate_tokens, plan_batches
-from contextual_retrieval._sdk import env_key
 from contextual_retrieval.rerank.base import RerankResult, best_first, candidate_texts, check_top_n
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -45,7 +44,8 @@ class VoyageReranker(VoyageClients):
     Args:
         model: a Voyage rerank model (default "rerank-2.5").
         client: a ready `voyageai.Client`; built from VOYAGE_API_KEY when omitted.
-        async_client: a ready `voyageai.AsyncClient`; built from VOYAGE_API_KEY when omitted.
+        async_client: a ready `voyageai.AsyncClient`; built from VOYAGE_API_KEY when omitted,
+            unless `client` was given: then async calls run `client` in a worker thread.
         truncation: let the API truncate over-long queries and documents (default True).
         max_tokens_per_request: token budget per request (default: the model's published cap,
             300K for unknown models), counted with `token_estimator`.
@@ -84,12 +84,7 @@ class VoyageReranker(VoyageClients):
             model, _FALLBACK_TOKEN_CAP
         )
         self.token_estimator = token_estimator or estimate_tokens
-        self._max_retries = max_retries
-        self._timeout = timeout
-        self._client = client
-        self._async_client = async_client
-        if client is None and async_client is None and not env_key("VOYAGE_API_KEY"):
-            raise RuntimeError(_MISSING_KEY)
+        self._init_clients(client, async_client, max_retries, timeout)
 
     def rerank(self, query: str, texts: Sequence[str], top_n: int | None = None) -> list[RerankResult]:
         """Scores `texts` against `query`; returns at most `top_n` results, best first."""
@@ -105,7 +100,10 @@ class VoyageReranker(VoyageClients):
         return best_first(results, top_n)
 
     async def arerank(self, query: str, texts: Sequence[str], top_n: int | None = None) -> list[RerankResult]:
-        """Async `rerank`; several requests (over 1,000 candidates) run concurrently."""
+        """Async `rerank`; several requests (over 1,000 candidates) run concurrently. With only
+        `client=` given, `rerank` runs in a worker thread instead."""
+        if self._async_in_thread:
+            return await asyncio.to_thread(self.rerank, query, texts, top_n)
         check_top_n(top_n)
         items = candidate_texts(texts)
         if not items:
