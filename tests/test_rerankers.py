@@ -330,7 +330,16 @@ async def test_cross_encoder_empty_candidates_and_bad_top_n() -> None:
     assert reranker.rerank(QUERY, []) == [] and await reranker.arerank(QUERY, []) == []
     with pytest.raises(ValueError, match="top_n"):
         reranker.rerank(QUERY, TEXTS, top_n=0)
+    with pytest.raises(TypeError, match="not a single string"):
+        await reranker.arerank(QUERY, "one candidate, not 14 characters")  # type: ignore[arg-type]
     assert scorer.calls == []
+
+
+def test_cross_encoder_ties_keep_the_input_order_and_top_n_cuts() -> None:
+    reranker = CrossEncoderReranker(model=OverlapScorer())
+    texts = ["bm25", "cake", "bm25 search", "search bm25", "cake"]
+    results = reranker.rerank("bm25 search", texts, top_n=4)
+    assert results == [RerankResult(2, 2.0), RerankResult(3, 2.0), RerankResult(0, 1.0), RerankResult(1, 0.0)]
 
 
 def test_cross_encoder_refuses_a_model_without_predict() -> None:

@@ -11,7 +11,7 @@ from typing import Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from contextual_retrieval.rerank.base import RerankResult, check_top_n
+from contextual_retrieval.rerank.base import RerankResult, best_first, candidate_texts, check_top_n
 
 __all__ = ["CrossEncoderReranker", "PairScorer"]
 
@@ -28,7 +28,6 @@ class PairScorer(Protocol):
 
     def predict(self, sentences: list[tuple[str, str]]) -> Any:
         ...
-
 
 
 class CrossEncoderReranker:
@@ -68,9 +67,7 @@ class CrossEncoderReranker:
     def rerank(self, query: str, texts: Sequence[str], top_n: int | None = None) -> list[RerankResult]:
         """Scores `texts` against `query`; returns at most `top_n` results, best first."""
         check_top_n(top_n)
-        if isinstance(texts, str):
-            raise TypeError("pass a list of candidate texts, not a single string")
-        items = list(texts)
+        items = candidate_texts(texts)
         if not items:
             return []
         scores = np.asarray(self.model.predict([(query, text) for text in items]), dtype=np.float64)
@@ -81,10 +78,7 @@ class CrossEncoderReranker:
                 f"{self.model_name}: predict returned scores of shape {scores.shape} for {len(items)} "
                 "pairs; a reranking cross-encoder must return one score per pair"
             )
-        order = sorted(range(len(items)), key=lambda i: (-scores[i], i))
-        if top_n is not None:
-            order = order[:top_n]
-        return [RerankResult(i, float(scores[i])) for i in order]
+        return best_first([RerankResult(i, float(score)) for i, score in enumerate(scores)], top_n)
 
     async def arerank(self, query: str, texts: Sequence[str], top_n: int | None = None) -> list[RerankResult]:
         """`rerank` in a worker thread, so the event loop stays free while the model runs."""
