@@ -14,14 +14,13 @@ import numpy as np
 
 from .bm25 import BM25Index
 from .embeddings.base import Embedder
-from .ensemble import DEFAULT_RRF_K, DEFAULT_TOP_K, DEFAULT_WEIGHTS, fuse_sources, rerank_hits
+from .ensemble import DEFAULT_RRF_K, DEFAULT_TOP_K, DEFAULT_WEIGHTS, _check_depth, fuse_sources, rerank_hits
 from .fusion import DEFAULT_DEPTH, FusionMode
 from .rerank.base import Reranker
 from .types import ContextualChunk
 from .vectors import VectorIndex
 
 __all__ = ["HybridSearcher", "SearchHit", "DEFAULT_WEIGHTS", "DEFAULT_RRF_K", "DEFAULT_TOP_K"]
-
 
 
 @dataclass(frozen=True)
@@ -50,7 +49,8 @@ class HybridSearcher:
         chunks: the ContextualChunks to search (their `indexed_text` is embedded and indexed).
         embedder: an `Embedder`; None for BM25 only.
         use_bm25: build the BM25 side (False for dense only).
-        bm25: a prebuilt BM25Index over the same chunk ids (default: built here).
+        bm25: a prebuilt BM25Index over exactly the chunks' ids (default: built here); an index
+            over other ids is a ValueError.
         weights: (dense, BM25) fusion weights.
         mode: "rrf" (default) or "relative_score".
         rrf_k: the RRF constant (0: the cookbook's w / rank; 60: classic RRF).
@@ -59,7 +59,8 @@ class HybridSearcher:
         vector_store: "memory" (default: exact in-process search) or "chroma" (an in-memory
             embedded Chroma collection, `ChromaVectorIndex`), or a ready index with
             ``add(ids, vectors)`` and ``search_many(vectors, k)``.
-        rerank_depth: how many fused candidates the reranker sees (default `depth`).
+        rerank_depth: how many fused candidates the reranker sees: a positive integer, or None
+            for `depth`.
         show_progress: progress bar while embedding the chunks.
 
     Example:
@@ -93,6 +94,7 @@ class HybridSearcher:
             raise ValueError("nothing to search with: pass an embedder, or keep use_bm25=True")
         if len(weights) != 2:
             raise ValueError(f"weights is (dense, bm25): got {len(weights)} values")
+        _check_depth(rerank_depth)  # 0 is a mistake, not "the default"
         self.chunks = {c.id: c for c in chunks}
         if len(self.chunks) != len(chunks):
             raise ValueError("duplicate chunk ids: every chunk needs a unique id")
@@ -102,7 +104,9 @@ class HybridSearcher:
         self.weights = tuple(float(w) for w in weights)
         self.mode, self.rrf_k, self.depth = mode, float(rrf_k), int(depth)
         self.reranker = reranker
-        self.rerank_depth = rerank_depth or self.depth
+        self.rerank_depth = self.depth if rerank_depth is None else rerank_depth
+        if use_bm25 and bm25 is not None:
+            _check_bm25_ids(bm25, ids)
         self.vectors: Any = None
         if embedder is not None:
             vectors = _embed_with_progress(embedder, texts, batch_size, show_progress)
@@ -156,6 +160,22 @@ class HybridSearcher:
             query, fused, lambda i: self.chunks[i].indexed_text, self.reranker, k=k, rerank_depth=self.rerank_depth
         )
         return [SearchHit(h.id, h.score, self.chunks[h.id], h.ranks, h.fused_score) for h in ranked]  # type: ignore[index]
+
+
+def _check_bm25_ids(bm25: BM25Index, ids: list[str]) -> None:
+    indexed, wanted = set(bm25.ids), set(ids)
+    if indexed == wanted:
+        return
+    missing, extra = sorted(wanted - indexed), sorted(indexed - wanted)
+    found = []
+    if missing:
+        found.append(f"{len(missing)} chunk ids missing from it (e.g. {missing[0]!r})")
+    if extra:
+        found.append(f"{len(extra)} ids of no chunk (e.g. {extra[0]!r})")
+    raise ValueError(
+        f"bm25 does not index these chunks: {' and '.join(found)}; build it over the same chunks, "
+        "BM25Index().index([c.id for c in chunks], [c.indexed_text for c in chunks]), or leave bm25=None"
+    )
 
 
 def _embed_with_progress(embedder: Embedder, texts: list[str], batch_size: int, show_progress: bool) -> np.ndarray:

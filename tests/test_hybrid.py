@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from contextual_retrieval import Chunk, ContextualChunk, HybridSearcher
+from contextual_retrieval.bm25 import BM25Index
 from contextual_retrieval.embeddings import LocalMiniLMEmbedder
 from contextual_retrieval.rerank import PassThroughReranker, RerankResult
 
@@ -49,12 +50,16 @@ def test_dense_only_and_bm25_only(embedder):
     assert sparse.vectors is None and sparse.search("headcount", k=3)[0].id == "acme-staff"
 
 
-class ReverseReranker:
-    """A real Reranker implementation: ranks candidates by ascending length."""
+class ShortestFirstReranker:
+    """A real Reranker implementation: ranks candidates by ascending length, recording its calls."""
 
     model_name = "by-length"
 
+    def __init__(self):
+        self.seen: list[list[str]] = []
+
     def rerank(self, query, texts, top_n=None):
+        self.seen.append(list(texts))
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         return [RerankResult(i, 1.0 / (1 + pos)) for pos, i in enumerate(order)][:top_n]
 
@@ -63,7 +68,7 @@ class ReverseReranker:
 
 
 def test_reranker_reorders_fused_candidates(embedder):
-    hits = HybridSearcher(CHUNKS, embedder, reranker=ReverseReranker()).search("revenue", k=2)
+    hits = HybridSearcher(CHUNKS, embedder, reranker=ShortestFirstReranker()).search("revenue", k=2)
     assert len(hits) == 2 and hits[0].id == "acme-staff"  # the shortest indexed text
     assert hits[0].fused_score > 0 and hits[0].score == 1.0
     same = HybridSearcher(CHUNKS, embedder, reranker=PassThroughReranker()).search("revenue", k=3)
@@ -86,3 +91,26 @@ def test_bad_input(embedder):
         searcher.search("revenue", k=0)
     with pytest.raises(TypeError, match="str"):
         searcher.search_many([b"bytes"], k=1)  # type: ignore[list-item]
+
+
+def test_a_prebuilt_bm25_index_must_cover_exactly_the_chunks():
+    ids, texts = [c.id for c in CHUNKS], [c.indexed_text for c in CHUNKS]
+    same = BM25Index().index(ids[::-1], texts[::-1])  # order does not matter
+    assert HybridSearcher(CHUNKS, None, bm25=same).search("headcount", k=1)[0].id == "acme-staff"
+    with pytest.raises(ValueError, match=r"1 chunk ids missing from it \(e.g. 'acme-staff'\).*BM25Index\(\)\.index"):
+        HybridSearcher(CHUNKS, None, bm25=BM25Index().index(ids[:2], texts[:2]))
+    with pytest.raises(ValueError, match=r"1 ids of no chunk \(e.g. 'other'\)"):
+        HybridSearcher(CHUNKS, None, bm25=BM25Index().index([*ids, "other"], [*texts, "other text"]))
+
+
+def test_rerank_depth_is_a_positive_integer_or_the_fusion_depth():
+    reranker = ShortestFirstReranker()
+    HybridSearcher(CHUNKS, None, reranker=reranker, rerank_depth=1).search("revenue filing", k=3)
+    assert [len(texts) for texts in reranker.seen] == [1]
+    searcher = HybridSearcher(CHUNKS, None, reranker=reranker, depth=2)
+    assert searcher.rerank_depth == 2
+    searcher.search("revenue filing", k=3)
+    assert [len(texts) for texts in reranker.seen] == [1, 2]
+    for bad in (0, -1, True):
+        with pytest.raises(ValueError, match="rerank_depth must be a positive integer or None"):
+            HybridSearcher(CHUNKS, None, rerank_depth=bad)
