@@ -5,17 +5,17 @@ Wire format as the `cohere` SDK's `ClientV2.rerank` speaks it: `POST /v2/rerank`
 `{"id": ..., "message": ...}`. Point a real client at it with
 `cohere.ClientV2(api_key=server.api_key, base_url=server.base_url)`.
 
-Scores are the cosine of the query's and document's word sets; each document is first truncated to
-its first `max_tokens_per_doc` words (4096 by default), as the API truncates long documents.
+Scores are the Voyage fake's (the cosine of the query's and document's word sets, see
+`voyage_server.rerank_score`), after each document is truncated to its first `max_tokens_per_doc`
+words (4096 by default), as the API truncates long documents.
 """
 
 from __future__ import annotations
 
-import math
-import re
 import uuid
 from typing import Any
 
+from . import voyage_server
 from .loopback import ApiError, LoopbackServer
 
 __all__ = ["FakeCohereServer"]
@@ -23,19 +23,12 @@ __all__ = ["FakeCohereServer"]
 MODELS = ("rerank-v3.5", "rerank-english-v3.0", "rerank-multilingual-v3.0")
 MAX_DOCUMENTS = 10_000
 DEFAULT_MAX_TOKENS_PER_DOC = 4096
-_WORD = re.compile(r"\w+")
-
-
-def words(text: str) -> list[str]:
-    return _WORD.findall(text.lower())
 
 
 def rerank_score(query: str, document: str, max_tokens_per_doc: int = DEFAULT_MAX_TOKENS_PER_DOC) -> float:
     """The fake's relevance of `document` (truncated to its first words) to `query`, in [0, 1]."""
-    q, d = set(words(query)), set(words(document)[:max_tokens_per_doc])
-    if not q or not d:
-        return 0.0
-    return len(q & d) / math.sqrt(len(q) * len(d))
+    kept = voyage_server.words(document)[:max_tokens_per_doc]
+    return voyage_server.rerank_score(query, " ".join(kept))
 
 
 class FakeCohereServer(LoopbackServer):
