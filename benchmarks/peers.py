@@ -1,7 +1,8 @@
 """Ours vs the stock hybrid retrievers of LangChain and LlamaIndex, on the cookbook codebase set.
 
 Everyone indexes the same texts (context + "\\n\\n" + chunk, i.e. `ContextualChunk.indexed_text`)
-and embeds with the same embedder (the offline all-MiniLM-L6-v2 through a `CachedEmbedder`), so
+and embeds with the same embedder (the offline all-MiniLM-L6-v2 through a `CachedEmbedder`, wrapped for each
+framework by the adapters' `EmbedderEmbeddings` / `CoreEmbedding`), so
 the rows differ only in BM25 (tokenizer, scoring) and fusion:
 
 - ours: `evaluate(..., configs=["contextual-hybrid"])`, the library's defaults (plus the plain
@@ -53,50 +54,6 @@ def default_dataset() -> Path:
     return Path(DEFAULT_DATASET)
 
 
-# -- embedder glue: the same cached embedder behind each framework's interface -----------------
-
-
-def langchain_embeddings(embedder: Any):
-    """A langchain_core `Embeddings` around our embedder."""
-    from langchain_core.embeddings import Embeddings
-
-    class _Embeddings(Embeddings):
-        def embed_documents(self, texts: list[str]) -> list[list[float]]:
-            return embedder.embed_documents(texts).tolist()
-
-        def embed_query(self, text: str) -> list[float]:
-            return embedder.embed_queries([text])[0].tolist()
-
-    return _Embeddings()
-
-
-def llamaindex_embedding(embedder: Any):
-    """A llama_index `BaseEmbedding` around our embedder."""
-    from llama_index.core.base.embeddings.base import BaseEmbedding
-    from pydantic import PrivateAttr
-
-    class _Embedding(BaseEmbedding):
-        _inner: Any = PrivateAttr()
-
-        def __init__(self, inner: Any) -> None:
-            super().__init__(model_name=inner.model_name, embed_batch_size=64)
-            self._inner = inner
-
-        def _get_query_embedding(self, query: str) -> list[float]:
-            return self._inner.embed_queries([query])[0].tolist()
-
-        async def _aget_query_embedding(self, query: str) -> list[float]:
-            return self._get_query_embedding(query)
-
-        def _get_text_embedding(self, text: str) -> list[float]:
-            return self._inner.embed_documents([text])[0].tolist()
-
-        def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
-            return self._inner.embed_documents(texts).tolist()
-
-    return _Embedding(embedder)
-
-
 # -- the peers ------------------------------------------------------------------------------
 
 
@@ -107,8 +64,10 @@ def run_langchain(chunks: Sequence[ContextualChunk], queries: Sequence[str], emb
     from langchain_core.documents import Document
     from langchain_core.vectorstores import InMemoryVectorStore
 
+    from contextual_retrieval_langchain import EmbedderEmbeddings
+
     docs = [Document(page_content=c.indexed_text, metadata={"chunk_id": c.id}, id=c.id) for c in chunks]
-    store = InMemoryVectorStore(langchain_embeddings(embedder))
+    store = InMemoryVectorStore(EmbedderEmbeddings(embedder=embedder))
     store.add_documents(docs, ids=[c.id for c in chunks])
     dense = store.as_retriever(search_kwargs={"k": DEPTH})
     bm25 = BM25Retriever.from_documents(docs, k=DEPTH)  # stock: text.split(), rank_bm25's BM25Okapi
@@ -127,7 +86,9 @@ def run_llamaindex(chunks: Sequence[ContextualChunk], queries: Sequence[str], em
     from llama_index.core.schema import TextNode
     from llama_index.retrievers.bm25 import BM25Retriever
 
-    embed_model = llamaindex_embedding(embedder)
+    from contextual_retrieval_llamaindex import CoreEmbedding
+
+    embed_model = CoreEmbedding(embedder)
     Settings.llm = MockLLM()  # never OpenAI: nothing here may call a hosted model
     Settings.embed_model = embed_model
     # chunk id in metadata (for mapping back) but out of the embedded/BM25 text
@@ -202,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", type=Path, default=None, help=f"cookbook dataset dir (default: ${DATASET_ENV} or ../shared/data/cookbook-codebase)")
     parser.add_argument("--contexts", type=Path, default=None, help="contexts JSONL (default: DATASET/contexts_claude-3-haiku.jsonl)")
-    parser.add_argument("--cache", type=Path, default=REPO / "benchmarks" / "out" / "embcache.sqlite3", help="embedding cache (SQLite)")
+    parser.add_argument("--cache", type=Path, default=REPO / "benchmarks" / "out" / "embeddings.sqlite3", help="embedding cache (SQLite)")
     parser.add_argument("--no-plain", action="store_true", help="skip the no-context 'hybrid' reference row")
     parser.add_argument("--json", type=Path, default=None, help="write the results as JSON")
     args = parser.parse_args(argv)
