@@ -1,8 +1,15 @@
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from contextual_retrieval.fusion import FusedHit, fuse, reciprocal_rank_fusion, relative_score_fusion
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_k0_reproduces_the_cookbook_formula():
@@ -40,12 +47,26 @@ def test_depth_cuts_each_list_and_top_k_cuts_output():
 
 def test_ties_are_deterministic():
     # "p" and "q" tie on score; both have best rank 1; first seen wins
-    a = reciprocal_rank_fusion([["p", "x"], ["q", "y"]], k=0)
-    b = reciprocal_rank_fusion([["p", "x"], ["q", "y"]], k=0)
-    assert [h.id for h in a] == [h.id for h in b] == ["p", "q", "x", "y"]
+    hits = reciprocal_rank_fusion([["p", "x"], ["q", "y"]], k=0)
+    assert [h.id for h in hits] == ["p", "q", "x", "y"]
     # equal score, better best-rank first
     hits = reciprocal_rank_fusion([["m", "n"], ["n"]], [1.0, 0.0], k=0)
     assert [h.id for h in hits] == ["m", "n"]
+
+
+def test_tie_order_does_not_depend_on_string_hashing():
+    # set or hash order would show up as a different order of these 16 ids under another seed
+    code = (
+        "from contextual_retrieval.fusion import reciprocal_rank_fusion as fuse\n"
+        "print(' '.join(h.id for h in fuse([[c + '1', c + '2'] for c in 'hgfedcba'], k=0)))"
+    )
+    expected = [f"{c}{n}" for n in "12" for c in "hgfedcba"]
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        out = subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+        )
+        assert out.stdout.split() == expected
 
 
 def test_relative_score_fusion():
