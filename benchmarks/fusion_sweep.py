@@ -1,6 +1,6 @@
 """Sensitivity of contextual-hybrid to the fusion settings, on the cookbook codebase set.
 
-    python benchmarks/fusion_sweep.py [--dataset DIR] [--json PATH]
+    python benchmarks/fusion_sweep.py [--dataset DIR] [--contexts FILE] [--json PATH]
 
 Not used to pick the defaults (those are set on principle: see hybrid.DEFAULT_WEIGHTS); this shows
 how far any fixed setting moves Pass@k with the offline embedder, i.e. what limits the figure.
@@ -18,7 +18,7 @@ HERE = Path(__file__).resolve().parent
 from _paths import DEFAULT_DATASET  # noqa: E402
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     from contextual_retrieval import DEFAULT_RRF_K, DEFAULT_WEIGHTS, BM25Index, ContextualChunk, HybridSearcher
     from contextual_retrieval.embeddings import LocalMiniLMEmbedder
     from contextual_retrieval.embeddings.cache import CachedEmbedder
@@ -26,12 +26,13 @@ def main() -> int:
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", default=DEFAULT_DATASET)
+    parser.add_argument("--contexts", default=None, help="default: DATASET/contexts_claude-3-haiku.jsonl")
     parser.add_argument("--embedding-cache", default=str(HERE / "out" / "embeddings.sqlite3"))
     parser.add_argument("--json", default=str(HERE / "fusion_sweep.json"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     ds = load_cookbook(args.dataset)
-    contexts = load_contexts_jsonl(Path(args.dataset) / "contexts_claude-3-haiku.jsonl", ds)
+    contexts = load_contexts_jsonl(args.contexts or Path(args.dataset) / "contexts_claude-3-haiku.jsonl", ds)
     chunks = [ContextualChunk(c, contexts[c.id]) for c in ds.chunks]
     embedder = CachedEmbedder(LocalMiniLMEmbedder(), args.embedding_cache)
     queries = [q.query for q in ds.queries]
@@ -39,15 +40,13 @@ def main() -> int:
     ids, texts = [c.id for c in chunks], [c.indexed_text for c in chunks]
 
     rows = []
-    base = HybridSearcher(chunks, embedder)
     for k1 in (1.2, 1.5):
-        bm25 = BM25Index(k1=k1).index(ids, texts)
+        bm25 = BM25Index(k1=k1).index(ids, texts)  # one index per k1, over the same chunk ids
         for mode in ("rrf", "relative_score"):
             for weights in ((0.8, 0.2), (0.5, 0.5), (0.3, 0.7)):
                 for rrf_k in ((0.0, 60.0) if mode == "rrf" else (0.0,)):
-                    searcher = HybridSearcher.__new__(HybridSearcher)
-                    searcher.__dict__.update(base.__dict__)
-                    searcher.bm25, searcher.weights, searcher.mode, searcher.rrf_k = bm25, weights, mode, rrf_k
+                    # the embedder is cached: only the first searcher embeds the chunks
+                    searcher = HybridSearcher(chunks, embedder, bm25=bm25, weights=weights, mode=mode, rrf_k=rrf_k)
                     ranked = [[h.id for h in hits] for hits in searcher.search_many(queries, k=20)]
                     r = score_rankings("contextual-hybrid", ranked, golden)
                     default = (k1, mode, weights, rrf_k) == (1.2, "rrf", DEFAULT_WEIGHTS, DEFAULT_RRF_K)
