@@ -15,6 +15,10 @@ benchmarks/out/). The stock row: `QueryFusionRetriever([index.as_retriever(150),
 llama_index BM25Retriever(150)], mode="reciprocal_rerank", num_queries=1, similarity_top_k=20)`
 over the same nodes and the same Chroma index.
 
+It also measures why the core's Chroma setup (`contextual_retrieval.chroma.CHROMA_HNSW`) widens the
+HNSW search beam: for every query, Chroma's top-150 candidate set against exact search (the core
+`VectorIndex`) over the same vectors, at Chroma's default HNSW settings and at ours.
+
 Run:  python benchmarks/llamaindex_cookbook.py [--dataset DIR] [--json benchmarks/llamaindex_cookbook.json]
 """
 
@@ -35,7 +39,6 @@ if str(REPO) not in sys.path:
 from contextual_retrieval.evaluation import (  # noqa: E402
     ConfigResult,
     EvalDataset,
-    evaluate,
     format_table,
     load_contexts_jsonl,
     load_cookbook,
@@ -133,24 +136,65 @@ def rankings(retriever: Any, queries: Sequence[str]) -> list[list[str]]:
     return [[r.node.metadata["chunk_id"] for r in retriever.retrieve(q)][:TOP_K] for q in queries]
 
 
-def run(dataset: EvalDataset, contexts_jsonl: Path, embedder: Any, workdir: Path) -> tuple[list[ConfigResult], dict[str, float], int]:
+#: Chroma's own HNSW defaults (chromadb 1.x), what a collection gets when none are passed
+CHROMA_DEFAULT_HNSW = {"ef_construction": 100, "ef_search": 100}
+
+
+def candidate_agreement(
+    chunks: Sequence[ContextualChunk], queries: Sequence[str], embedder: Any, builds: int = 3
+) -> dict[str, Any]:
+    """For each HNSW setting, how many queries' Chroma top-`DEPTH` candidate sets differ from exact
+    search (the core `VectorIndex`) over the same vectors, and the mean overlap. Chroma's HNSW build
+    is not deterministic, so each setting is built `builds` times; every build is reported."""
+    import numpy as np
+
+    from contextual_retrieval.chroma import ChromaVectorIndex, chroma_client, chroma_collection
+    from contextual_retrieval.vectors import VectorIndex
+
+    ids = [c.id for c in chunks]
+    vectors = np.asarray(embedder.embed_documents([c.indexed_text for c in chunks]), dtype=np.float32)
+    qvecs = np.asarray(embedder.embed_queries(list(queries)), dtype=np.float32)
+    exact = [{i for i, _ in hits} for hits in VectorIndex(ids, vectors).search_many(qvecs, DEPTH)]
+    out: dict[str, Any] = {"depth": DEPTH, "queries": len(queries), "builds": builds}
+    client = chroma_client()  # in memory
+    settings_tried = (("chroma_default", CHROMA_DEFAULT_HNSW), ("ours_with_default_ef_search", {"ef_search": 100}), ("ours", {}))
+    for label, hnsw in settings_tried:
+        differ, overlap, settings = [], [], {}
+        for _ in range(builds):
+            collection = chroma_collection(client, hnsw=hnsw)
+            got = [{i for i, _ in hits} for hits in ChromaVectorIndex(ids, vectors, collection=collection).search_many(qvecs, DEPTH)]
+            settings = {k: v for k, v in collection.configuration["hnsw"].items() if k in ("space", "ef_construction", "ef_search")}
+            differ.append(sum(a != b for a, b in zip(got, exact)))
+            overlap.append(round(sum(len(a & b) for a, b in zip(got, exact)) / (DEPTH * len(exact)), 4))
+            client.delete_collection(collection.name)
+        out[label] = {
+            "hnsw": settings,
+            "queries_with_different_candidates": differ,
+            "min": min(differ),
+            "max": max(differ),
+            "mean_overlap": overlap,
+        }
+    return out
+
+
+def run(
+    dataset: EvalDataset, contexts_jsonl: Path, contexts: dict[str, str], embedder: Any, workdir: Path
+) -> tuple[list[ConfigResult], dict[str, float], int]:
     """[core contextual-hybrid, LlamaIndex path, stock QueryFusionRetriever], seconds per row, and
     how many queries' top-20 id lists the LlamaIndex path and the core's HybridSearcher share."""
     golden = [q.golden for q in dataset.queries]
     queries = [q.query for q in dataset.queries]
     seconds: dict[str, float] = {}
     start = time.perf_counter()
-    (core,) = evaluate(dataset, embedder, load_contexts_jsonl(contexts_jsonl, dataset), configs=["contextual-hybrid"])
-    core.name = "core contextual-hybrid (defaults)"
+    searcher = HybridSearcher([ContextualChunk(c, contexts[c.id]) for c in dataset.chunks], embedder)
+    core_ranked = [[h.id for h in hits] for hits in searcher.search_many(queries, TOP_K)]
+    core = score_rankings("core contextual-hybrid (defaults)", core_ranked, golden)
     seconds["core"] = time.perf_counter() - start
     start = time.perf_counter()
     hybrid, nodes, index = build(dataset, contexts_jsonl, embedder, workdir)
     ranked = rankings(hybrid, queries)
     ours = score_rankings("LlamaIndex path: ContextualNodeParser + Chroma + HybridRetriever", ranked, golden)
     seconds["llamaindex path"] = time.perf_counter() - start
-    contexts = load_contexts_jsonl(contexts_jsonl, dataset)
-    searcher = HybridSearcher([ContextualChunk(c, contexts[c.id]) for c in dataset.chunks], embedder)
-    core_ranked = [[h.id for h in hits] for hits in searcher.search_many(queries, TOP_K)]
     identical = sum(a == b for a, b in zip(ranked, core_ranked))
     start = time.perf_counter()
     stock = score_rankings("LlamaIndex stock QueryFusionRetriever (same nodes, same Chroma index)", rankings(stock_fusion(index, nodes), queries), golden)
@@ -174,21 +218,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     contexts = args.contexts or args.dataset / "contexts_claude-3-haiku.jsonl"
     args.embedding_cache.parent.mkdir(parents=True, exist_ok=True)
     embedder = CachedEmbedder(LocalMiniLMEmbedder(), args.embedding_cache)
+    loaded = load_contexts_jsonl(contexts, dataset)
     with tempfile.TemporaryDirectory() as tmp:
-        results, seconds, identical = run(dataset, contexts, embedder, Path(tmp))
+        results, seconds, identical = run(dataset, contexts, loaded, embedder, Path(tmp))
+    start = time.perf_counter()
+    candidates = candidate_agreement([ContextualChunk(c, loaded[c.id]) for c in dataset.chunks],
+                                     [q.query for q in dataset.queries], embedder)
+    seconds["chroma vs exact candidates"] = time.perf_counter() - start
     print(format_table(results))
     core, ours = results[0].pass_at, results[1].pass_at
     gaps = {k: round(ours[k] - core[k], 2) for k in (5, 10, 20)}
     print("LlamaIndex path minus core, Pass@5/10/20:", gaps)
     print(f"identical top-20 id lists (LlamaIndex path vs core HybridSearcher): {identical}/{len(dataset.queries)}")
+    for label in ("chroma_default", "ours_with_default_ef_search", "ours"):
+        c = candidates[label]
+        print(f"Chroma top-{DEPTH} candidates vs exact search, {label} HNSW {c['hnsw']}: "
+              f"{c['min']}-{c['max']} of {candidates['queries']} queries differ over {candidates['builds']} builds "
+              f"{c['queries_with_different_candidates']} (mean overlap {min(c['mean_overlap']):.4f}-{max(c['mean_overlap']):.4f})")
     out = {
         "dataset": str(args.dataset.name),
         "queries": len(dataset.queries),
         "chunks": len(dataset.chunks),
         "embedder": embedder.model_name,
-        "results": [{"name": r.name, "pass_at": {str(k): round(v, 2) for k, v in r.pass_at.items()}} for r in results],
+        "results": [r.to_json() for r in results],
         "llamaindex_minus_core": {str(k): v for k, v in gaps.items()},
         "identical_top20_lists": identical,
+        "chroma_candidates_vs_exact": candidates,
         "seconds": {k: round(v, 1) for k, v in seconds.items()},
     }
     args.json.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
