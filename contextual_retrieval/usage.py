@@ -52,9 +52,17 @@ _UNKNOWN = ModelInfo(None, None, None)
 
 
 def model_info(model: str) -> ModelInfo:
-    """The table entry whose id is the longest prefix of `model` (Bedrock/Vertex ids included)."""
+    """The table entry whose id is the longest prefix of `model` (Bedrock/Vertex ids included).
+
+    Example:
+        >>> [model_info(m).cache_min_tokens for m in ("claude-3-haiku-20240307",
+        ...     "us.anthropic.claude-3-haiku-20240307-v1:0", "global.anthropic.claude-3-haiku-20240307-v1:0",
+        ...     "claude-3-haiku@20240307")]
+        [2048, 2048, 2048, 2048]
+    """
     name = model.split("/")[-1]
-    name = re.sub(r"^(?:[a-z]{2,4}\.)?anthropic\.", "", name)  # Bedrock: [us.]anthropic.claude-...
+    # Bedrock: [us. | eu. | apac. | global. ...]anthropic.claude-...
+    name = re.sub(r"^(?:[a-z]+\.)?anthropic\.", "", name)
     name = name.split("@")[0]  # Vertex: claude-3-haiku@20240307
     best = ""
     for prefix in MODELS:
