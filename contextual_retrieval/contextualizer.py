@@ -534,11 +534,8 @@ class _BatchRunner:
         run = self.run_state
         assert run is not None
         key = run.keys[chunk.id]
-        request = self.gen.build_request(state.document, chunk)
         # a batch may take far longer than 5 minutes: its cache breakpoints use the 1-hour TTL
-        for block in request.params["messages"][0]["content"]:
-            if "cache_control" in block:
-                block["cache_control"] = {"type": "ephemeral", "ttl": "1h"}
+        request = self.gen.build_request(state.document, chunk, cache_ttl="1h")
         entry = {"kind": "chunk", "key": key, "chunk_id": chunk.id, "doc_id": state.document.id,
                  "index": chunk.index, "first": first, "windowed": request.windowed}
         return key, request.params, entry

@@ -452,3 +452,12 @@ def test_the_same_document_twice_is_situated_once_and_a_clash_is_an_error():
     assert result.report.documents == 1 and result.chunks[0].context
     with pytest.raises(ValueError, match="two different documents share the id 'd'"):
         Contextualizer(show_progress=False).contextualize([doc, Document("d", "other text")], [Chunk("c", "d", "Revenue")])
+
+
+def test_build_request_takes_the_batch_ttl(server):
+    gen = generator(server)  # the 5-minute TTL
+    doc = Document("d", "word " * 12_000)  # well past the 2048-token minimum
+    chunk = Chunk("c", "d", "word word")
+    assert gen.build_request(doc, chunk).params["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}
+    one_hour = gen.build_request(doc, chunk, cache_ttl="1h").params["messages"][0]["content"][0]["cache_control"]
+    assert one_hour == {"type": "ephemeral", "ttl": "1h"}

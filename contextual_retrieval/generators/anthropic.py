@@ -242,8 +242,11 @@ class AnthropicContextGenerator:
 
     # -- requests -------------------------------------------------------------------------------
 
-    def build_request(self, document: Document, chunk: Chunk) -> _Request:
-        """The Messages API parameters for one chunk."""
+    def build_request(
+        self, document: Document, chunk: Chunk, *, cache_ttl: Literal["5m", "1h"] | None = None
+    ) -> _Request:
+        """The Messages API parameters for one chunk (`cache_ttl` overrides the generator's, as
+        Message Batches do with "1h")."""
         chunk_block = {"type": "text", "text": self.prompt.render_chunk(chunk.text)}
         budget = self._budget() - estimate_tokens(chunk.text, 3.0)
         if estimate_tokens(document.text, 3.0) > budget:
@@ -255,7 +258,7 @@ class AnthropicContextGenerator:
             cached = self.cacheable(document) is not False
             windowed = False
         if cached:
-            blocks[0]["cache_control"] = self._cache_control()
+            blocks[0]["cache_control"] = self._cache_control(cache_ttl)
         params = {
             "model": self.model,
             "max_tokens": self.max_tokens,
@@ -263,8 +266,11 @@ class AnthropicContextGenerator:
         }
         return _Request(params, windowed, cached)
 
-    def _cache_control(self) -> dict[str, str]:
-        return {"type": "ephemeral", "ttl": "1h"} if self.cache_ttl == "1h" else {"type": "ephemeral"}
+    def _cache_control(self, ttl: Literal["5m", "1h"] | None = None) -> dict[str, str]:
+        ttl = ttl or self.cache_ttl
+        if ttl not in ("5m", "1h"):
+            raise ValueError(f"cache_ttl must be '5m' or '1h', not {ttl!r}")
+        return {"type": "ephemeral", "ttl": "1h"} if ttl == "1h" else {"type": "ephemeral"}
 
     def _windowed_blocks(self, document: Document, chunk: Chunk, budget: int) -> list[dict[str, Any]]:
         """Head of the document (cached, shared by all its chunks) + the region around the chunk."""
