@@ -30,6 +30,7 @@ import os
 import threading
 import time
 import warnings
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -150,38 +151,63 @@ class Contextualizer:
         self.show_progress = show_progress
         self.batch_poll_interval = batch_poll_interval
         self.batch_max_requests, self.batch_max_bytes = batch_max_requests, batch_max_bytes
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_lock = threading.Lock()
+        self._loop_closer: weakref.finalize | None = None
 
     # -- public ---------------------------------------------------------------------------------
 
     def contextualize(self, documents: Sequence[Document], chunks: Sequence[Chunk]) -> ContextualizeResult:
-        """Situate `chunks` (each naming its document by `document_id`) within `documents`."""
+        """Situate `chunks` (each naming its document by `document_id`) within `documents`.
+
+        The work runs on this Contextualizer's own event loop, in a background thread that lives
+        as long as the Contextualizer (so it works inside a running loop too, e.g. a notebook):
+        an async client used on it keeps its connections from one call to the next.
+        """
+        loop = self._background_loop()
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            raise RuntimeError("contextualize() was called from inside this Contextualizer's own run; await acontextualize instead")
+
         async def main() -> ContextualizeResult:
-            # sync clients and store commits run in threads: enough of them for the concurrency
-            # bound (the default executor has min(32, cores + 4) threads)
-            workers = ThreadPoolExecutor(self.concurrency * 2 + 4, thread_name_prefix="contextualize")
-            asyncio.get_running_loop().set_default_executor(workers)
-            PREFER_SYNC.set(True)  # this loop ends with the call: keep async clients off it
+            # a sync caller: generators that hold a sync path use it, so their async clients stay
+            # on the loops their owner awaits them on
+            PREFER_SYNC.set(True)
             return await self.acontextualize(documents, chunks)
 
+        future = asyncio.run_coroutine_threadsafe(main(), loop)
         try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(main())
-        # inside a running loop (a notebook): run on a fresh loop in a worker thread
-        box: dict[str, Any] = {}
+            return future.result()
+        except BaseException:
+            future.cancel()  # Ctrl-C in the caller stops the run (what arrived is stored)
+            raise
 
-        def runner() -> None:
-            try:
-                box["result"] = asyncio.run(main())
-            except BaseException as exc:  # re-raised in the caller's thread
-                box["error"] = exc
+    def close(self) -> None:
+        """Stop this Contextualizer's background loop (it also stops when the Contextualizer is
+        garbage-collected; a later `contextualize` starts a new one)."""
+        with self._loop_lock:
+            closer, self._loop, self._loop_closer = self._loop_closer, None, None
+        if closer is not None:
+            closer()
 
-        thread = threading.Thread(target=runner, name="contextualize")
-        thread.start()
-        thread.join()
-        if "error" in box:
-            raise box["error"]
-        return box["result"]
+    def _background_loop(self) -> asyncio.AbstractEventLoop:
+        """The loop every `contextualize` call runs on, started on first use."""
+        with self._loop_lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                # sync clients and store commits run in threads: enough of them for the
+                # concurrency bound (the stock default has min(32, cores + 4) threads)
+                executor = ThreadPoolExecutor(self.concurrency * 2 + 4, thread_name_prefix="contextualize")
+                loop.set_default_executor(executor)
+                thread = threading.Thread(target=_serve, args=(loop, executor), name="contextualize-loop", daemon=True)
+                thread.start()
+                self._loop = loop
+                self._loop_closer = weakref.finalize(self, loop.call_soon_threadsafe, loop.stop)
+                self._loop_closer.atexit = False  # a daemon thread: nothing to do at exit
+            return self._loop
 
     async def acontextualize(self, documents: Sequence[Document], chunks: Sequence[Chunk]) -> ContextualizeResult:
         """Async `contextualize`: requests run concurrently on the caller's event loop."""
@@ -630,6 +656,19 @@ class _BatchRunner:
             if entry.get("key") == run.grouped_keys.get(chunk.id):
                 run.report.grouped_fallbacks += 1
             self.fallbacks.append((self.states[entry["doc_id"]], chunk))
+
+
+def _serve(loop: asyncio.AbstractEventLoop, executor: ThreadPoolExecutor) -> None:
+    """A Contextualizer's background thread: run its loop until stopped, then close it."""
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_forever()
+    finally:
+        try:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            executor.shutdown(wait=False)
+            loop.close()
 
 
 def _batch_error(exc: Exception) -> Exception:

@@ -461,3 +461,27 @@ def test_build_request_takes_the_batch_ttl(server):
     assert gen.build_request(doc, chunk).params["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}
     one_hour = gen.build_request(doc, chunk, cache_ttl="1h").params["messages"][0]["content"][0]["cache_control"]
     assert one_hour == {"type": "ephemeral", "ttl": "1h"}
+
+
+def test_three_sync_runs_with_an_async_only_client(server, tmp_path):
+    # every sync contextualize() runs on the Contextualizer's one background loop: the async
+    # client's connections stay valid from one call to the next (max_retries=0: no retry hides it)
+    client = anthropic.AsyncAnthropic(api_key=server.api_key, base_url=server.url, max_retries=0)
+    c = Contextualizer(AnthropicContextGenerator(MODEL, async_client=client), tmp_path / "s.sqlite3", show_progress=False)
+    for seed in range(3):
+        documents, chunks = make_corpus(big_docs=0, small_docs=1, chunks_per_doc=2, seed=seed)
+        documents = [Document(f"run{seed}", documents[0].text)]
+        chunks = [Chunk(f"run{seed}_{ch.index}", f"run{seed}", ch.text, ch.index) for ch in chunks]
+        result = c.contextualize(documents, chunks)
+        assert result.report.generated == 2 and all(ch.context for ch in result.chunks)
+    kinds = [r.headers.get("x-stainless-async") for r in message_requests(server)]
+    assert len(kinds) == 6 and all(k.startswith("async") for k in kinds)
+    # inside a running loop (a notebook) the same background loop serves the call
+    import asyncio
+
+    async def in_a_notebook():
+        documents, chunks = make_corpus(big_docs=0, small_docs=1, chunks_per_doc=2, seed=9)
+        return c.contextualize(documents, chunks)
+
+    assert asyncio.run(in_a_notebook()).report.generated == 2
+    c.close()

@@ -15,9 +15,12 @@ from ..types import Chunk, Document
 
 __all__ = ["ContextGenerator", "Generation", "TokenUsage", "GenerationError", "FatalGenerationError", "PREFER_SYNC"]
 
-#: Set by the synchronous `Contextualizer.contextualize`, which runs on a private event loop: a
-#: generator holding both clients then uses its sync client in threads, since an async client's
-#: connections belong to the loop they were opened on and that loop ends with the call.
+#: Set by the synchronous `Contextualizer.contextualize`, which runs on the Contextualizer's own
+#: background event loop: a generator holding both a sync and an async path then takes the sync
+#: one (in threads). An async client's connections belong to the loop they were opened on, and the
+#: same generator may also be awaited on its owner's loop or through another Contextualizer: a sync
+#: caller keeps it off them. A generator with only an async path uses it on the background loop,
+#: which outlives the call, so its connections stay valid from one call to the next.
 PREFER_SYNC: ContextVar[bool] = ContextVar("contextual_retrieval_prefer_sync", default=False)
 
 

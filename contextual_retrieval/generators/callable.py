@@ -12,7 +12,7 @@ import inspect
 from typing import Any, Awaitable, Callable, Optional, Union
 
 from ..types import Chunk, Document
-from .base import Generation
+from .base import PREFER_SYNC, Generation, GenerationError
 
 __all__ = ["CallableContextGenerator"]
 
@@ -45,7 +45,8 @@ class CallableContextGenerator:
     runs it with `asyncio.run`; that fails inside a running event loop, where you await
     `agenerate` instead. `agenerate` awaits the async callable. If there is only a sync one, it
     runs it in a worker thread (`asyncio.to_thread`), so a blocking HTTP client does not stall
-    the loop.
+    the loop. With both, the synchronous `Contextualizer.contextualize` uses the sync one (in
+    threads) and `acontextualize` the async one.
 
     A returned ``str`` is stripped of surrounding whitespace. A returned `Generation` is passed
     through unchanged, so an adapter can report `TokenUsage`. Anything else raises `TypeError`.
@@ -169,8 +170,10 @@ class CallableContextGenerator:
         return self._coerce(result, self.afn)
 
     async def agenerate(self, document: Document, chunk: Chunk) -> Generation:
-        """Await the async callable. If there is none, run the sync one in a worker thread."""
-        if self.afn is not None:
+        """Await the async callable. If there is none, run the sync one in a worker thread (as
+        also when both exist and the caller is the synchronous `Contextualizer.contextualize`,
+        see `PREFER_SYNC`: the async callable's clients then stay on your own event loops)."""
+        if self.afn is not None and not (self.fn is not None and PREFER_SYNC.get()):
             result: Any = self.afn(document, chunk)
             if inspect.isawaitable(result):
                 result = await result
