@@ -1,8 +1,9 @@
 """Any LangChain `BaseChatModel` as the core's context generator.
 
-`chat_model_generator` wraps the model in the core `ChatContextGenerator`, which builds the
-situating prompt as two content blocks (the document block marked with ``cache_control`` for
-Claude). This module only turns the blocks into one `HumanMessage` and reads the usage back.
+`chat_model_generator` turns `ChatAnthropic` into the core `AnthropicContextGenerator` on the
+model's own SDK clients (prompt caching, spend limits, Message Batches). Any other chat model is
+wrapped in the core `ChatContextGenerator`, which builds the situating prompt as two plain text
+blocks; this module only turns them into one `HumanMessage` and reads the usage back.
 """
 
 from __future__ import annotations
@@ -45,9 +46,9 @@ def chat_model_generator(
     Args:
         llm: any LangChain chat model.
         prompt: the `ContextPrompt` (default: the cookbook's).
-        prompt_caching: False sends `ChatAnthropic` through ``invoke`` without ``cache_control``;
-            other models never get it (True raises for them).
-        cache_ttl: "5m" or "1h".
+        prompt_caching: False sends `ChatAnthropic` through ``invoke`` like any other model
+            (plain blocks, no caching); True is only for `ChatAnthropic` (it raises for others).
+        cache_ttl: the prompt-cache TTL of the `ChatAnthropic` path: "5m" or "1h".
 
     Example:
         >>> from langchain_core.language_models import GenericFakeChatModel
@@ -69,35 +70,26 @@ def chat_model_generator(
         return AnthropicContextGenerator(
             str(llm.model), client=llm._client, async_client=llm._async_client, prompt=prompt, cache_ttl=cache_ttl  # type: ignore[attr-defined]
         )
-    caching = anthropic if prompt_caching is None else bool(prompt_caching)
-    if caching and not anthropic:
-        raise ValueError(f"prompt_caching needs ChatAnthropic; {type(llm).__name__} does not read cache_control: pass prompt_caching=False")
-
-    def message(blocks: ContentBlocks) -> list[BaseMessage]:
-        if not caching:
-            blocks = [{k: v for k, v in b.items() if k != "cache_control"} for b in blocks]
-        return [HumanMessage(content=blocks)]
+    if prompt_caching and not anthropic:
+        raise ValueError(
+            f"prompt_caching needs ChatAnthropic; {type(llm).__name__} does not read cache_control: "
+            "pass prompt_caching=False (or leave it unset)"
+        )
 
     def send(blocks: ContentBlocks) -> tuple[str, TokenUsage]:
-        return _result(llm.invoke(message(blocks)), cache_ttl)
+        return _result(llm.invoke([HumanMessage(content=blocks)]))
 
     async def asend(blocks: ContentBlocks) -> tuple[str, TokenUsage]:
-        return _result(await llm.ainvoke(message(blocks)), cache_ttl)
+        return _result(await llm.ainvoke([HumanMessage(content=blocks)]))
 
     model = getattr(llm, "model", None) or getattr(llm, "model_name", None) or ""
-    return ChatContextGenerator(
-        send,
-        asend,
-        name=f"langchain:{type(llm).__name__}",
-        model=str(model),
-        prompt=prompt,
-        prompt_caching=caching,
-        cache_ttl=cache_ttl,
-    )
+    return ChatContextGenerator(send, asend, name=f"langchain:{type(llm).__name__}", model=str(model), prompt=prompt)
 
 
 def usage_from_message(message: AIMessage, cache_ttl: Literal["5m", "1h"] = "5m") -> TokenUsage:
     """`AIMessage.usage_metadata` as a core `TokenUsage` (uncached input split from cache reads/writes).
+
+    A cache write reported only as a total (``cache_creation``) is counted at `cache_ttl`.
 
     Example:
         >>> msg = AIMessage("x", usage_metadata={"input_tokens": 110, "output_tokens": 5, "total_tokens": 115,
@@ -124,6 +116,6 @@ def usage_from_message(message: AIMessage, cache_ttl: Literal["5m", "1h"] = "5m"
     )
 
 
-def _result(message: BaseMessage, cache_ttl: Literal["5m", "1h"]) -> tuple[str, TokenUsage]:
+def _result(message: BaseMessage) -> tuple[str, TokenUsage]:
     text = message.text if isinstance(message.text, str) else message.text()  # property since langchain-core 1.0
-    return text, usage_from_message(message, cache_ttl)  # type: ignore[arg-type]
+    return text, usage_from_message(message)  # type: ignore[arg-type]

@@ -1,16 +1,16 @@
-"""A LlamaIndex `LLM` as a core `ContextGenerator` (prompt caching with llama-index's Anthropic)."""
+"""A LlamaIndex `LLM` as a core `ContextGenerator` (llama-index's Anthropic gets the core
+`AnthropicContextGenerator`, with prompt caching; other LLMs the plain `ChatContextGenerator`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from llama_index.core.base.llms.types import CacheControl, CachePoint, ChatMessage, MessageRole, TextBlock
+from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
 from llama_index.core.llms import LLM
 
 from contextual_retrieval.generators.base import ContextGenerator, TokenUsage
 from contextual_retrieval.generators.chat import ChatContextGenerator, ContentBlocks
 from contextual_retrieval.prompts import DEFAULT_PROMPT, ContextPrompt
-from contextual_retrieval.types import Chunk, Document  # noqa: F401 (doctest)
 
 __all__ = ["as_context_generator", "llm_context_generator"]
 
@@ -20,12 +20,7 @@ def _is_anthropic(llm: Any) -> bool:
 
 
 def _message(blocks: ContentBlocks) -> list[ChatMessage]:
-    parts: list[Any] = []
-    for block in blocks:
-        parts.append(TextBlock(text=block["text"]))
-        if "cache_control" in block:
-            parts.append(CachePoint(cache_control=CacheControl(**block["cache_control"])))
-    return [ChatMessage(role=MessageRole.USER, blocks=parts)]
+    return [ChatMessage(role=MessageRole.USER, blocks=[TextBlock(text=block["text"]) for block in blocks])]
 
 
 def _usage(response: Any) -> TokenUsage:
@@ -51,6 +46,7 @@ def llm_context_generator(llm: LLM, prompt: ContextPrompt = DEFAULT_PROMPT) -> C
 
     Example:
         >>> from llama_index.core.llms import MockLLM
+        >>> from contextual_retrieval.types import Chunk, Document
         >>> gen = llm_context_generator(MockLLM(max_tokens=5))
         >>> gen.name, gen.generate(Document("d", "Invoices go out monthly."), Chunk("c", "d", "monthly")).usage.requests
         ('llamaindex:MockLLM', 1)
@@ -62,6 +58,7 @@ def llm_context_generator(llm: LLM, prompt: ContextPrompt = DEFAULT_PROMPT) -> C
         return AnthropicContextGenerator(
             str(llm.model), client=client, async_client=getattr(llm, "_aclient", None), prompt=prompt  # type: ignore[attr-defined]
         )
+
     def send(blocks: ContentBlocks) -> tuple[str, TokenUsage]:
         response = llm.chat(_message(blocks))
         return response.message.content or "", _usage(response)

@@ -26,37 +26,70 @@ def corpus():
     return docs, chunks
 
 
-def test_blocks_are_the_cookbook_prompt_with_cache_control_on_the_document_only():
-    gen = ChatContextGenerator(lambda b: ("x", TokenUsage()), name="t", model=MODEL, prompt_caching=True)
+def test_blocks_are_the_cookbook_prompt_as_two_plain_text_blocks():
+    gen = ChatContextGenerator(lambda b: ("x", TokenUsage()), name="t", model=MODEL)
     docs, chunks = corpus()
-    blocks = gen.blocks(docs[0], chunks[0])
-    assert blocks[0] == {"type": "text", "text": DEFAULT_PROMPT.render_document(docs[0].text), "cache_control": {"type": "ephemeral"}}
-    assert blocks[1] == {"type": "text", "text": DEFAULT_PROMPT.render_chunk(chunks[0].text)}
-    assert "cache_control" not in gen.blocks(docs[1], chunks[4])[0]  # far below the 2048-token minimum
-    assert gen.cacheable(docs[0]) is True and gen.cacheable(docs[1]) is False
-    plain = ChatContextGenerator(lambda b: ("x", TokenUsage()), name="t", model=MODEL)
-    assert plain.cacheable(docs[0]) is False and "cache_control" not in plain.blocks(docs[0], chunks[0])[0]
-    assert plain.prompt_identity == gen.prompt_identity  # caching never changes what is stored
+    assert gen.blocks(docs[0], chunks[0]) == [
+        {"type": "text", "text": DEFAULT_PROMPT.render_document(docs[0].text)},
+        {"type": "text", "text": DEFAULT_PROMPT.render_chunk(chunks[0].text)},
+    ]
+    assert gen.prompt_identity == DEFAULT_PROMPT.identity and gen.label == f"t ({MODEL})"
 
 
-def test_through_the_contextualizer_one_cache_write_per_document(tmp_path):
+def _clients(srv):
+    sync = anthropic.Anthropic(api_key=srv.api_key, base_url=srv.url, max_retries=0)
+    async_ = anthropic.AsyncAnthropic(api_key=srv.api_key, base_url=srv.url, max_retries=0)
+
+    def send(blocks):
+        message = sync.messages.create(model=MODEL, max_tokens=200, messages=[{"role": "user", "content": blocks}])
+        return message.content[0].text, anthropic_usage(message.usage)
+
+    async def asend(blocks):
+        message = await async_.messages.create(model=MODEL, max_tokens=200, messages=[{"role": "user", "content": blocks}])
+        return message.content[0].text, anthropic_usage(message.usage)
+
+    return send, asend
+
+
+def test_through_the_contextualizer_once_per_chunk_then_from_the_store(tmp_path):
     docs, chunks = corpus()
     with FakeAnthropicServer() as srv:
-        client = anthropic.Anthropic(api_key=srv.api_key, base_url=srv.url, max_retries=0)
-
-        def send(blocks):
-            message = client.messages.create(model=MODEL, max_tokens=200, messages=[{"role": "user", "content": blocks}])
-            return message.content[0].text, anthropic_usage(message.usage)
-
-        gen = ChatContextGenerator(send, name="framework:Claude", model=MODEL, prompt_caching=True)
+        send, _ = _clients(srv)
+        gen = ChatContextGenerator(send, name="framework:Model", model=MODEL)
         result = Contextualizer(gen, tmp_path / "s.sqlite3", concurrency=4, show_progress=False).contextualize(docs, chunks)
         assert len(srv.requests_to("/v1/messages")) == len(chunks)
+        assert all("cache_control" not in b for r in srv.requests_to("/v1/messages") for b in r.body["messages"][0]["content"])
         again = Contextualizer(gen, tmp_path / "s.sqlite3", show_progress=False).contextualize(docs, chunks)
         assert len(srv.requests_to("/v1/messages")) == len(chunks)
-    report = result.report
-    assert report.cache_writes == 1 and report.cache_misses == 0
-    assert report.usage.cache_read_tokens == report.ideal_cache_read_tokens > 0
+    assert result.report.generated == len(chunks) and result.report.usage.requests == len(chunks)
+    assert result.report.cache_writes == 0 and result.report.cacheable_documents == 0
+    assert again.report.store_hits == len(chunks)
     assert [c.context for c in again.chunks] == [c.context for c in result.chunks]
+
+
+def _round(n):
+    """A small new document each round, so every round sends requests (nothing is in the store)."""
+    text = f"Round {n}: revenue grew by {n}% over the previous quarter. Headcount stayed flat."
+    return [Document(f"r{n}", text)], [Chunk(f"r{n}a", f"r{n}", text[:40], 0), Chunk(f"r{n}b", f"r{n}", text[40:], 1)]
+
+
+@pytest.mark.parametrize("paths", ["send+asend", "asend"])
+def test_three_sync_runs_with_async_clients_all_succeed(paths):
+    # every sync contextualize() runs on the Contextualizer's one background loop, so an async
+    # client's connections stay valid from one call to the next (max_retries=0: no retry hides a failure)
+    with FakeAnthropicServer() as srv:
+        send, asend = _clients(srv)
+        gen = ChatContextGenerator(send if paths == "send+asend" else None, asend, name="framework:Model", model=MODEL)
+        c = Contextualizer(gen, ":memory:", concurrency=2, show_progress=False)
+        for n in range(3):
+            out = c.contextualize(*_round(n))
+            assert out.report.generated == 2 and all(ch.context for ch in out.chunks)
+        kinds = [r.headers.get("x-stainless-async") for r in srv.requests_to("/v1/messages")]
+    assert len(kinds) == 6
+    if paths == "send+asend":  # a sync caller takes the sync path: the async client stays off this loop
+        assert set(kinds) == {"false"}
+    else:
+        assert all(k.startswith("async") for k in kinds)
 
 
 async def test_async_send_and_empty_answers():

@@ -5,8 +5,9 @@
 - `AnthropicContextGenerator`: Claude with prompt caching. It is imported lazily, so importing
   this package does not import the ``anthropic`` SDK.
 - `CallableContextGenerator`: wraps your own function, sync or async (any LLM, any framework).
-- `ChatContextGenerator`: the prompt as content blocks through a framework chat model (what the
-  LlamaIndex and LangChain adapters use, with prompt caching for Claude).
+- `ChatContextGenerator`: the prompt as two text blocks through a framework chat model (what the
+  LlamaIndex and LangChain adapters use for models other than Claude, which get
+  `AnthropicContextGenerator` on the model's own clients).
 """
 
 from __future__ import annotations

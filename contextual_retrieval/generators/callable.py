@@ -192,7 +192,7 @@ class CallableContextGenerator:
         except RuntimeError:
             return
         raise RuntimeError(
-            f"CallableContextGenerator {self.name!r}: generate() was called inside a running event "
+            f"{type(self).__name__} {self.name!r}: generate() was called inside a running event "
             "loop, but the wrapped callable is async; use agenerate inside an event loop: "
             "`await generator.agenerate(document, chunk)`"
         )

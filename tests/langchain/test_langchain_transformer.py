@@ -16,7 +16,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-from contextual_retrieval.generators import CallableContextGenerator, StructuralContextGenerator
+from contextual_retrieval.generators import CallableContextGenerator, ChatContextGenerator, StructuralContextGenerator
 from contextual_retrieval.types import ContextualChunk, Chunk, stable_chunk_id
 from contextual_retrieval_langchain import ContextualDocumentTransformer, chat_model_generator
 from tests.fakes.anthropic_server import FakeAnthropicServer
@@ -142,7 +142,7 @@ def test_any_chat_model_gets_plain_text_blocks(tmp_path) -> None:
     assert all("cache_control" not in b for b in message.content)
     assert "<document>" in message.content[0]["text"] and "<chunk>" in message.content[1]["text"]
     gen = transformer.contextualizer.generator
-    assert gen.name == "langchain:RecordingChatModel" and gen.prompt_caching is False
+    assert gen.name == "langchain:RecordingChatModel" and isinstance(gen, ChatContextGenerator)
     assert transformer.last_report.usage.input_tokens == 100 and transformer.last_report.usage.requests == 2
 
 
