@@ -240,7 +240,9 @@ class Contextualizer:
         found = self.store.get_many(list(keys.values()) + list(grouped_keys.values()))
         contexts: dict[str, str] = {}
         for c in ordered:
-            hit = found.get(keys[c.id]) or (found.get(grouped_keys[c.id]) if self.grouped else None)
+            hit = _stored(found, keys[c.id])
+            if hit is None and self.grouped:
+                hit = _stored(found, grouped_keys[c.id])
             if hit is not None:
                 contexts[c.id] = hit
         report.store_hits = len(contexts)
@@ -679,6 +681,13 @@ def _batch_error(exc: Exception) -> Exception:
     except ImportError:  # pragma: no cover
         return GenerationError(str(exc))
     return _translate(exc, anthropic)
+
+
+def _stored(found: dict[str, str], key: str) -> str | None:
+    """A stored context, or None. A blank one (written by an earlier version) counts as missing:
+    it is generated again and replaced."""
+    hit = found.get(key)
+    return hit if hit is not None and hit.strip() else None
 
 
 def _validate(

@@ -199,3 +199,14 @@ def test_lazy_anthropic_attribute():
     assert "AnthropicContextGenerator" in dir(g)
     with pytest.raises(AttributeError):
         g.NoSuchGenerator  # noqa: B018
+
+
+def test_a_blank_context_is_a_generation_error():
+    async def blank_async(document, chunk):
+        return Generation("  \n", TokenUsage(requests=1))
+
+    for gen in (CallableContextGenerator(lambda d, c: "   ", name="blank"), CallableContextGenerator(blank_async, name="blank")):
+        with pytest.raises(GenerationError, match="returned no text"):
+            gen.generate(DOC, CHUNK)
+        with pytest.raises(GenerationError, match="returned no text"):
+            asyncio.run(gen.agenerate(DOC, CHUNK))

@@ -485,3 +485,31 @@ def test_three_sync_runs_with_an_async_only_client(server, tmp_path):
 
     assert asyncio.run(in_a_notebook()).report.generated == 2
     c.close()
+
+
+def test_a_blank_context_is_never_stored(tmp_path):
+    doc = Document("d", "Invoices go out monthly. Support answers email.")
+    chunks = [Chunk("a", "d", "Invoices go out monthly."), Chunk("b", "d", "Support answers email.")]
+    answers = {"a": "About invoices.", "b": "   "}
+    calls = []
+
+    def situate(document, chunk):
+        calls.append(chunk.id)
+        return answers[chunk.id]
+
+    store = tmp_path / "s.sqlite3"
+    c = Contextualizer(CallableContextGenerator(situate, name="mine"), store, show_progress=False)
+    with pytest.raises(ContextualizationError, match="1 of 2") as info:
+        c.contextualize([doc], chunks)
+    assert list(info.value.failures) == ["b"] and "no text" in info.value.failures["b"]
+    assert len(ContextStore(store)) == 1
+    # a blank row (as an earlier version stored) counts as missing: generated again and replaced
+    key = c._keys({"d": doc}, chunks)["b"]
+    with ContextStore(store) as s:
+        s.put(key, "", generator="mine", model="")
+    answers["b"] = "About support."
+    calls.clear()
+    result = c.contextualize([doc], chunks)
+    assert calls == ["b"] and result.report.store_hits == 1
+    assert [ch.context for ch in result.chunks] == ["About invoices.", "About support."]
+    assert ContextStore(store).get_many([key]) == {key: "About support."}

@@ -49,7 +49,8 @@ class CallableContextGenerator:
     threads) and `acontextualize` the async one.
 
     A returned ``str`` is stripped of surrounding whitespace. A returned `Generation` is passed
-    through unchanged, so an adapter can report `TokenUsage`. Anything else raises `TypeError`.
+    through unchanged, so an adapter can report `TokenUsage`. A blank context (either way) raises
+    `GenerationError`, so it is never stored; anything else raises `TypeError`.
     Exceptions from the callable propagate as they are. Raise `GenerationError` to mark one
     chunk as failed and let the run go on, or `FatalGenerationError` to stop the run (contexts
     made so far stay in the store).
@@ -208,10 +209,16 @@ class CallableContextGenerator:
         return asyncio.run(_await(awaitable))
 
     def _coerce(self, result: Any, fn: Any) -> Generation:
-        if isinstance(result, Generation):
-            return result
         if isinstance(result, str):
-            return Generation(result.strip())
+            result = Generation(result.strip())
+        if isinstance(result, Generation):
+            if not isinstance(result.context, str) or not result.context.strip():
+                # never stored: a blank context would be a store hit that situates nothing
+                raise GenerationError(
+                    f"context callable {_describe(fn)!r} (generator {self.name!r}) returned no text for "
+                    "this chunk"
+                )
+            return result
         raise TypeError(
             f"context callable {_describe(fn)!r} (generator {self.name!r}) returned "
             f"{type(result).__name__}; it must return the context as a str, or a "
