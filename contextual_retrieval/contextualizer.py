@@ -357,6 +357,11 @@ class _Run:
             usage=gen.usage.to_dict(),
         )
 
+    def commit_soon(self, chunk: Chunk, gen: Generation, *, grouped: bool = False) -> None:
+        """On the event loop: commit (with fsync) in a thread at once, while the worker takes its
+        next request, so a commit never holds up a request slot; `realtime` awaits them all."""
+        self.commits.append(asyncio.ensure_future(asyncio.to_thread(self.commit, chunk, gen, grouped=grouped)))
+
     def note(self, state: _DocState, chunk: Chunk, gen: Generation, *, first: bool) -> None:
         """Account for a generated context."""
         with self.lock:
@@ -479,9 +484,7 @@ class _Run:
         except GenerationError as exc:
             self.fail(chunk, exc)
         else:
-            # the store commits (with fsync) in a thread at once, while this worker takes its next
-            # request: a commit never holds up a request slot
-            self.commits.append(asyncio.ensure_future(asyncio.to_thread(self.commit, chunk, result)))
+            self.commit_soon(chunk, result)
             self.note(state, chunk, result, first=kind == "first")
         if kind == "first":
             for rest in state.todo[1:]:
@@ -504,7 +507,9 @@ class _Run:
                 self.report.grouped_fallbacks += 1
                 push(0, ("chunk", state, chunk))
             else:
-                self.record(state, chunk, Generation(context, TokenUsage()), first=True, grouped=True)
+                generation = Generation(context, TokenUsage())
+                self.commit_soon(chunk, generation, grouped=True)
+                self.note(state, chunk, generation, first=True)
 
     # -- batch ------------------------------------------------------------------------------------------
 
