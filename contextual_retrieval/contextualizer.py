@@ -247,9 +247,16 @@ class Contextualizer:
                 contexts[c.id] = hit
         report.store_hits = len(contexts)
 
+        # chunks of one document with the same text share a store key: one generation each
+        first_of_key: dict[str, str] = {}  # store key -> the chunk id generated for it
+        twins: dict[str, str] = {}  # chunk id -> the chunk id whose context it takes
         states: dict[str, _DocState] = {}
         for c in ordered:
             if c.id in contexts:
+                continue
+            twin = first_of_key.setdefault(keys[c.id], c.id)
+            if twin != c.id:
+                twins[c.id] = twin
                 continue
             state = states.get(c.document_id)
             if state is None:
@@ -258,6 +265,7 @@ class Contextualizer:
                 state = states[c.document_id] = _DocState(doc, cacheable, [])
             state.todo.append(c)
         report.cacheable_documents = sum(1 for s in states.values() if s.cacheable is True)
+        report.repeated_chunks = len(twins)
 
         total = sum(len(s.todo) for s in states.values())
         run = _Run(self, report, keys, grouped_keys, contexts, total)
@@ -277,12 +285,17 @@ class Contextualizer:
         if run.fatal is not None:
             raise run.fatal
         if run.failures:
+            for chunk_id, twin in twins.items():
+                if twin in run.failures:
+                    run.failures[chunk_id] = run.failures[twin]
             first = next(iter(run.failures.items()))
             raise ContextualizationError(
-                f"{len(run.failures)} of {total} contexts could not be generated (first: {first[0]}: "
+                f"{len(run.failures)} of {total + len(twins)} contexts could not be generated (first: {first[0]}: "
                 f"{first[1]}); the {run.generated} generated are stored — run again to retry the rest",
                 run.failures,
             )
+        for chunk_id, twin in twins.items():
+            contexts[chunk_id] = contexts[twin]
         out = [
             ContextualChunk(c, contexts[c.id], position=self.position, separator=self.separator) for c in ordered
         ]

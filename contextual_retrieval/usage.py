@@ -125,7 +125,8 @@ class UsageReport:
             default); model: the model id.
         mode: "realtime" or "batch"; grouped: whether small documents were situated in one request.
         documents, chunks: inputs; store_hits: contexts served from the store (paid for before);
-        generated: contexts made in this run.
+        generated: contexts made in this run; repeated_chunks: chunks whose text repeats another
+        chunk of the same document (one store key), so they take its context, generated once.
         usage: token counts and requests / SDK retries.
         cacheable_documents: documents whose prefix reaches the model's cache minimum and that
             had at least one chunk to generate.
@@ -149,6 +150,7 @@ class UsageReport:
     chunks: int = 0
     store_hits: int = 0
     generated: int = 0
+    repeated_chunks: int = 0
     usage: TokenUsage = field(default_factory=TokenUsage)
     cacheable_documents: int = 0
     cache_writes: int = 0
@@ -213,6 +215,8 @@ class UsageReport:
             extra.append(f"{self.windowed_documents} documents windowed (too long for the model)")
         if self.grouped_requests:
             extra.append(f"{self.grouped_requests} grouped requests, {self.grouped_fallbacks} chunk fallbacks")
+        if self.repeated_chunks:
+            extra.append(f"{self.repeated_chunks} repeated chunks took the context of their first copy")
         if self.chunks_not_in_document:
             extra.append(f"{self.chunks_not_in_document} chunks not found in their document")
         if extra:

@@ -513,3 +513,24 @@ def test_a_blank_context_is_never_stored(tmp_path):
     assert calls == ["b"] and result.report.store_hits == 1
     assert [ch.context for ch in result.chunks] == ["About invoices.", "About support."]
     assert ContextStore(store).get_many([key]) == {key: "About support."}
+
+
+@pytest.mark.parametrize("mode", ["realtime", "batch"])
+def test_chunks_with_the_same_text_are_generated_once(tmp_path, mode):
+    text = "Revenue grew by 3%. Costs were flat. Revenue grew by 3%. Margins improved."
+    doc = Document("d", text)
+    chunks = [Chunk("c0", "d", "Revenue grew by 3%.", 0), Chunk("c1", "d", "Costs were flat.", 1),
+              Chunk("c2", "d", "Revenue grew by 3%.", 2), Chunk("c3", "d", "Margins improved.", 3)]
+    with FakeAnthropicServer() as srv:
+        c = contextualizer(srv, tmp_path, mode=mode, batch_poll_interval=0.02)
+        result = c.contextualize([doc], chunks)
+        if mode == "realtime":
+            assert len(message_requests(srv)) == 3  # one per store key
+        else:  # one request per custom_id: no "duplicate custom_id" rejection
+            (batch,) = [r for r in srv.requests_to("/v1/messages/batches") if r.method == "POST"]
+            assert batch.status == 200 and len(batch.body["requests"]) == 3
+    contexts = [ch.context for ch in result.chunks]
+    assert all(contexts) and contexts[0] == contexts[2] and len(set(contexts)) == 3
+    report = result.report
+    assert report.generated == 3 and report.repeated_chunks == 1 and report.store_hits == 0
+    assert "1 repeated chunks" in report.format()
