@@ -71,3 +71,21 @@ def test_main_job_command_in_a_fresh_venv(tmp_path):
     assert result.returncode == 0, (result.stdout[-2000:], result.stderr[-3000:])
     assert "vectors: embedded Chroma" in result.stdout
     assert re.search(r"plain retrieval missed and contextual retrieval found: Q\d", result.stdout), result.stdout[-2000:]
+
+
+def test_index_your_own_files_commands_print_what_the_readme_shows(tmp_path, offline_env):
+    """The "Index your own files" commands, run as shown, print every line the README shows."""
+    text = section("Index your own files")
+    (commands,) = blocks(text, "bash")
+    expected = next(body for language, body in fenced(text) if language == "")
+    bin_dir = Path(sys.executable).parent
+    printed = ""
+    for line in commands.strip().splitlines():
+        command = line.split("  #")[0].strip()
+        assert command.startswith("contextual-retrieval "), command
+        result = subprocess.run(f"{bin_dir}/{command}", shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, (command, result.stderr[-3000:])
+        printed += result.stdout
+    for shown in expected.splitlines():
+        if shown.strip() and shown.strip() != "...":
+            assert shown in printed, shown
