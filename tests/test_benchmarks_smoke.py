@@ -61,3 +61,46 @@ def test_main_writes_json(bm25_speed, tmp_path, capsys):
     payload = json.loads(out.read_text())
     assert payload["bm25"]["n_docs"] == 500 and payload["bm25"]["agreement"]["queries"] == 2
     assert "ratio 2,000 / 1,000" in capsys.readouterr().out
+
+
+# -- the cookbook-set scripts, on the tiny dataset (seconds; the real runs are in benchmarks/RESULTS.md) --
+
+
+def run_script(name: str, *args: str) -> str:
+    import subprocess
+    import sys
+
+    script = SCRIPT.parent / name
+    result = subprocess.run([sys.executable, str(script), *args], cwd=SCRIPT.parents[1], capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def test_quality_writes_failure_rates_and_truncation(tiny_dataset, tmp_path):
+    out, plot = tmp_path / "quality.json", tmp_path / "quality.png"
+    printed = run_script("quality.py", "--dataset", str(tiny_dataset), "--contexts", str(tiny_dataset / "contexts.jsonl"),
+                         "--json", str(out), "--plot", str(plot), "--embedding-cache", str(tmp_path / "emb.sqlite3"))
+    payload = json.loads(out.read_text())
+    assert payload["dataset"] == tiny_dataset.name
+    rates = payload["failure_rate_at_20"]["configs"]
+    assert rates == {c["name"]: round(100 - c["pass_at"]["20"], 2) for c in payload["configs"]}
+    spec = importlib.util.spec_from_file_location("quality_benchmark", SCRIPT.parent / "quality.py")
+    quality = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(quality)
+    rows = [{"name": "dense", "pass_at": {"20": 80.18}}, {"name": "contextual-hybrid", "pass_at": {"20": 94.25}}]
+    assert quality.failure_rates(rows)["relative_fall_dense_to_contextual_hybrid_percent"] == 71.0  # (19.82 - 5.75) / 19.82
+    t = payload["truncation"]
+    assert t["max_tokens"] == 256 and t["chunks"] == 8 and 0 <= t["contextualized_over_window"] <= t["chunks"]
+    assert "top-20 failure rate (100 - Pass@20)" in printed and "token window" in printed
+    assert plot.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_fusion_sweep_covers_the_grid_and_marks_the_default(tiny_dataset, tmp_path):
+    out = tmp_path / "sweep.json"
+    printed = run_script("fusion_sweep.py", "--dataset", str(tiny_dataset), "--contexts", str(tiny_dataset / "contexts.jsonl"),
+                         "--json", str(out), "--embedding-cache", str(tmp_path / "emb.sqlite3"))
+    payload = json.loads(out.read_text())
+    assert len(payload["rows"]) == 18 and sum(r["default"] for r in payload["rows"]) == 1
+    assert payload["best_per_k"] == {k: max(r["pass_at"][k] for r in payload["rows"]) for k in ("5", "10", "20")}
+    assert "<- library default" in printed
