@@ -219,7 +219,7 @@ def _chunk_of(body: dict) -> str:
 
 
 def test_batch_mode_half_price_one_write_per_document(tmp_path):
-    with FakeAnthropicServer() as srv:
+    with FakeAnthropicServer(shuffle_batch_results=True) as srv:  # results map back by custom_id
         documents, chunks = make_corpus()
         c = contextualizer(srv, tmp_path, mode="batch", batch_poll_interval=0.02)  # 5m generator: batches use 1h
         result = c.contextualize(documents, chunks)
@@ -230,6 +230,9 @@ def test_batch_mode_half_price_one_write_per_document(tmp_path):
             assert srv.cache_writes_containing(doc.text) == 1
         assert report.cache_read_share == pytest.approx(1.0)
         assert report.usage.cache_write_1h_tokens > 0 and report.usage.cache_write_tokens == 0
+        # the result texts match their chunks despite the shuffled results
+        for c in result.chunks:
+            assert _excerpt_words(c.text) in c.context
         full = report.usage
         from contextual_retrieval.usage import cost_usd
 
@@ -262,6 +265,11 @@ def test_batch_is_picked_up_after_the_process_dies(tmp_path):
         assert not ContextStore(store_path).pending_batches(generator="anthropic", model=MODEL)
 
 
+def _excerpt_words(text: str, words: int = 4) -> str:
+    """The first words of a chunk, as the fake server quotes them in its answer."""
+    return " ".join(text.replace("<", "").replace(">", "").split()[:words])
+
+
 def _swallow(fn, *args):
     try:
         fn(*args)
@@ -269,17 +277,30 @@ def _swallow(fn, *args):
         pass
 
 
-def test_grouped_mode_one_request_per_small_document_with_fallback(tmp_path):
-    with FakeAnthropicServer(grouped_drop_ids={"1"}) as srv:
-        documents, chunks = make_corpus(big_docs=1, small_docs=3, chunks_per_doc=3)
-        result = contextualizer(srv, tmp_path, grouped=True).contextualize(documents, chunks)
+@pytest.mark.parametrize("mode", ["realtime", "batch"])
+def test_grouped_mode_one_request_per_small_document_with_fallback(tmp_path, mode):
+    # of each small document's grouped answer: chunk "1" is left out, "2" is empty, "3" has no
+    # closing tag; only "0" is taken, the other three fall back to their own requests
+    faults = dict(grouped_drop_ids={"1"}, grouped_empty_ids={"2"}, grouped_malform_ids={"3"})
+    with FakeAnthropicServer(**faults) as srv:
+        documents, chunks = make_corpus(big_docs=1, small_docs=3, chunks_per_doc=4)
+        c = contextualizer(srv, tmp_path, grouped=True, mode=mode, batch_poll_interval=0.02)
+        result = c.contextualize(documents, chunks)
         report = result.report
-        assert all(c.context for c in result.chunks)
-        assert report.grouped_requests == 3 and report.grouped_fallbacks == 3  # chunk "1" of each small doc
-        # 3 big-doc chunks + 3 grouped + 3 fallbacks
-        assert len(message_requests(srv)) == 9
-        grouped_bodies = [r.body for r in message_requests(srv) if '<chunk id="0">' in r.body["messages"][0]["content"][0]["text"]]
+        assert all(c.context for c in result.chunks) and report.generated == len(chunks)
+        assert report.grouped_requests == 3 and report.grouped_fallbacks == 9
+        if mode == "realtime":  # 4 big-doc chunks + 3 grouped + 9 fallbacks
+            assert len(message_requests(srv)) == 16
+            grouped_bodies = [r.body for r in message_requests(srv) if '<chunk id="0">' in r.body["messages"][0]["content"][0]["text"]]
+        else:  # the groups and the big document's first chunk, then its rest; fallbacks in realtime
+            assert srv.stats()["batches"] == 2 and len(message_requests(srv)) == 9
+            grouped_bodies = [
+                q["params"] for r in srv.requests_to("/v1/messages/batches") if r.method == "POST"
+                for q in r.body["requests"] if '<chunk id="0">' in q["params"]["messages"][0]["content"][0]["text"]
+            ]
         assert len(grouped_bodies) == 3
+        small = [ch for ch in result.chunks if ch.chunk.document_id != "doc0"]
+        assert [ch.context.startswith("Chunk 0 of the document") for ch in small] == [True, False, False, False] * 3
         again = contextualizer(srv, tmp_path, grouped=True).contextualize(documents, chunks)
         assert again.report.store_hits == len(chunks)
 
