@@ -40,7 +40,7 @@ from tqdm.auto import tqdm
 
 from .generators.base import PREFER_SYNC, ContextGenerator, FatalGenerationError, Generation, GenerationError, TokenUsage
 from .store import ContextStore
-from .types import Chunk, ContextPosition, ContextualChunk, Document
+from .types import Chunk, ContextPosition, ContextualChunk, Document, distinct_documents
 from .usage import UsageReport
 
 __all__ = ["Contextualizer", "ContextualizeResult", "ContextualizationError", "default_store_path"]
@@ -714,16 +714,12 @@ def _validate(
     """Check the inputs before anything is paid for; returns docs by id, chunks, flags."""
     if isinstance(documents, (str, Document)) or isinstance(chunks, (str, Chunk)):
         raise TypeError("pass lists: contextualize([document, ...], [chunk, ...])")
-    docs: dict[str, Document] = {}
     for doc in documents:
         if not isinstance(doc, Document):
             raise TypeError(f"documents must be Document objects, got {type(doc).__name__}")
-        if doc.id in docs:
-            if docs[doc.id].text == doc.text:
-                continue  # the same document passed twice: situate its chunks once
-            raise ValueError(
-                f"two different documents share the id {doc.id!r}: give each document a unique id"
-            )
+    docs: dict[str, Document] = {}
+    # the same document passed twice is situated once; two texts under one id are an error
+    for doc in distinct_documents(documents, lambda d: d.id, lambda d: d.text):
         if "\x00" in doc.text:
             raise ValueError(
                 f"document {doc.id!r} looks binary (it contains NUL bytes); extract its text first or leave it out"
