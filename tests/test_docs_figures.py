@@ -154,3 +154,17 @@ def test_results_chroma_candidate_figures_are_llamaindex_cookbook_json_s():
     assert f"on {c['chroma_default']['min']}-{c['chroma_default']['max']} of the {c['queries']} queries at Chroma's defaults" in text
     assert f"on {c['ours_with_default_ef_search']['min']}-{c['ours_with_default_ef_search']['max']} with our" in text
     assert "45 of 248" not in RESULTS and "45 of 248" not in README
+
+
+def test_index_rerun_figures_are_index_rerun_json_s():
+    data = load("index_rerun.json")
+    offline = data["offline (structural contexts)"]["first"]
+    assert f"({offline['files']} files, {offline['chunks']} chunks when last run)" in README
+    for name, run in data.items():
+        first, second = run["first"], run["second"]
+        requests = f"{first['generation_requests']}/{second['generation_requests']}"
+        row = re.compile(rf"^{re.escape(name)}\s+{first['files']}\s+{first['chunks']}\s+{first['seconds']:.2f}\s+"
+                         rf"{second['seconds']:.2f}\s+{run['second_over_first']:.4f}\s+{re.escape(requests)}\s+"
+                         rf"{second['texts_embedded']}\s*$", re.M)
+        assert row.search(RESULTS), name
+        assert second["generation_requests"] == second["texts_embedded"] == 0 and run["second_over_first"] < 0.001
