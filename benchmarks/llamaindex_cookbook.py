@@ -178,10 +178,13 @@ def candidate_agreement(
 
 
 def run(
-    dataset: EvalDataset, contexts_jsonl: Path, contexts: dict[str, str], embedder: Any, workdir: Path
+    dataset: EvalDataset, contexts_jsonl: Path, embedder: Any, workdir: Path, contexts: dict[str, str] | None = None
 ) -> tuple[list[ConfigResult], dict[str, float], int]:
     """[core contextual-hybrid, LlamaIndex path, stock QueryFusionRetriever], seconds per row, and
-    how many queries' top-20 id lists the LlamaIndex path and the core's HybridSearcher share."""
+    how many queries' top-20 id lists the LlamaIndex path and the core's HybridSearcher share.
+    `contexts`: the JSONL already loaded (chunk id -> context), else it is loaded here."""
+    if contexts is None:
+        contexts = load_contexts_jsonl(contexts_jsonl, dataset)
     golden = [q.golden for q in dataset.queries]
     queries = [q.query for q in dataset.queries]
     seconds: dict[str, float] = {}
@@ -220,7 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     embedder = CachedEmbedder(LocalMiniLMEmbedder(), args.embedding_cache)
     loaded = load_contexts_jsonl(contexts, dataset)
     with tempfile.TemporaryDirectory() as tmp:
-        results, seconds, identical = run(dataset, contexts, loaded, embedder, Path(tmp))
+        results, seconds, identical = run(dataset, contexts, embedder, Path(tmp), contexts=loaded)
     start = time.perf_counter()
     candidates = candidate_agreement([ContextualChunk(c, loaded[c.id]) for c in dataset.chunks],
                                      [q.query for q in dataset.queries], embedder)
