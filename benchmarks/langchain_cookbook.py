@@ -120,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     same_top20 = sum(a == b for a, b in zip(ours, core_ranked))
     delta = {k: round(results[0].pass_at[k] - core.pass_at[k], 2) for k in sorted(core.pass_at)}
     print(format_table(results))
-    print(f"\nLangChain path vs core contextual-hybrid: " + ", ".join(f"Pass@{k} {d:+.2f}" for k, d in delta.items()))
+    print("\nLangChain path vs core contextual-hybrid: " + ", ".join(f"Pass@{k} {d:+.2f}" for k, d in delta.items()))
     print(f"identical top-20 id lists (LangChain vs core HybridSearcher): {same_top20}/{len(queries)}")
     print(f"async rankings equal sync: {ours_async == ours}")
     print(f"embedding cache: {embedder.hits} hits, {embedder.misses} misses")

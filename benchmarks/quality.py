@@ -47,11 +47,7 @@ def truncation(dataset_dir: str, contexts_path: str) -> dict:
     dataset = load_cookbook(dataset_dir)
     contexts = load_contexts_jsonl(contexts_path, dataset)
     embedder = LocalMiniLMEmbedder()
-    embedder._load()  # the tokenizer exactly as the embedder configures it (truncation at max_tokens)
-    tokenizer = embedder._tokenizer
-
-    def cut(texts: list[str]) -> int:
-        return sum(1 for e in tokenizer.encode_batch(texts) if e.overflowing)
+    cut = embedder.count_truncated
 
     return {
         "max_tokens": embedder.max_tokens,

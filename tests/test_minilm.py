@@ -83,3 +83,11 @@ def test_cache_checks_input_like_the_embedder(embedder):
     with pytest.raises(TypeError, match="expected str"):
         cached.embed_queries(["fine", 3])
     assert (cached.hits, cached.misses) == (0, 0)
+
+
+def test_count_truncated_counts_texts_over_the_window():
+    from contextual_retrieval.embeddings.minilm import LocalMiniLMEmbedder
+
+    embedder = LocalMiniLMEmbedder()
+    assert embedder.count_truncated(["short text", "word " * 400, "word " * 100]) == 1
+    assert embedder.count_truncated([]) == 0

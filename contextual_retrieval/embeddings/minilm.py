@@ -114,6 +114,14 @@ class LocalMiniLMEmbedder:
 
     # -- embedding --------------------------------------------------------------------------
 
+    def count_truncated(self, texts: Sequence[str]) -> int:
+        """How many of `texts` are longer than the model's window (and would be truncated)."""
+        texts = as_texts(texts)
+        if not texts:
+            return 0
+        self._load()
+        return sum(1 for e in self._tokenizer.encode_batch(texts) if e.overflowing)  # type: ignore[union-attr]
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """L2-normalised float32 vectors, shape (len(texts), 384)."""
         texts = as_texts(texts)

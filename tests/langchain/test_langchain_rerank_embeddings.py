@@ -9,7 +9,6 @@ import pytest
 import voyageai
 from langchain_classic.retrievers import ContextualCompressionRetriever
 from langchain_core.documents import BaseDocumentCompressor
-from langchain_core.documents import Document as LCDocument
 from langchain_core.embeddings import Embeddings
 
 from contextual_retrieval.embeddings.minilm import LocalMiniLMEmbedder

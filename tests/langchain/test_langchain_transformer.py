@@ -21,7 +21,7 @@ from contextual_retrieval.types import ContextualChunk, Chunk, stable_chunk_id
 from contextual_retrieval_langchain import ContextualDocumentTransformer, chat_model_generator
 from tests.fakes.anthropic_server import FakeAnthropicServer
 
-from conftest import CONTEXTS, CORPUS, chunk_documents, context_generator, whole_documents
+from conftest import CORPUS, chunk_documents, context_generator, whole_documents
 
 MODEL = "claude-3-haiku-20240307"
 
