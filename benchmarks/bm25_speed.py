@@ -30,8 +30,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from contextual_retrieval.bm25 import BM25Index  # noqa: E402
-from contextual_retrieval.fusion import reciprocal_rank_fusion  # noqa: E402
+from contextual_retrieval_core.bm25 import BM25Index  # noqa: E402
+from contextual_retrieval_core.fusion import reciprocal_rank_fusion  # noqa: E402
 
 SEED = 20240919
 TOP_K = 150

@@ -1,6 +1,6 @@
 """`contextual-retrieval index` on this repository's own files, then again on the unchanged folder.
 
-Two runs of the CLI's `ContextualIndex.update` on a copy of `contextual_retrieval/` and `README.md`:
+Two runs of the CLI's `ContextualIndex.update` on a copy of `contextual_retrieval_core/` and `README.md`:
 
 - offline: structural contexts, the local MiniLM embedder, embedded Chroma;
 - with Claude: the same, but contexts from `AnthropicContextGenerator` against the fake Anthropic
@@ -27,14 +27,14 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))  # the fake server lives with the tests
 
-from contextual_retrieval.embeddings.minilm import LocalMiniLMEmbedder  # noqa: E402
-from contextual_retrieval.indexing import ContextualIndex  # noqa: E402
+from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder  # noqa: E402
+from contextual_retrieval_core.indexing import ContextualIndex  # noqa: E402
 
 
 def corpus(into: Path) -> Path:
     """A copy of the repository's own core package and README (what a user might index)."""
     folder = into / "repo-files"
-    shutil.copytree(REPO / "contextual_retrieval", folder / "contextual_retrieval", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "contextual_retrieval_core", folder / "contextual_retrieval_core", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / "README.md", folder / "README.md")
     return folder
 
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     import anthropic
     from fakes.anthropic_server import FakeAnthropicServer
 
-    from contextual_retrieval.generators import AnthropicContextGenerator
+    from contextual_retrieval_core.generators import AnthropicContextGenerator
 
     embedder = LocalMiniLMEmbedder()
     results: dict[str, Any] = {}

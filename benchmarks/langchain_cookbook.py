@@ -35,16 +35,16 @@ for p in (str(REPO), str(HERE)):
 
 from _paths import DEFAULT_DATASET  # noqa: E402
 
-from contextual_retrieval.embeddings.cache import CachedEmbedder  # noqa: E402
-from contextual_retrieval.evaluation import (  # noqa: E402
+from contextual_retrieval_core.embeddings.cache import CachedEmbedder  # noqa: E402
+from contextual_retrieval_core.evaluation import (  # noqa: E402
     format_table,
     load_contexts_jsonl,
     load_cookbook,
     results_to_json,
     score_rankings,
 )
-from contextual_retrieval.generators import CallableContextGenerator, Generation  # noqa: E402
-from contextual_retrieval.types import ContextualChunk  # noqa: E402
+from contextual_retrieval_core.generators import CallableContextGenerator, Generation  # noqa: E402
+from contextual_retrieval_core.types import ContextualChunk  # noqa: E402
 
 TOLERANCE = 0.5  # Pass@k points the LangChain path may differ from the core's contextual-hybrid
 
@@ -59,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from langchain_core.documents import Document as LCDocument
 
-    from contextual_retrieval.embeddings.minilm import LocalMiniLMEmbedder
+    from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
     from contextual_retrieval_langchain import ContextualDocumentTransformer, ContextualEnsembleRetriever, EmbedderEmbeddings
     from peers import run_langchain
 
@@ -100,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     seconds["langchain queries (async)"] = round(time.perf_counter() - start, 2)
 
     # -- references ---------------------------------------------------------------------------------
-    from contextual_retrieval.hybrid import HybridSearcher
+    from contextual_retrieval_core.hybrid import HybridSearcher
 
     start = time.perf_counter()
     searcher = HybridSearcher([ContextualChunk(c, contexts[c.id]) for c in dataset.chunks], embedder)

@@ -15,7 +15,7 @@ benchmarks/out/). The stock row: `QueryFusionRetriever([index.as_retriever(150),
 llama_index BM25Retriever(150)], mode="reciprocal_rerank", num_queries=1, similarity_top_k=20)`
 over the same nodes and the same Chroma index.
 
-It also measures why the core's Chroma setup (`contextual_retrieval.chroma.CHROMA_HNSW`) widens the
+It also measures why the core's Chroma setup (`contextual_retrieval_core.chroma.CHROMA_HNSW`) widens the
 HNSW search beam: for every query, Chroma's top-150 candidate set against exact search (the core
 `VectorIndex`) over the same vectors, at Chroma's default HNSW settings and at ours.
 
@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from contextual_retrieval.evaluation import (  # noqa: E402
+from contextual_retrieval_core.evaluation import (  # noqa: E402
     ConfigResult,
     EvalDataset,
     format_table,
@@ -44,10 +44,10 @@ from contextual_retrieval.evaluation import (  # noqa: E402
     load_cookbook,
     score_rankings,
 )
-from contextual_retrieval.generators import CallableContextGenerator, GenerationError  # noqa: E402
-from contextual_retrieval.hybrid import HybridSearcher  # noqa: E402
-from contextual_retrieval.store import ContextStore  # noqa: E402
-from contextual_retrieval.types import ContextualChunk  # noqa: E402
+from contextual_retrieval_core.generators import CallableContextGenerator, GenerationError  # noqa: E402
+from contextual_retrieval_core.hybrid import HybridSearcher  # noqa: E402
+from contextual_retrieval_core.store import ContextStore  # noqa: E402
+from contextual_retrieval_core.types import ContextualChunk  # noqa: E402
 
 DEPTH, TOP_K = 150, 20
 
@@ -148,8 +148,8 @@ def candidate_agreement(
     is not deterministic, so each setting is built `builds` times; every build is reported."""
     import numpy as np
 
-    from contextual_retrieval.chroma import ChromaVectorIndex, chroma_client, chroma_collection
-    from contextual_retrieval.vectors import VectorIndex
+    from contextual_retrieval_core.chroma import ChromaVectorIndex, chroma_client, chroma_collection
+    from contextual_retrieval_core.vectors import VectorIndex
 
     ids = [c.id for c in chunks]
     vectors = np.asarray(embedder.embed_documents([c.indexed_text for c in chunks]), dtype=np.float32)
@@ -208,8 +208,8 @@ def run(
 def main(argv: Sequence[str] | None = None) -> int:
     from _paths import DEFAULT_DATASET
 
-    from contextual_retrieval.embeddings.cache import CachedEmbedder
-    from contextual_retrieval.embeddings.minilm import LocalMiniLMEmbedder
+    from contextual_retrieval_core.embeddings.cache import CachedEmbedder
+    from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", type=Path, default=Path(DEFAULT_DATASET))

@@ -28,8 +28,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from contextual_retrieval.embeddings.cache import CachedEmbedder  # noqa: E402
-from contextual_retrieval.evaluation import (  # noqa: E402
+from contextual_retrieval_core.embeddings.cache import CachedEmbedder  # noqa: E402
+from contextual_retrieval_core.evaluation import (  # noqa: E402
     DATASET_ENV,
     ConfigResult,
     EvalDataset,
@@ -40,7 +40,7 @@ from contextual_retrieval.evaluation import (  # noqa: E402
     results_to_json,
     score_rankings,
 )
-from contextual_retrieval.types import ContextualChunk  # noqa: E402
+from contextual_retrieval_core.types import ContextualChunk  # noqa: E402
 
 DEPTH = 150  # candidates per retriever, as the cookbook
 TOP_K = 20  # scored: Pass@5/10/20
@@ -168,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="write the results as JSON")
     args = parser.parse_args(argv)
 
-    from contextual_retrieval.embeddings.minilm import LocalMiniLMEmbedder
+    from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
 
     dataset_dir = args.dataset or default_dataset()
     dataset = load_cookbook(dataset_dir)

@@ -40,9 +40,9 @@ def failure_rates(configs: list[dict]) -> dict:
 def truncation(dataset_dir: str, contexts_path: str) -> dict:
     """Chunks longer than the local embedder's window, counted with its own tokenizer (truncation
     enabled at its max length: an encoding that overflows was cut)."""
-    from contextual_retrieval.embeddings.minilm import LocalMiniLMEmbedder
-    from contextual_retrieval.evaluation import load_contexts_jsonl, load_cookbook
-    from contextual_retrieval.types import ContextualChunk
+    from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
+    from contextual_retrieval_core.evaluation import load_contexts_jsonl, load_cookbook
+    from contextual_retrieval_core.types import ContextualChunk
 
     dataset = load_cookbook(dataset_dir)
     contexts = load_contexts_jsonl(contexts_path, dataset)
@@ -58,7 +58,7 @@ def truncation(dataset_dir: str, contexts_path: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from contextual_retrieval.cli import main as cli_main
+    from contextual_retrieval_core.cli import main as cli_main
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", default=DEFAULT_DATASET)

@@ -35,7 +35,7 @@ try:
     import langchain_core  # noqa: F401
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise ImportError(
-        "contextual_retrieval_langchain needs LangChain: pip install 'contextual-retrieval[langchain]'"
+        "contextual_retrieval_langchain needs LangChain: pip install 'contextual-retrieval-kit[langchain]'"
     ) from exc
 
 from ._documents import (

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 from langchain_core.documents import Document as LCDocument
 
-from contextual_retrieval.types import CHUNK_INDEX_KEY, CONTEXT_KEY, ContextualChunk, format_for_llm
+from contextual_retrieval_core.types import CHUNK_INDEX_KEY, CONTEXT_KEY, ContextualChunk, format_for_llm
 
 __all__ = [
     "CONTEXT_KEY",
@@ -25,7 +25,7 @@ __all__ = [
 ]
 
 #: the generated context is metadata[CONTEXT_KEY]; the chunk's position is metadata[CHUNK_INDEX_KEY]
-#: (both keys are the core's, in contextual_retrieval.types)
+#: (both keys are the core's, in contextual_retrieval_core.types)
 #: the chunk as the splitter produced it (page_content is context + "\n\n" + chunk)
 ORIGINAL_CONTENT_KEY = "original_content"
 #: the id of the whole document the chunk comes from

@@ -11,8 +11,8 @@ from langchain_core.documents import Document as LCDocument
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field
 
-from contextual_retrieval.bm25 import BM25Index, load_with_records, save_with_records
-from contextual_retrieval.ensemble import DEFAULT_TOP_K
+from contextual_retrieval_core.bm25 import BM25Index, load_with_records, save_with_records
+from contextual_retrieval_core.ensemble import DEFAULT_TOP_K
 
 from ._documents import CHUNK_ID_KEY, chunk_id_of
 

@@ -13,9 +13,9 @@ from typing import Any, Literal
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from contextual_retrieval.generators.base import ContextGenerator, TokenUsage
-from contextual_retrieval.generators.chat import ChatContextGenerator, ContentBlocks
-from contextual_retrieval.prompts import DEFAULT_PROMPT, ContextPrompt
+from contextual_retrieval_core.generators.base import ContextGenerator, TokenUsage
+from contextual_retrieval_core.generators.chat import ChatContextGenerator, ContentBlocks
+from contextual_retrieval_core.prompts import DEFAULT_PROMPT, ContextPrompt
 
 __all__ = ["chat_model_generator", "is_chat_anthropic", "usage_from_message"]
 
@@ -53,7 +53,7 @@ def chat_model_generator(
     Example:
         >>> from langchain_core.language_models import GenericFakeChatModel
         >>> from langchain_core.messages import AIMessage
-        >>> from contextual_retrieval.types import Chunk, Document
+        >>> from contextual_retrieval_core.types import Chunk, Document
         >>> gen = chat_model_generator(GenericFakeChatModel(messages=iter([AIMessage("About invoices.")])))
         >>> gen.generate(Document("d", "Invoices go out monthly."), Chunk("c", "d", "monthly")).context
         'About invoices.'
@@ -65,7 +65,7 @@ def chat_model_generator(
         # Claude: the core generator on ChatAnthropic's own SDK clients (its key, base URL and
         # retries): verified caching, spend-limit stop, Message Batches, and the same store key
         # as the core and the LlamaIndex path, so a corpus is never paid for twice across them
-        from contextual_retrieval.generators.anthropic import AnthropicContextGenerator
+        from contextual_retrieval_core.generators.anthropic import AnthropicContextGenerator
 
         return AnthropicContextGenerator(
             str(llm.model), client=llm._client, async_client=llm._async_client, prompt=prompt, cache_ttl=cache_ttl  # type: ignore[attr-defined]

@@ -14,7 +14,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, ConfigDict
 
-from contextual_retrieval.embeddings.base import aembed_documents, aembed_queries
+from contextual_retrieval_core.embeddings.base import aembed_documents, aembed_queries
 
 __all__ = ["EmbedderEmbeddings", "LocalMiniLMEmbeddings", "VoyageEmbeddings"]
 
@@ -26,7 +26,7 @@ class EmbedderEmbeddings(BaseModel, Embeddings):
         embedder: a core `Embedder` (`LocalMiniLMEmbedder`, `VoyageEmbedder`, `CachedEmbedder`, ...).
 
     Example:
-        >>> from contextual_retrieval.embeddings import LocalMiniLMEmbedder
+        >>> from contextual_retrieval_core.embeddings import LocalMiniLMEmbedder
         >>> embeddings = EmbedderEmbeddings(embedder=LocalMiniLMEmbedder())
         >>> len(embeddings.embed_query("what is BM25?"))
         384
@@ -67,7 +67,7 @@ class EmbedderEmbeddings(BaseModel, Embeddings):
 def _cached(embedder: Any, cache_path: Optional[Union[str, os.PathLike]]) -> Any:
     if cache_path is None:
         return embedder
-    from contextual_retrieval.embeddings.cache import CachedEmbedder
+    from contextual_retrieval_core.embeddings.cache import CachedEmbedder
 
     return CachedEmbedder(embedder, cache_path)
 
@@ -87,7 +87,7 @@ class LocalMiniLMEmbeddings(EmbedderEmbeddings):
 
     def __init__(self, *, cache_path: Optional[Union[str, os.PathLike]] = None, batch_size: int = 32, **kwargs: Any) -> None:
         if "embedder" not in kwargs:
-            from contextual_retrieval.embeddings.minilm import LocalMiniLMEmbedder
+            from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
 
             kwargs["embedder"] = _cached(LocalMiniLMEmbedder(batch_size=batch_size), cache_path)
         super().__init__(**kwargs)
@@ -124,7 +124,7 @@ class VoyageEmbeddings(EmbedderEmbeddings):
         **voyage_kwargs: Any,
     ) -> None:
         if embedder is None:
-            from contextual_retrieval.embeddings.voyage import VoyageEmbedder
+            from contextual_retrieval_core.embeddings.voyage import VoyageEmbedder
 
             embedder = _cached(VoyageEmbedder(model, client=client, async_client=async_client, **voyage_kwargs), cache_path)
         super().__init__(embedder=embedder)

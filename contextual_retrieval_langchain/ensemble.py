@@ -22,7 +22,7 @@ from langchain_core.runnables.config import patch_config
 from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from contextual_retrieval.ensemble import (
+from contextual_retrieval_core.ensemble import (
     DEFAULT_DEPTH,
     DEFAULT_RRF_K,
     DEFAULT_TOP_K,
@@ -37,7 +37,7 @@ from contextual_retrieval.ensemble import (
     rerank_hits,
     unique_names,
 )
-from contextual_retrieval.fusion import FusionMode
+from contextual_retrieval_core.fusion import FusionMode
 
 from ._documents import CHUNK_ID_KEY, chunk_id_of
 from .bm25 import BM25_SCORE_KEY, ContextualBM25Retriever

@@ -13,8 +13,8 @@ from langchain_core.documents import BaseDocumentCompressor
 from langchain_core.documents import Document as LCDocument
 from pydantic import ConfigDict, Field
 
-from contextual_retrieval.ensemble import DEFAULT_TOP_K
-from contextual_retrieval.rerank.base import RerankResult
+from contextual_retrieval_core.ensemble import DEFAULT_TOP_K
+from contextual_retrieval_core.rerank.base import RerankResult
 
 __all__ = ["RerankCompressor", "RELEVANCE_SCORE_KEY"]
 
@@ -35,7 +35,7 @@ class RerankCompressor(BaseDocumentCompressor):
 
     Example:
         >>> from langchain_core.documents import Document
-        >>> from contextual_retrieval.rerank import PassThroughReranker
+        >>> from contextual_retrieval_core.rerank import PassThroughReranker
         >>> compressor = RerankCompressor(reranker=PassThroughReranker(), top_n=1)
         >>> [(d.page_content, d.metadata["relevance_score"])
         ...  for d in compressor.compress_documents([Document("a"), Document("b")], "q")]
@@ -55,13 +55,13 @@ class RerankCompressor(BaseDocumentCompressor):
 
     def model_post_init(self, context: Any) -> None:
         if self.reranker is None:
-            from contextual_retrieval.rerank.cohere import CohereReranker
+            from contextual_retrieval_core.rerank.cohere import CohereReranker
 
             self.reranker = CohereReranker(self.model, client=self.client, async_client=self.async_client)
         elif not (callable(getattr(self.reranker, "rerank", None)) and callable(getattr(self.reranker, "arerank", None))):
             raise TypeError(
                 f"reranker must be a core Reranker (rerank/arerank), got {type(self.reranker).__name__}; "
-                "see contextual_retrieval.rerank"
+                "see contextual_retrieval_core.rerank"
             )
         else:  # report the model actually used
             self.model = str(getattr(self.reranker, "model_name", None) or type(self.reranker).__name__)
@@ -69,7 +69,7 @@ class RerankCompressor(BaseDocumentCompressor):
     @classmethod
     def voyage(cls, model: str = "rerank-2.5", *, client: Any = None, async_client: Any = None, top_n: Optional[int] = DEFAULT_TOP_K, **kwargs: Any) -> "RerankCompressor":
         """Rerank with Voyage (`VoyageReranker`; the key from VOYAGE_API_KEY when no client is given)."""
-        from contextual_retrieval.rerank.voyage import VoyageReranker
+        from contextual_retrieval_core.rerank.voyage import VoyageReranker
 
         return cls(reranker=VoyageReranker(model, client=client, async_client=async_client, **kwargs), top_n=top_n)
 

@@ -15,11 +15,11 @@ from langchain_core.documents import BaseDocumentTransformer
 from langchain_core.documents import Document as LCDocument
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from contextual_retrieval.contextualizer import Contextualizer, ContextualizeResult
-from contextual_retrieval.prompts import DEFAULT_PROMPT, ContextPrompt
-from contextual_retrieval.store import ContextStore
-from contextual_retrieval.types import Chunk, ContextPosition, Document, distinct_documents, number_chunks, stable_chunk_id
-from contextual_retrieval.usage import UsageReport
+from contextual_retrieval_core.contextualizer import Contextualizer, ContextualizeResult
+from contextual_retrieval_core.prompts import DEFAULT_PROMPT, ContextPrompt
+from contextual_retrieval_core.store import ContextStore
+from contextual_retrieval_core.types import Chunk, ContextPosition, Document, distinct_documents, number_chunks, stable_chunk_id
+from contextual_retrieval_core.usage import UsageReport
 
 from ._documents import CHUNK_INDEX_KEY, contextual_document, document_id_of
 from .chat import chat_model_generator

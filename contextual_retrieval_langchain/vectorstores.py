@@ -12,7 +12,7 @@ from typing import Any, Optional, Sequence, Union
 from langchain_core.documents import Document as LCDocument
 from langchain_core.embeddings import Embeddings
 
-from contextual_retrieval.chroma import CHROMA_HNSW, chroma_client, chroma_collection
+from contextual_retrieval_core.chroma import CHROMA_HNSW, chroma_client, chroma_collection
 
 from ._documents import CHUNK_ID_KEY, chunk_id_of
 
@@ -52,7 +52,7 @@ def chroma_from_documents(
     try:
         from langchain_chroma import Chroma
     except ImportError as exc:  # pragma: no cover - the extra is installed in dev
-        raise ImportError("Chroma needs: pip install 'contextual-retrieval[langchain,chroma]'") from exc
+        raise ImportError("Chroma needs: pip install 'contextual-retrieval-kit[langchain,chroma]'") from exc
     if embeddings is None:
         raise ValueError("pass embeddings= (e.g. LocalMiniLMEmbeddings()); Chroma's default embedding function is never used")
     if client is None:

@@ -1,4 +1,4 @@
-"""LlamaIndex parts for contextual retrieval: thin adapters over the `contextual_retrieval` core.
+"""LlamaIndex parts for contextual retrieval: thin adapters over the `contextual_retrieval_core` core.
 
 - `ContextualNodeParser`: split whole Documents with any node parser and situate every chunk.
 - `ContextualBM25Retriever`: contextual BM25 (the core index) as a retriever.
@@ -12,7 +12,7 @@ try:
     import llama_index.core  # noqa: F401
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise ImportError(
-        "contextual_retrieval_llamaindex needs LlamaIndex: pip install 'contextual-retrieval[llamaindex]'"
+        "contextual_retrieval_llamaindex needs LlamaIndex: pip install 'contextual-retrieval-kit[llamaindex]'"
     ) from exc
 
 from .bm25 import ContextualBM25Retriever

@@ -12,8 +12,8 @@ from typing import Hashable
 
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, TextNode
 
-from contextual_retrieval.ensemble import FUSED_SCORE_KEY, RANKS_KEY, RERANK_SCORE_KEY, RankedHit
-from contextual_retrieval.types import CONTEXT_KEY, CONTEXT_LABEL, SOURCE_LABEL
+from contextual_retrieval_core.ensemble import FUSED_SCORE_KEY, RANKS_KEY, RERANK_SCORE_KEY, RankedHit
+from contextual_retrieval_core.types import CONTEXT_KEY, CONTEXT_LABEL, SOURCE_LABEL
 
 _CONTEXT_LABEL_KEY = "context_label"
 _SOURCE_LABEL_KEY = "source_label"

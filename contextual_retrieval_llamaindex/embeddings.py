@@ -9,7 +9,7 @@ import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 
-from contextual_retrieval.embeddings.base import Embedder, aembed_documents, aembed_queries
+from contextual_retrieval_core.embeddings.base import Embedder, aembed_documents, aembed_queries
 
 __all__ = ["CoreEmbedding", "LocalMiniLMEmbedding", "ContextualVoyageEmbedding"]
 
@@ -82,11 +82,11 @@ class LocalMiniLMEmbedding(CoreEmbedding):
     cache_path: Optional[str] = Field(default=None, description="SQLite embedding cache (None: no cache).")
 
     def __init__(self, cache_path: Optional[str] = None, **kwargs: Any) -> None:
-        from contextual_retrieval.embeddings.minilm import LocalMiniLMEmbedder
+        from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
 
         embedder: Any = LocalMiniLMEmbedder()
         if cache_path is not None:
-            from contextual_retrieval.embeddings.cache import CachedEmbedder
+            from contextual_retrieval_core.embeddings.cache import CachedEmbedder
 
             embedder = CachedEmbedder(embedder, os.fspath(cache_path))
         kwargs.pop("model_name", None)
@@ -113,7 +113,7 @@ class ContextualVoyageEmbedding(CoreEmbedding):
     """
 
     def __init__(self, model_name: str = "voyage-3.5", *, client: Any = None, async_client: Any = None, **kwargs: Any) -> None:
-        from contextual_retrieval.embeddings.voyage import VoyageEmbedder
+        from contextual_retrieval_core.embeddings.voyage import VoyageEmbedder
 
         super().__init__(VoyageEmbedder(model_name, client=client, async_client=async_client), model_name=model_name, **kwargs)
 

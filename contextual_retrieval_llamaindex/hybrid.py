@@ -10,7 +10,7 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
-from contextual_retrieval.ensemble import (
+from contextual_retrieval_core.ensemble import (
     DEFAULT_DEPTH,
     DEFAULT_RRF_K,
     DEFAULT_TOP_K,
@@ -21,8 +21,8 @@ from contextual_retrieval.ensemble import (
     rerank_hits,
     unique_names,
 )
-from contextual_retrieval.fusion import FusionMode
-from contextual_retrieval.rerank.base import Reranker
+from contextual_retrieval_core.fusion import FusionMode
+from contextual_retrieval_core.rerank.base import Reranker
 
 from ._convert import indexed_text, scored_ids, with_result
 from .rerank import ContextualRerank
@@ -101,7 +101,7 @@ class HybridRetriever(BaseRetriever):
                 raise ValueError(f"{arg} must be a positive integer, got {value!r}")
         if reranker is not None and not isinstance(reranker, (Reranker, BaseNodePostprocessor)):
             raise TypeError(
-                f"reranker must be a contextual_retrieval Reranker or a LlamaIndex node postprocessor, got {type(reranker).__name__}"
+                f"reranker must be a contextual_retrieval_core Reranker or a LlamaIndex node postprocessor, got {type(reranker).__name__}"
             )
         self.retrievers: Dict[str, BaseRetriever] = named
         self.weights = [float(w) for w in weights]

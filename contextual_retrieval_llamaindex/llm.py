@@ -8,9 +8,9 @@ from typing import Any
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
 from llama_index.core.llms import LLM
 
-from contextual_retrieval.generators.base import ContextGenerator, TokenUsage
-from contextual_retrieval.generators.chat import ChatContextGenerator, ContentBlocks
-from contextual_retrieval.prompts import DEFAULT_PROMPT, ContextPrompt
+from contextual_retrieval_core.generators.base import ContextGenerator, TokenUsage
+from contextual_retrieval_core.generators.chat import ChatContextGenerator, ContentBlocks
+from contextual_retrieval_core.prompts import DEFAULT_PROMPT, ContextPrompt
 
 __all__ = ["as_context_generator", "llm_context_generator"]
 
@@ -46,14 +46,14 @@ def llm_context_generator(llm: LLM, prompt: ContextPrompt = DEFAULT_PROMPT) -> C
 
     Example:
         >>> from llama_index.core.llms import MockLLM
-        >>> from contextual_retrieval.types import Chunk, Document
+        >>> from contextual_retrieval_core.types import Chunk, Document
         >>> gen = llm_context_generator(MockLLM(max_tokens=5))
         >>> gen.name, gen.generate(Document("d", "Invoices go out monthly."), Chunk("c", "d", "monthly")).usage.requests
         ('llamaindex:MockLLM', 1)
     """
     client = getattr(llm, "_client", None) if _is_anthropic(llm) else None
     if client is not None:
-        from contextual_retrieval.generators.anthropic import AnthropicContextGenerator
+        from contextual_retrieval_core.generators.anthropic import AnthropicContextGenerator
 
         return AnthropicContextGenerator(
             str(llm.model), client=client, async_client=getattr(llm, "_aclient", None), prompt=prompt  # type: ignore[attr-defined]
@@ -80,6 +80,6 @@ def as_context_generator(generator: Any, prompt: ContextPrompt = DEFAULT_PROMPT)
     if isinstance(generator, ContextGenerator):
         return generator
     raise TypeError(
-        f"generator must be a contextual_retrieval ContextGenerator or a LlamaIndex LLM, got "
+        f"generator must be a contextual_retrieval_core ContextGenerator or a LlamaIndex LLM, got "
         f"{type(generator).__name__}; e.g. AnthropicContextGenerator() or llama_index.llms.anthropic.Anthropic()"
     )

@@ -10,11 +10,11 @@ from llama_index.core.node_parser import NodeParser, SentenceSplitter
 from llama_index.core.node_parser.loading import load_parser
 from llama_index.core.schema import BaseNode, MetadataMode, NodeRelationship, TextNode
 
-from contextual_retrieval.contextualizer import Contextualizer, ContextualizeResult
-from contextual_retrieval.prompts import DEFAULT_PROMPT, ContextPrompt
-from contextual_retrieval.store import ContextStore
-from contextual_retrieval.types import CONTEXT_KEY, Chunk, Document, distinct_documents, number_chunks
-from contextual_retrieval.usage import UsageReport
+from contextual_retrieval_core.contextualizer import Contextualizer, ContextualizeResult
+from contextual_retrieval_core.prompts import DEFAULT_PROMPT, ContextPrompt
+from contextual_retrieval_core.store import ContextStore
+from contextual_retrieval_core.types import CONTEXT_KEY, Chunk, Document, distinct_documents, number_chunks
+from contextual_retrieval_core.usage import UsageReport
 
 from ._convert import set_context
 from .llm import as_context_generator
@@ -101,7 +101,7 @@ class ContextualNodeParser(NodeParser):
         wanted_id = kwargs.pop("generator_id", None)
         super().__init__(**kwargs)
         if generator is None:
-            from contextual_retrieval.generators.structural import StructuralContextGenerator
+            from contextual_retrieval_core.generators.structural import StructuralContextGenerator
 
             generator = StructuralContextGenerator()
         gen = as_context_generator(generator, prompt)

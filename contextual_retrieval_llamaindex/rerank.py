@@ -11,8 +11,8 @@ from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRan
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from contextual_retrieval.ensemble import DEFAULT_TOP_K
-from contextual_retrieval.rerank.base import Reranker, RerankResult
+from contextual_retrieval_core.ensemble import DEFAULT_TOP_K
+from contextual_retrieval_core.rerank.base import Reranker, RerankResult
 
 from ._convert import indexed_text
 
@@ -27,15 +27,15 @@ def _build(backend: str, model: Optional[str]) -> Reranker:
     """A hosted reranker by name, with the core's default model unless `model` is given."""
     options = {"model": model} if model else {}
     if backend == "cohere":
-        from contextual_retrieval.rerank.cohere import CohereReranker
+        from contextual_retrieval_core.rerank.cohere import CohereReranker
 
         return CohereReranker(**options)
     if backend == "voyage":
-        from contextual_retrieval.rerank.voyage import VoyageReranker
+        from contextual_retrieval_core.rerank.voyage import VoyageReranker
 
         return VoyageReranker(**options)
     raise ValueError(
-        f"unknown reranker {backend!r}: use 'cohere' or 'voyage', or pass reranker=<a contextual_retrieval Reranker> "
+        f"unknown reranker {backend!r}: use 'cohere' or 'voyage', or pass reranker=<a contextual_retrieval_core Reranker> "
         "(a saved ContextualRerank with a custom reranker needs it back: ContextualRerank.from_dict(data, reranker=...))"
     )
 
@@ -56,7 +56,7 @@ class ContextualRerank(BaseNodePostprocessor):
 
     Example:
         >>> from llama_index.core.schema import NodeWithScore, TextNode
-        >>> from contextual_retrieval.rerank import PassThroughReranker
+        >>> from contextual_retrieval_core.rerank import PassThroughReranker
         >>> rerank = ContextualRerank(PassThroughReranker(), top_n=1)
         >>> nodes = [NodeWithScore(node=TextNode(text=t), score=0.0) for t in ("a", "b")]
         >>> [n.node.text for n in rerank.postprocess_nodes(nodes, query_str="q")]
@@ -80,7 +80,7 @@ class ContextualRerank(BaseNodePostprocessor):
             built, backend = reranker, type(reranker).__name__
         else:
             raise TypeError(
-                f"reranker must be 'cohere', 'voyage' or a contextual_retrieval Reranker, got {type(reranker).__name__}"
+                f"reranker must be 'cohere', 'voyage' or a contextual_retrieval_core Reranker, got {type(reranker).__name__}"
             )
         kwargs["model"] = built.model_name
         super().__init__(top_n=top_n, backend=backend, **kwargs)

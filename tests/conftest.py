@@ -95,8 +95,8 @@ def tiny_dataset(tmp_path: Path) -> Path:
 def cookbook_embedder(tmp_path_factory):
     """The offline embedder behind one SQLite cache for the whole session: the cookbook-scale
     tests embed each text once between them."""
-    from contextual_retrieval.embeddings.cache import CachedEmbedder
-    from contextual_retrieval.embeddings.minilm import LocalMiniLMEmbedder
+    from contextual_retrieval_core.embeddings.cache import CachedEmbedder
+    from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
 
     return CachedEmbedder(LocalMiniLMEmbedder(), tmp_path_factory.mktemp("embeddings") / "cache.sqlite3")
 

@@ -8,15 +8,15 @@ import warnings
 
 import pytest
 
-from contextual_retrieval import Chunk, Document
-from contextual_retrieval.generators import (
+from contextual_retrieval_core import Chunk, Document
+from contextual_retrieval_core.generators import (
     CallableContextGenerator,
     ContextGenerator,
     GenerationError,
     Generation,
     TokenUsage,
 )
-from contextual_retrieval.prompts import DEFAULT_PROMPT
+from contextual_retrieval_core.prompts import DEFAULT_PROMPT
 
 DOC = Document("notes.md", "# Billing\nInvoices are sent monthly.\n# Support\nEmail us.")
 CHUNK = Chunk("n1", "notes.md", "Email us.", index=1)
@@ -183,9 +183,9 @@ def test_generators_package_does_not_import_anthropic_sdk():
     import sys
 
     code = (
-        "import sys, contextual_retrieval.generators as g\n"
+        "import sys, contextual_retrieval_core.generators as g\n"
         "assert 'anthropic' not in sys.modules, 'SDK imported'\n"
-        "assert 'contextual_retrieval.generators.anthropic' not in sys.modules\n"
+        "assert 'contextual_retrieval_core.generators.anthropic' not in sys.modules\n"
         "print(g.StructuralContextGenerator.label)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -194,7 +194,7 @@ def test_generators_package_does_not_import_anthropic_sdk():
 
 
 def test_lazy_anthropic_attribute():
-    import contextual_retrieval.generators as g
+    import contextual_retrieval_core.generators as g
 
     assert "AnthropicContextGenerator" in dir(g)
     with pytest.raises(AttributeError):

@@ -7,11 +7,11 @@ from __future__ import annotations
 import anthropic
 import pytest
 
-from contextual_retrieval import Chunk, Document
-from contextual_retrieval.contextualizer import Contextualizer
-from contextual_retrieval.generators import ChatContextGenerator, GenerationError, TokenUsage
-from contextual_retrieval.generators.anthropic import anthropic_usage
-from contextual_retrieval.prompts import DEFAULT_PROMPT
+from contextual_retrieval_core import Chunk, Document
+from contextual_retrieval_core.contextualizer import Contextualizer
+from contextual_retrieval_core.generators import ChatContextGenerator, GenerationError, TokenUsage
+from contextual_retrieval_core.generators.anthropic import anthropic_usage
+from contextual_retrieval_core.prompts import DEFAULT_PROMPT
 from fakes.anthropic_server import FakeAnthropicServer
 
 MODEL = "claude-3-haiku-20240307"

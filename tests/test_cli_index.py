@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from contextual_retrieval.cli import main
+from contextual_retrieval_core.cli import main
 from fakes.anthropic_server import FakeAnthropicServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -25,7 +25,7 @@ def repo_copy(tmp_path) -> Path:
     folder = tmp_path / "core"
     folder.mkdir()
     for name in REPO_FILES:
-        shutil.copy(REPO / "contextual_retrieval" / name, folder / name)
+        shutil.copy(REPO / "contextual_retrieval_core" / name, folder / name)
     (folder / "notes.md").write_text(
         "# Release notes\n\n## 0.1.0\n\nFirst release: contextual embeddings, contextual BM25 and rank fusion.\n",
         encoding="utf-8")

@@ -11,21 +11,21 @@ FRAMEWORKS = ["llama_index", "langchain", "langchain_core", "langchain_community
               "anthropic", "voyageai", "cohere", "chromadb", "torch", "sentence_transformers", "matplotlib"]
 
 CORE_MODULES = [
-    "contextual_retrieval",
-    "contextual_retrieval.types",
-    "contextual_retrieval.tokenizer",
-    "contextual_retrieval.bm25",
-    "contextual_retrieval.fusion",
-    "contextual_retrieval.vectors",
-    "contextual_retrieval.hybrid",
-    "contextual_retrieval.evaluation",
-    "contextual_retrieval.cli",
-    "contextual_retrieval.embeddings",
-    "contextual_retrieval.embeddings.base",
-    "contextual_retrieval.embeddings.cache",
-    "contextual_retrieval.embeddings.minilm",
-    "contextual_retrieval.rerank",
-    "contextual_retrieval.rerank.base",
+    "contextual_retrieval_core",
+    "contextual_retrieval_core.types",
+    "contextual_retrieval_core.tokenizer",
+    "contextual_retrieval_core.bm25",
+    "contextual_retrieval_core.fusion",
+    "contextual_retrieval_core.vectors",
+    "contextual_retrieval_core.hybrid",
+    "contextual_retrieval_core.evaluation",
+    "contextual_retrieval_core.cli",
+    "contextual_retrieval_core.embeddings",
+    "contextual_retrieval_core.embeddings.base",
+    "contextual_retrieval_core.embeddings.cache",
+    "contextual_retrieval_core.embeddings.minilm",
+    "contextual_retrieval_core.rerank",
+    "contextual_retrieval_core.rerank.base",
 ]
 
 # A meta-path finder that makes the frameworks look uninstalled: any import of them fails.
@@ -57,7 +57,7 @@ def test_core_imports_without_frameworks_installed():
 def test_adapters_without_their_framework_name_the_extra(package, extra):
     result = _run(BLOCKER + f"\nimport {package}\n")
     assert result.returncode != 0
-    assert f"pip install 'contextual-retrieval[{extra}]'" in result.stderr
+    assert f"pip install 'contextual-retrieval-kit[{extra}]'" in result.stderr
 
 
 def test_core_imports_no_framework_module():

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from contextual_retrieval.embeddings import LocalMiniLMEmbedder
-from contextual_retrieval.evaluation import (
+from contextual_retrieval_core.embeddings import LocalMiniLMEmbedder
+from contextual_retrieval_core.evaluation import (
     DATASET_ENV,
     evaluate,
     load_contexts_jsonl,

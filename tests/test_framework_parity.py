@@ -10,7 +10,7 @@ from llama_index.core import Document as LIDocument
 from llama_index.core import VectorStoreIndex
 from llama_index.core.node_parser import SentenceSplitter
 
-from contextual_retrieval.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES
+from contextual_retrieval_core.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES
 from contextual_retrieval_langchain import ContextualDocumentTransformer, ContextualEnsembleRetriever, LocalMiniLMEmbeddings
 from contextual_retrieval_llamaindex import ContextualNodeParser, HybridRetriever, LocalMiniLMEmbedding, chroma_vector_store
 
@@ -63,7 +63,7 @@ class Overlap:
     model_name = "overlap"
 
     def rerank(self, query, texts, top_n=None):
-        from contextual_retrieval.rerank.base import RerankResult, best_first
+        from contextual_retrieval_core.rerank.base import RerankResult, best_first
 
         words = set(query.lower().split())
         return best_first([RerankResult(i, float(len(words & set(t.lower().split())))) for i, t in enumerate(texts)], top_n)

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from contextual_retrieval import Chunk, ContextualChunk, HybridSearcher
-from contextual_retrieval.bm25 import BM25Index
-from contextual_retrieval.embeddings import LocalMiniLMEmbedder
-from contextual_retrieval.rerank import PassThroughReranker, RerankResult
+from contextual_retrieval_core import Chunk, ContextualChunk, HybridSearcher
+from contextual_retrieval_core.bm25 import BM25Index
+from contextual_retrieval_core.embeddings import LocalMiniLMEmbedder
+from contextual_retrieval_core.rerank import PassThroughReranker, RerankResult
 
 CHUNKS = [
     ContextualChunk(Chunk("acme-rev", "acme", "Revenue grew by 3% over the previous quarter."), "ACME Corp Q2 2023 filing, revenue section."),

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from contextual_retrieval.generators.base import Generation, TokenUsage
-from contextual_retrieval.indexing import (
+from contextual_retrieval_core.generators.base import Generation, TokenUsage
+from contextual_retrieval_core.indexing import (
     ContextualIndex,
     IndexMismatchError,
     collect_files,
@@ -156,7 +156,7 @@ def test_collect_files_errors_name_the_fix(tmp_path):
 def test_ingestion_batches_chroma_writes_and_deletes_under_the_client_limit(tmp_path, monkeypatch):
     """update() writes through ChromaVectorIndex.add and removes through .delete, both in batches
     of the client's max batch size."""
-    from contextual_retrieval.chroma import ChromaVectorIndex
+    from contextual_retrieval_core.chroma import ChromaVectorIndex
 
     folder = make_corpus(tmp_path)
     index = ContextualIndex(tmp_path / "ix", embedder=CountingEmbedder(), chunk_chars=60)
@@ -187,10 +187,10 @@ def test_weights_for_unwraps_the_embedding_cache(tmp_path):
     """Voyage fuses 0.8 / 0.2 (the cookbook's) also behind a CachedEmbedder; anything else gets the
     defaults. The CLI's index/query and the demo take their weights from here."""
     voyageai = pytest.importorskip("voyageai")
-    from contextual_retrieval.embeddings.cache import CachedEmbedder
-    from contextual_retrieval.embeddings.voyage import VoyageEmbedder
-    from contextual_retrieval.ensemble import DEFAULT_WEIGHTS
-    from contextual_retrieval.indexing import weights_for
+    from contextual_retrieval_core.embeddings.cache import CachedEmbedder
+    from contextual_retrieval_core.embeddings.voyage import VoyageEmbedder
+    from contextual_retrieval_core.ensemble import DEFAULT_WEIGHTS
+    from contextual_retrieval_core.indexing import weights_for
     from tests.fakes.voyage_server import FakeVoyageServer
 
     with FakeVoyageServer() as server:
@@ -323,7 +323,7 @@ def test_index_folder_inside_the_indexed_folder_is_skipped(tmp_path):
 
 
 def test_indexing_module_imports_no_framework_or_chroma():
-    code = ("import sys, contextual_retrieval.indexing, contextual_retrieval.demo, contextual_retrieval.cli\n"
+    code = ("import sys, contextual_retrieval_core.indexing, contextual_retrieval_core.demo, contextual_retrieval_core.cli\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "{'chromadb', 'llama_index', 'langchain', 'langchain_core', 'anthropic', 'voyageai', 'cohere'}))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -332,7 +332,7 @@ def test_indexing_module_imports_no_framework_or_chroma():
 
 
 def test_auto_choices_follow_keys_and_installed_sdks(monkeypatch):
-    from contextual_retrieval.indexing import choose_generator, choose_reranker, unused_keys
+    from contextual_retrieval_core.indexing import choose_generator, choose_reranker, unused_keys
 
     for name in ("ANTHROPIC_API_KEY", "VOYAGE_API_KEY", "COHERE_API_KEY", "CO_API_KEY"):
         monkeypatch.delenv(name, raising=False)
@@ -347,7 +347,7 @@ def test_auto_choices_follow_keys_and_installed_sdks(monkeypatch):
     monkeypatch.setitem(sys.modules, "cohere", None)
     assert choose_generator("auto").name == "structural" and choose_reranker("auto") is None
     notes = unused_keys()
-    assert len(notes) == 2 and "pip install 'contextual-retrieval[anthropic]'" in notes[0]
+    assert len(notes) == 2 and "pip install 'contextual-retrieval-kit[anthropic]'" in notes[0]
     assert all("sk-test" not in n and "co-test" not in n for n in notes)
     with pytest.raises(ValueError, match="choose auto, structural or anthropic"):
         choose_generator("gpt")

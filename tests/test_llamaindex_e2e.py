@@ -16,9 +16,9 @@ from llama_index.core.node_parser import MarkdownNodeParser
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import MetadataMode
 
-from contextual_retrieval.generators import AnthropicContextGenerator
-from contextual_retrieval.rerank.cohere import CohereReranker
-from contextual_retrieval.types import CONTEXT_LABEL, SOURCE_LABEL
+from contextual_retrieval_core.generators import AnthropicContextGenerator
+from contextual_retrieval_core.rerank.cohere import CohereReranker
+from contextual_retrieval_core.types import CONTEXT_LABEL, SOURCE_LABEL
 from contextual_retrieval_llamaindex import (
     ContextualNodeParser,
     ContextualRerank,

@@ -22,10 +22,10 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeRelationship, NodeWithScore, QueryBundle, TextNode, TransformComponent
 from llama_index.core.vector_stores.types import ExactMatchFilter, MetadataFilters
 
-from contextual_retrieval import Chunk, ContextualChunk, HybridSearcher
-from contextual_retrieval.generators import CallableContextGenerator
-from contextual_retrieval.rerank.base import PassThroughReranker, RerankResult
-from contextual_retrieval.rerank.cohere import CohereReranker
+from contextual_retrieval_core import Chunk, ContextualChunk, HybridSearcher
+from contextual_retrieval_core.generators import CallableContextGenerator
+from contextual_retrieval_core.rerank.base import PassThroughReranker, RerankResult
+from contextual_retrieval_core.rerank.cohere import CohereReranker
 from contextual_retrieval_llamaindex import (
     ContextualBM25Retriever,
     ContextualNodeParser,
@@ -415,7 +415,7 @@ async def test_voyage_embedding_input_types_sync_and_async():
 
 
 async def test_rerank_with_voyage_backend_sync_and_async(nodes):
-    from contextual_retrieval.rerank.voyage import VoyageReranker
+    from contextual_retrieval_core.rerank.voyage import VoyageReranker
 
     with FakeVoyageServer() as srv:
         reranker = VoyageReranker(

@@ -5,8 +5,8 @@ import warnings
 import numpy as np
 import pytest
 
-from contextual_retrieval.embeddings import LocalMiniLMEmbedder
-from contextual_retrieval.embeddings.cache import CachedEmbedder
+from contextual_retrieval_core.embeddings import LocalMiniLMEmbedder
+from contextual_retrieval_core.embeddings.cache import CachedEmbedder
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +86,7 @@ def test_cache_checks_input_like_the_embedder(embedder):
 
 
 def test_count_truncated_counts_texts_over_the_window():
-    from contextual_retrieval.embeddings.minilm import LocalMiniLMEmbedder
+    from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
 
     embedder = LocalMiniLMEmbedder()
     assert embedder.count_truncated(["short text", "word " * 400, "word " * 100]) == 1

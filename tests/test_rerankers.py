@@ -16,7 +16,7 @@ import pytest
 import voyageai
 import voyageai.error
 
-from contextual_retrieval.rerank import (
+from contextual_retrieval_core.rerank import (
     CohereReranker,
     CrossEncoderReranker,
     PassThroughReranker,
@@ -351,7 +351,7 @@ def test_cross_encoder_refuses_a_model_without_predict() -> None:
     importlib.util.find_spec("sentence_transformers") is not None, reason="sentence-transformers is installed"
 )
 def test_cross_encoder_without_sentence_transformers_names_the_extra() -> None:
-    with pytest.raises(ImportError, match=r"pip install 'contextual-retrieval\[crossencoder\]'"):
+    with pytest.raises(ImportError, match=r"pip install 'contextual-retrieval-kit\[crossencoder\]'"):
         CrossEncoderReranker("cross-encoder/ms-marco-MiniLM-L-6-v2")
 
 
@@ -361,7 +361,7 @@ def test_cross_encoder_without_sentence_transformers_names_the_extra() -> None:
 def test_pass_through_is_exported_and_the_package_imports_no_sdk() -> None:
     assert [r.index for r in PassThroughReranker().rerank(QUERY, TEXTS, top_n=2)] == [0, 1]
     code = (
-        "import sys, contextual_retrieval.rerank, contextual_retrieval.embeddings\n"
+        "import sys, contextual_retrieval_core.rerank, contextual_retrieval_core.embeddings\n"
         "print(sorted(m for m in ('cohere', 'voyageai', 'sentence_transformers', 'onnxruntime') if m in sys.modules))"
     )
     root = Path(__file__).resolve().parents[1]

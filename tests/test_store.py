@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from contextual_retrieval.prompts import DEFAULT_PROMPT, ContextPrompt
-from contextual_retrieval.store import SCHEMA_VERSION, ContextStore
+from contextual_retrieval_core.prompts import DEFAULT_PROMPT, ContextPrompt
+from contextual_retrieval_core.store import SCHEMA_VERSION, ContextStore
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -113,8 +113,8 @@ def test_threads_share_one_store(tmp_path):
 
 _CHILD = """
 import sys, time
-from contextual_retrieval.prompts import DEFAULT_PROMPT
-from contextual_retrieval.store import ContextStore
+from contextual_retrieval_core.prompts import DEFAULT_PROMPT
+from contextual_retrieval_core.store import ContextStore
 path, prefix, n, linger = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
 store = ContextStore(path)
 for i in range(n):

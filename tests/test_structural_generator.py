@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from contextual_retrieval import Chunk, Document
-from contextual_retrieval.generators import ContextGenerator, Generation, StructuralContextGenerator, TokenUsage
+from contextual_retrieval_core import Chunk, Document
+from contextual_retrieval_core.generators import ContextGenerator, Generation, StructuralContextGenerator, TokenUsage
 
 GEN = StructuralContextGenerator()
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from contextual_retrieval.tokenizer import Tokenizer, TokenizerConfig
+from contextual_retrieval_core.tokenizer import Tokenizer, TokenizerConfig
 
 
 def test_splits_camel_and_snake_and_keeps_whole_identifier():
@@ -95,7 +95,7 @@ def test_every_combining_mark_is_part_of_a_word():
 
 
 def test_version_1_keeps_the_old_splitting_for_indexes_saved_with_it(tmp_path):
-    from contextual_retrieval.bm25 import BM25Index
+    from contextual_retrieval_core.bm25 import BM25Index
 
     assert TokenizerConfig().version == 2
     old = Tokenizer(TokenizerConfig(stemmer=None, version=1))

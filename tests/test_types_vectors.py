@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from contextual_retrieval import Chunk, ContextualChunk, Document, VectorIndex, compose_indexed_text
+from contextual_retrieval_core import Chunk, ContextualChunk, Document, VectorIndex, compose_indexed_text
 
 
 def test_indexed_text_positions():

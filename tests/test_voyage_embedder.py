@@ -9,9 +9,9 @@ import pytest
 import voyageai
 import voyageai.error
 
-from contextual_retrieval.embeddings import Embedder, VoyageEmbedder
-from contextual_retrieval.embeddings.cache import CachedEmbedder
-from contextual_retrieval.embeddings.voyage import estimate_tokens, plan_batches
+from contextual_retrieval_core.embeddings import Embedder, VoyageEmbedder
+from contextual_retrieval_core.embeddings.cache import CachedEmbedder
+from contextual_retrieval_core.embeddings.voyage import estimate_tokens, plan_batches
 from tests.fakes.voyage_server import FakeVoyageServer
 
 TEXTS = [

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from langchain_core.documents import Document as LCDocument
 
-from contextual_retrieval.embeddings.cache import CachedEmbedder
-from contextual_retrieval.embeddings.minilm import LocalMiniLMEmbedder
-from contextual_retrieval.generators import CallableContextGenerator, Generation
-from contextual_retrieval.types import Chunk, ContextualChunk
+from contextual_retrieval_core.embeddings.cache import CachedEmbedder
+from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
+from contextual_retrieval_core.generators import CallableContextGenerator, Generation
+from contextual_retrieval_core.types import Chunk, ContextualChunk
 from contextual_retrieval_langchain import ContextualDocumentTransformer, EmbedderEmbeddings
 
 #: (document id, [(chunk text, context), ...]); whole documents are the chunks joined by newlines

@@ -17,7 +17,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnableLambda, RunnablePassthrough
 
-from contextual_retrieval.types import CONTEXT_LABEL, SOURCE_LABEL
+from contextual_retrieval_core.types import CONTEXT_LABEL, SOURCE_LABEL
 from contextual_retrieval_langchain import (
     ContextualDocumentTransformer,
     ContextualEnsembleRetriever,
@@ -134,4 +134,4 @@ def test_without_langchain_the_error_names_the_extra() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert result.returncode != 0
-    assert "pip install 'contextual-retrieval[langchain]'" in result.stderr
+    assert "pip install 'contextual-retrieval-kit[langchain]'" in result.stderr

@@ -11,9 +11,9 @@ from langchain_classic.retrievers import ContextualCompressionRetriever
 from langchain_core.documents import BaseDocumentCompressor
 from langchain_core.embeddings import Embeddings
 
-from contextual_retrieval.embeddings.minilm import LocalMiniLMEmbedder
-from contextual_retrieval.embeddings.voyage import VoyageEmbedder
-from contextual_retrieval.rerank import CohereReranker, VoyageReranker
+from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
+from contextual_retrieval_core.embeddings.voyage import VoyageEmbedder
+from contextual_retrieval_core.rerank import CohereReranker, VoyageReranker
 from contextual_retrieval_langchain import (
     ContextualBM25Retriever,
     EmbedderEmbeddings,

@@ -14,10 +14,10 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableLambda
 from langchain_core.vectorstores import VectorStoreRetriever
 
-from contextual_retrieval.bm25 import BM25Index
-from contextual_retrieval.ensemble import fuse_sources
-from contextual_retrieval.hybrid import HybridSearcher
-from contextual_retrieval.rerank import CohereReranker
+from contextual_retrieval_core.bm25 import BM25Index
+from contextual_retrieval_core.ensemble import fuse_sources
+from contextual_retrieval_core.hybrid import HybridSearcher
+from contextual_retrieval_core.rerank import CohereReranker
 from contextual_retrieval_langchain import (
     ContextualBM25Retriever,
     ContextualEnsembleRetriever,
@@ -241,7 +241,7 @@ def test_persistent_chroma_and_bm25_reopen_to_the_same_results(contextual_docs, 
 def test_review_fixes_bm25_settings_compressor_top_n_and_vector_callbacks(tmp_path, contextual_docs, lc_embeddings) -> None:
     from langchain_core.callbacks import BaseCallbackHandler
 
-    from contextual_retrieval.rerank.base import PassThroughReranker
+    from contextual_retrieval_core.rerank.base import PassThroughReranker
     from contextual_retrieval_langchain import RerankCompressor
 
     bm25 = ContextualBM25Retriever.from_documents(contextual_docs, k=3)

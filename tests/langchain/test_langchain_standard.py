@@ -8,8 +8,8 @@ from typing import Any
 
 from langchain_tests.integration_tests import EmbeddingsIntegrationTests, RetrieversIntegrationTests
 
-from contextual_retrieval.embeddings.cache import CachedEmbedder
-from contextual_retrieval.embeddings.minilm import LocalMiniLMEmbedder
+from contextual_retrieval_core.embeddings.cache import CachedEmbedder
+from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
 from contextual_retrieval_langchain import (
     ContextualBM25Retriever,
     ContextualDocumentTransformer,

@@ -16,8 +16,8 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-from contextual_retrieval.generators import CallableContextGenerator, ChatContextGenerator, StructuralContextGenerator
-from contextual_retrieval.types import ContextualChunk, Chunk, stable_chunk_id
+from contextual_retrieval_core.generators import CallableContextGenerator, ChatContextGenerator, StructuralContextGenerator
+from contextual_retrieval_core.types import ContextualChunk, Chunk, stable_chunk_id
 from contextual_retrieval_langchain import ContextualDocumentTransformer, chat_model_generator
 from tests.fakes.anthropic_server import FakeAnthropicServer
 
@@ -111,7 +111,7 @@ async def test_async_matches_sync() -> None:
 
 
 def _core_pair(doc: LCDocument, out: LCDocument):
-    from contextual_retrieval.types import Document
+    from contextual_retrieval_core.types import Document
 
     return Document(doc.metadata["source"], doc.page_content, dict(doc.metadata)), Chunk(out.id, doc.metadata["source"], out.metadata["original_content"], 0)
 
@@ -180,9 +180,9 @@ def test_chat_anthropic_caches_the_document_and_pays_once(tmp_path, use_async: b
         assert transformer.last_report.generated == 0 and transformer.last_report.store_hits == n
 
         # the same model and prompt through the core (or LlamaIndex) reads the same stored contexts
-        from contextual_retrieval.contextualizer import Contextualizer
-        from contextual_retrieval.generators import AnthropicContextGenerator
-        from contextual_retrieval.types import Chunk, Document
+        from contextual_retrieval_core.contextualizer import Contextualizer
+        from contextual_retrieval_core.generators import AnthropicContextGenerator
+        from contextual_retrieval_core.types import Chunk, Document
 
         core = AnthropicContextGenerator(MODEL, client=anthropic.Anthropic(api_key=server.api_key, base_url=server.url))
         chunks = [Chunk(f"c{i}", "long.md", d.metadata["original_content"], i) for i, d in enumerate(out)]
@@ -191,7 +191,7 @@ def test_chat_anthropic_caches_the_document_and_pays_once(tmp_path, use_async: b
 
 
 def test_parent_clashes_are_errors_and_blank_pieces_do_not_shift_ids(tmp_path) -> None:
-    from contextual_retrieval.types import stable_chunk_id
+    from contextual_retrieval_core.types import stable_chunk_id
 
     transformer = ContextualDocumentTransformer(show_progress=False)
     chunk = LCDocument("Revenue grew.", metadata={"source": "a"})

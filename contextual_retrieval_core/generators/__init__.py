@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from contextual_retrieval._sdk import lazy_exports
+from contextual_retrieval_core._sdk import lazy_exports
 
 from typing import TYPE_CHECKING
 

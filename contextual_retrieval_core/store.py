@@ -7,7 +7,7 @@ WAL-mode database: a context is durable the moment it arrives, and several threa
 may write the same file at once. No pickle anywhere; usage is stored as JSON text.
 
 Example:
-    >>> from contextual_retrieval.prompts import DEFAULT_PROMPT
+    >>> from contextual_retrieval_core.prompts import DEFAULT_PROMPT
     >>> with ContextStore(":memory:") as store:
     ...     key = ContextStore.key("anthropic", "claude-3-haiku", DEFAULT_PROMPT.identity,
     ...                            "The whole document.", "A chunk.")

@@ -283,7 +283,7 @@ def plot_results(results: Sequence[ConfigResult], path: str | os.PathLike[str], 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        raise ImportError("plotting needs matplotlib: pip install 'contextual-retrieval[plot]'") from exc
+        raise ImportError("plotting needs matplotlib: pip install 'contextual-retrieval-kit[plot]'") from exc
     ks = sorted(results[0].pass_at)
     fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(results)), 4))
     width = 0.8 / len(ks)

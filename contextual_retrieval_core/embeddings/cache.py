@@ -46,7 +46,7 @@ class CachedEmbedder:
             the embedder has an `output_dimension` set.
 
     Example:
-        >>> from contextual_retrieval.embeddings import LocalMiniLMEmbedder
+        >>> from contextual_retrieval_core.embeddings import LocalMiniLMEmbedder
         >>> cached = CachedEmbedder(LocalMiniLMEmbedder(), ":memory:")
         >>> _ = cached.embed_documents(["hello"]); _ = cached.embed_documents(["hello"])
         >>> (cached.hits, cached.misses)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Sequence
 
-from contextual_retrieval._sdk import LazyClients
-from contextual_retrieval.rerank.base import RerankResult, best_first, candidate_texts, check_top_n
+from contextual_retrieval_core._sdk import LazyClients
+from contextual_retrieval_core.rerank.base import RerankResult, best_first, candidate_texts, check_top_n
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import cohere

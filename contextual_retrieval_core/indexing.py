@@ -351,7 +351,7 @@ class ContextualIndex:
         weights: (dense, BM25) fusion weights at query time.
 
     Example:
-        >>> from contextual_retrieval.embeddings import LocalMiniLMEmbedder
+        >>> from contextual_retrieval_core.embeddings import LocalMiniLMEmbedder
         >>> index = ContextualIndex("my-index", embedder=LocalMiniLMEmbedder())  # doctest: +SKIP
         >>> print(index.update(["docs", "src"]).format())  # doctest: +SKIP
         >>> for hit in index.search("how is the cache invalidated?", k=5):  # doctest: +SKIP
@@ -753,7 +753,7 @@ def unused_keys() -> list[str]:
                                 (("COHERE_API_KEY", "CO_API_KEY"), "cohere", "cohere")):
         if env_key(*keys) and not _installed(module):
             notes.append(f"{keys[0]} is set but the {module} SDK is not installed, so it is not used: "
-                         f"pip install 'contextual-retrieval[{extra}]'")
+                         f"pip install 'contextual-retrieval-kit[{extra}]'")
     return notes
 
 

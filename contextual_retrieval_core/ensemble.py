@@ -7,7 +7,7 @@ Example:
     >>> hits = fuse_sources([("dense", [("a", 0.9), ("b", 0.8)], 0.5), ("bm25", [("b", 7.0)], 0.5)])
     >>> [(h.id, h.ranks) for h in hits]
     [('b', {'dense': 2, 'bm25': 1}), ('a', {'dense': 1, 'bm25': None})]
-    >>> from contextual_retrieval.rerank import PassThroughReranker
+    >>> from contextual_retrieval_core.rerank import PassThroughReranker
     >>> [h.id for h in rerank_hits("q", hits, {"a": "A", "b": "B"}.__getitem__, PassThroughReranker(), k=1)]
     ['b']
 """

@@ -28,7 +28,7 @@ def chroma_client(path: str | os.PathLike[str] | None = None) -> Any:
         import chromadb
         from chromadb.config import Settings
     except ImportError as exc:
-        raise ImportError("Chroma is not installed: pip install 'contextual-retrieval[chroma]'") from exc
+        raise ImportError("Chroma is not installed: pip install 'contextual-retrieval-kit[chroma]'") from exc
     settings = Settings(anonymized_telemetry=False)
     if path is None:
         return chromadb.EphemeralClient(settings=settings)

@@ -1,6 +1,6 @@
 """`CrossEncoderReranker`: a local sentence-transformers cross-encoder, or any model with `predict`.
 
-sentence-transformers is optional (`pip install 'contextual-retrieval[crossencoder]'`) and imported
+sentence-transformers is optional (`pip install 'contextual-retrieval-kit[crossencoder]'`) and imported
 only when a model is loaded by name.
 """
 
@@ -11,13 +11,13 @@ from typing import Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from contextual_retrieval.rerank.base import RerankResult, best_first, candidate_texts, check_top_n
+from contextual_retrieval_core.rerank.base import RerankResult, best_first, candidate_texts, check_top_n
 
 __all__ = ["CrossEncoderReranker", "PairScorer"]
 
 DEFAULT_CROSS_ENCODER = "cross-encoder/ms-marco-MiniLM-L-6-v2"
 _INSTALL_HINT = (
-    "CrossEncoderReranker needs sentence-transformers: pip install 'contextual-retrieval[crossencoder]' "
+    "CrossEncoderReranker needs sentence-transformers: pip install 'contextual-retrieval-kit[crossencoder]' "
     "(or pass model= any object with a predict(list_of_pairs) method)"
 )
 

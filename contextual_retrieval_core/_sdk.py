@@ -35,7 +35,7 @@ def import_sdk(module: str, extra: str, label: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(f"the {label} SDK is not installed; pip install 'contextual-retrieval[{extra}]'") from exc
+        raise ImportError(f"the {label} SDK is not installed; pip install 'contextual-retrieval-kit[{extra}]'") from exc
 
 
 class LazyClients:

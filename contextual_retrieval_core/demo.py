@@ -8,7 +8,7 @@ fusion: once as they are (plain) and once with their contexts (contextual). Each
 shows where its answer ranks in both, and which of the query's words only the context supplies.
 
 Example:
-    >>> from contextual_retrieval.demo import run_demo
+    >>> from contextual_retrieval_core.demo import run_demo
     >>> result = run_demo(offline=True, show_progress=False)  # doctest: +SKIP
     >>> [q.query for q in result.queries if q.only_contextual_found]  # doctest: +SKIP
     ["How much did ACME's revenue grow in Q2 2023?", ...]

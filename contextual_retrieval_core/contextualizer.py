@@ -105,7 +105,7 @@ class Contextualizer:
         batch_poll_interval: seconds between batch status checks.
 
     Example:
-        >>> from contextual_retrieval import Chunk, Document
+        >>> from contextual_retrieval_core import Chunk, Document
         >>> doc = Document("guide.md", "# Setup\\n## Linux\\nRun make install.")
         >>> result = Contextualizer(show_progress=False).contextualize(
         ...     [doc], [Chunk("c0", "guide.md", "Run make install.")])

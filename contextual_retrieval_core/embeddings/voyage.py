@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 
 import numpy as np
 
-from contextual_retrieval._sdk import LazyClients
-from contextual_retrieval.embeddings.base import as_texts
+from contextual_retrieval_core._sdk import LazyClients
+from contextual_retrieval_core.embeddings.base import as_texts
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import voyageai

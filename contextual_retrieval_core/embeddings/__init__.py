@@ -1,0 +1,32 @@
+"""Embedders: turn chunks and queries into vectors.
+
+Backends are imported on first use, so `import contextual_retrieval_core.embeddings` needs neither
+voyageai nor onnxruntime.
+
+Example:
+    >>> from contextual_retrieval_core.embeddings import Embedder
+    >>> Embedder.__name__
+    'Embedder'
+"""
+
+from __future__ import annotations
+
+from contextual_retrieval_core._sdk import lazy_exports
+
+from typing import TYPE_CHECKING
+
+from contextual_retrieval_core.embeddings.base import Embedder
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
+    from contextual_retrieval_core.embeddings.voyage import VoyageEmbedder
+
+__all__ = ["Embedder", "VoyageEmbedder", "LocalMiniLMEmbedder"]
+
+_LAZY = {
+    "VoyageEmbedder": "contextual_retrieval_core.embeddings.voyage",
+    "LocalMiniLMEmbedder": "contextual_retrieval_core.embeddings.minilm",
+}
+
+
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY)
