@@ -98,7 +98,7 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_index(sub: argparse._SubParsersAction) -> None:
-    from .indexing import DEFAULT_CHUNK_CHARS
+    from .chunking import DEFAULT_CHUNK_CHARS
 
     ix = sub.add_parser(
         "index",
@@ -206,8 +206,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_index(args: argparse.Namespace) -> int:
-    from .indexing import (DEFAULT_CHUNK_CHARS, MANIFEST_NAME, ContextualIndex, choose_embedder, choose_generator,
-                           unused_keys, weights_for)
+    from .chunking import DEFAULT_CHUNK_CHARS
+    from .contextual_index import ContextualIndex
+    from .factories import choose_embedder, choose_generator, unused_keys, weights_for
+    from .index_manifest import MANIFEST_NAME
 
     index_dir = Path(args.index_dir)
     if args.rebuild and index_dir.exists():
@@ -219,13 +221,13 @@ def _cmd_index(args: argparse.Namespace) -> int:
     embedder_kind, contexts, model = args.embedder, args.contexts, args.model
     if old is not None:
         if embedder_kind == "auto":
-            embedder_kind = old["embedder"]["kind"]
+            embedder_kind = old.embedder["kind"]
         if contexts == "auto":
-            contexts = old["generator"]["name"]
-            model = model or old["generator"]["model"] or None
-    embedder = choose_embedder(embedder_kind, old["embedder"]["model"] if old and embedder_kind == old["embedder"]["kind"] else None)
+            contexts = old.generator["name"]
+            model = model or old.generator["model"] or None
+    embedder = choose_embedder(embedder_kind, old.embedder["model"] if old and embedder_kind == old.embedder["kind"] else None)
     generator = choose_generator(contexts, model)
-    chunk_chars = args.chunk_chars or (old or {}).get("chunk_chars") or DEFAULT_CHUNK_CHARS
+    chunk_chars = args.chunk_chars or (old.chunk_chars if old else None) or DEFAULT_CHUNK_CHARS
     index = ContextualIndex(index_dir, embedder=embedder, generator=generator, chunk_chars=chunk_chars,
                             concurrency=args.concurrency, weights=weights_for(embedder))
     for note in unused_keys():
@@ -243,11 +245,12 @@ def _cmd_index(args: argparse.Namespace) -> int:
 
 
 def _cmd_query(args: argparse.Namespace) -> int:
-    from .indexing import ContextualIndex, choose_embedder, choose_reranker, weights_for
+    from .contextual_index import ContextualIndex
+    from .factories import choose_embedder, choose_reranker, weights_for
 
     manifest = ContextualIndex.read_manifest(args.index)
-    embedder = choose_embedder(manifest["embedder"]["kind"], manifest["embedder"]["model"])
-    index = ContextualIndex(args.index, embedder=embedder, weights=manifest.get("weights") or weights_for(embedder))
+    embedder = choose_embedder(manifest.embedder["kind"], manifest.embedder["model"])
+    index = ContextualIndex(args.index, embedder=embedder, weights=manifest.weights or weights_for(embedder))
     reranker = choose_reranker(args.rerank)
     hits = index.search(args.question, k=args.k, reranker=reranker)
     if args.json:

@@ -19,12 +19,9 @@ import numpy as np
 import pytest
 
 from contextual_retrieval_core.generators.base import Generation, TokenUsage
-from contextual_retrieval_core.indexing import (
-    ContextualIndex,
-    IndexMismatchError,
-    collect_files,
-    split_text,
-)
+from contextual_retrieval_core.chunking import split_text
+from contextual_retrieval_core.contextual_index import ContextualIndex, IndexMismatchError
+from contextual_retrieval_core.files import collect_files
 
 
 class CountingEmbedder:
@@ -190,7 +187,7 @@ def test_weights_for_unwraps_the_embedding_cache(tmp_path):
     from contextual_retrieval_core.embeddings.cache import CachedEmbedder
     from contextual_retrieval_core.embeddings.voyage import VoyageEmbedder
     from contextual_retrieval_core.ensemble import DEFAULT_WEIGHTS
-    from contextual_retrieval_core.indexing import weights_for
+    from contextual_retrieval_core.factories import weights_for
     from tests.fakes.voyage_server import FakeVoyageServer
 
     with FakeVoyageServer() as server:
@@ -260,7 +257,7 @@ def test_changed_and_deleted_files_are_replaced_and_removed(tmp_path):
     embedder, generator = CountingEmbedder(), CountingGenerator()
     index = ContextualIndex(tmp_path / "ix", embedder=embedder, generator=generator)
     first = index.update([folder], show_progress=False)
-    old_billing = set(index.manifest["files"]["notes/billing.md"]["chunks"])
+    old_billing = set(index.manifest.files["notes/billing.md"].chunks)
 
     generator.calls.clear()
     embedder.documents.clear()
@@ -269,11 +266,11 @@ def test_changed_and_deleted_files_are_replaced_and_removed(tmp_path):
     (folder / "readme.txt").unlink()
     report = index.update([folder], show_progress=False)
     assert (report.files_changed, report.files_removed, report.files_unchanged) == (1, 1, 1)
-    new_billing = index.manifest["files"]["notes/billing.md"]["chunks"]
+    new_billing = index.manifest.files["notes/billing.md"].chunks
     assert set(generator.calls) == set(new_billing)  # only the changed file was situated
     assert len(embedder.documents) == len(new_billing)
     assert report.chunks_total == first.chunks_total - report.chunks_removed + report.chunks_added
-    assert "notes/readme.txt" not in index.manifest["files"]
+    assert "notes/readme.txt" not in index.manifest.files
 
     stored = index._chroma().get(include=[])["ids"]
     assert not old_billing & set(stored) and set(new_billing) <= set(stored)
@@ -292,7 +289,7 @@ def test_files_from_other_paths_are_kept(tmp_path):
     index.update([folder], show_progress=False)
     report = index.update([other], show_progress=False)
     assert (report.files_new, report.files_removed) == (1, 0)
-    assert sorted(index.manifest["files"]) == ["more/faq.md", "notes/billing.md", "notes/readme.txt", "notes/sub/cache.py"]
+    assert sorted(index.manifest.files) == ["more/faq.md", "notes/billing.md", "notes/readme.txt", "notes/sub/cache.py"]
     assert index.search("when does the office open", k=1)[0].path == "more/faq.md"
 
 
@@ -319,11 +316,11 @@ def test_index_folder_inside_the_indexed_folder_is_skipped(tmp_path):
     index.update([folder], show_progress=False)
     report = index.update([folder], show_progress=False)
     assert report.files_new == 0 and report.files_unchanged == 3
-    assert all(not d.startswith("notes/index") for d in index.manifest["files"])
+    assert all(not d.startswith("notes/index") for d in index.manifest.files)
 
 
 def test_indexing_module_imports_no_framework_or_chroma():
-    code = ("import sys, contextual_retrieval_core.indexing, contextual_retrieval_core.demo, contextual_retrieval_core.cli\n"
+    code = ("import sys, contextual_retrieval_core.contextual_index, contextual_retrieval_core.demo, contextual_retrieval_core.cli\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "{'chromadb', 'llama_index', 'langchain', 'langchain_core', 'anthropic', 'voyageai', 'cohere'}))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -332,7 +329,7 @@ def test_indexing_module_imports_no_framework_or_chroma():
 
 
 def test_auto_choices_follow_keys_and_installed_sdks(monkeypatch):
-    from contextual_retrieval_core.indexing import choose_generator, choose_reranker, unused_keys
+    from contextual_retrieval_core.factories import choose_generator, choose_reranker, unused_keys
 
     for name in ("ANTHROPIC_API_KEY", "VOYAGE_API_KEY", "COHERE_API_KEY", "CO_API_KEY"):
         monkeypatch.delenv(name, raising=False)
