@@ -1,18 +1,27 @@
-"""Which files `contextual-retrieval index` reads: folder walking, text detection, hashing."""
+"""Which files `contextual-retrieval index` reads: folder walking, text detection, decoding.
+
+Decoding rule (`read_text`): UTF-8 (a leading BOM dropped); else, for a file that starts with a
+UTF-16 byte-order mark, UTF-16; else Windows-1252 (cp1252, a superset of the printable Latin-1
+range). A file that is none of these (cp1252 leaves five byte values undefined) is skipped as
+undecodable. Files not read as UTF-8 are named in the index report with the encoding used.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
 from .index_manifest import MANIFEST_NAME
 
-__all__ = ["SourceFile", "collect_files", "file_sha256", "TEXT_EXTENSIONS", "SKIP_DIRS", "MAX_FILE_BYTES"]
+__all__ = ["SourceFile", "SkippedFile", "FileScan", "collect_files", "read_text", "UndecodableFileError", "file_sha256",
+           "TEXT_EXTENSIONS", "SKIP_DIRS", "MAX_FILE_BYTES"]
 
-#: Files larger than this are skipped (they are usually generated: lock files, minified code).
+#: Files larger than this are skipped by default (they are usually generated: lock files, minified
+#: code, data dumps); `contextual-retrieval index --max-file-size MB` changes it.
 MAX_FILE_BYTES = 1_000_000
 
 #: Extensions indexed when walking a folder (a file named explicitly is indexed whatever its name,
@@ -43,20 +52,68 @@ class SourceFile:
     root: Path
 
 
-def collect_files(paths: Sequence[str | os.PathLike[str]], *, skip: Sequence[Path] = ()) -> tuple[list[SourceFile], int]:
-    """The text files under `paths` (folders are walked; hidden, virtualenv, build-cache folders
-    and contextual-retrieval index folders are skipped).
+@dataclass(frozen=True)
+class SkippedFile:
+    """A file left out of the index, and why.
 
-    Returns:
-        the files (sorted by doc id) and how many were skipped as binary or too large.
+    Attributes:
+        path: its path; reason: "too large (30.0 MB > 1.0 MB)", "binary (NUL bytes)",
+        "undecodable (...)" or "unreadable (...)".
+    """
+
+    path: Path
+    reason: str
+
+
+@dataclass
+class FileScan:
+    """What `collect_files` found.
+
+    Attributes:
+        files: the text files to index, sorted by doc id.
+        skipped: files with an indexed extension left out (too large, binary, unreadable).
+        other_extensions: how many files of each extension that is not indexed were seen.
+    """
+
+    files: list[SourceFile] = field(default_factory=list)
+    skipped: list[SkippedFile] = field(default_factory=list)
+    other_extensions: Counter = field(default_factory=Counter)
+
+    def describe(self) -> str:
+        """One sentence on what was seen but not indexed (for the "nothing to index" error)."""
+        parts = []
+        if self.skipped:
+            parts.append("skipped: " + "; ".join(f"{s.path} ({s.reason})" for s in self.skipped[:10])
+                         + (f"; and {len(self.skipped) - 10} more" if len(self.skipped) > 10 else ""))
+        if self.other_extensions:
+            common = ", ".join(f"{ext or '(no extension)'} ({n})" for ext, n in self.other_extensions.most_common(8))
+            parts.append(f"{sum(self.other_extensions.values())} files of other types, not indexed: {common}")
+        return "; ".join(parts) if parts else "no files at all"
+
+
+def collect_files(
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    skip: Sequence[Path] = (),
+    max_file_bytes: int = MAX_FILE_BYTES,
+) -> FileScan:
+    """The text files under `paths` (folders are walked; hidden, virtualenv, build-cache folders
+    and contextual-retrieval index folders are skipped; in a folder, only `TEXT_EXTENSIONS`).
+
+    Args:
+        paths: files and folders.
+        skip: folders never walked into.
+        max_file_bytes: larger files are skipped (and named in `FileScan.skipped`).
     """
     if isinstance(paths, (str, os.PathLike)):
         raise ValueError("pass a list of paths: collect_files([path, ...])")
     if not paths:
         raise ValueError("no paths given: pass at least one file or folder to index")
+    if isinstance(max_file_bytes, bool) or not isinstance(max_file_bytes, int) or max_file_bytes <= 0:
+        raise ValueError(f"max_file_bytes must be a positive integer, got {max_file_bytes!r}")
     skip_resolved = {Path(p).resolve() for p in skip}
     found: dict[str, SourceFile] = {}
-    skipped = 0
+    scan = FileScan()
     for raw in paths:
         root = Path(raw).expanduser()
         if not root.exists():
@@ -76,13 +133,17 @@ def collect_files(paths: Sequence[str | os.PathLike[str]], *, skip: Sequence[Pat
                 )
                 for name in sorted(files):
                     file = here / name
-                    if name.startswith(".") or file.suffix.lower() not in TEXT_EXTENSIONS:
+                    if name.startswith("."):
+                        continue
+                    if file.suffix.lower() not in TEXT_EXTENSIONS:
+                        scan.other_extensions[file.suffix.lower()] += 1
                         continue
                     rel = file.relative_to(root).as_posix()
                     candidates.append((file, f"{prefix}/{rel}" if prefix else rel))
         for file, doc_id in candidates:
-            if not _is_text(file):
-                skipped += 1
+            reason = _skip_reason(file, max_file_bytes)
+            if reason:
+                scan.skipped.append(SkippedFile(file, reason))
                 continue
             other = found.get(doc_id)
             if other is not None and other.path != file:
@@ -91,18 +152,62 @@ def collect_files(paths: Sequence[str | os.PathLike[str]], *, skip: Sequence[Pat
                     "different names, or pass their common parent folder instead"
                 )
             found[doc_id] = SourceFile(file, doc_id, root)
-    return [found[k] for k in sorted(found)], skipped
+    scan.files = [found[k] for k in sorted(found)]
+    return scan
 
 
-def _is_text(path: Path) -> bool:
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+def _skip_reason(path: Path, max_file_bytes: int) -> str | None:
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            return False
+        size = path.stat().st_size
+        if size > max_file_bytes:
+            return f"too large: {_mb(size)} > {_mb(max_file_bytes)}; raise --max-file-size to index it"
         with path.open("rb") as fh:
             head = fh.read(8192)
-    except OSError:
-        return False
-    return b"\x00" not in head
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or exc}"
+    if head.startswith(_UTF16_BOMS):
+        return None
+    return "binary (NUL bytes)" if b"\x00" in head else None
+
+
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+class UndecodableFileError(ValueError):
+    """A file is neither UTF-8, UTF-16 with a byte-order mark, nor cp1252."""
+
+
+def read_text(path: Path) -> tuple[str, str]:
+    """A file's text and the encoding it was read with, by the module's decoding rule.
+
+    Returns:
+        (text, encoding): encoding is "utf-8", "utf-16" or "cp1252".
+
+    Raises:
+        UndecodableFileError: naming the file and the first undecodable byte's offset.
+    """
+    data = path.read_bytes()
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        return data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        pass
+    if data.startswith(_UTF16_BOMS):
+        try:
+            return data.decode("utf-16"), "utf-16"
+        except UnicodeDecodeError as exc:
+            raise UndecodableFileError(f"{path}: starts with a UTF-16 byte-order mark but is not UTF-16 "
+                                       f"(byte {exc.start}); convert it to UTF-8") from exc
+    try:
+        return data.decode("cp1252"), "cp1252"
+    except UnicodeDecodeError as exc:
+        raise UndecodableFileError(f"{path}: not UTF-8, UTF-16 or cp1252 (byte 0x{data[exc.start]:02x} at "
+                                   f"offset {exc.start}); convert it to UTF-8") from exc
 
 
 def file_sha256(path: Path) -> str:

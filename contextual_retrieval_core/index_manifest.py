@@ -63,6 +63,8 @@ class IndexManifest:
         chunk_chars: the chunk size.
         weights: (dense, BM25) fusion weights used by ``query``.
         files: doc id -> `FileEntry`.
+        bm25: the folder (inside the index folder) holding the BM25 index of these chunks; each
+            update writes a new one and names it here, so the manifest swap switches both at once.
     """
 
     embedder: dict[str, str]
@@ -70,6 +72,7 @@ class IndexManifest:
     chunk_chars: int
     weights: list[float]
     files: dict[str, FileEntry] = field(default_factory=dict)
+    bm25: str = "bm25"
 
     @property
     def chunk_count(self) -> int:
@@ -98,6 +101,7 @@ class IndexManifest:
                 chunk_chars=int(data["chunk_chars"]),
                 weights=[float(w) for w in data.get("weights") or []],
                 files={k: FileEntry(**v) for k, v in data["files"].items()},
+                bm25=_folder_name(data.get("bm25", "bm25")),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise IndexDamagedError(f"{source} is damaged ({type(exc).__name__}: {exc}); rebuild the index "
@@ -128,3 +132,9 @@ class IndexManifest:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
+
+
+def _folder_name(name: Any) -> str:
+    if not isinstance(name, str) or (name and (not name.startswith("bm25") or "/" in name or "\\" in name or ".." in name)):
+        raise ValueError(f"bad BM25 folder name {name!r}")
+    return name

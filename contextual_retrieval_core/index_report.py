@@ -16,7 +16,9 @@ class IndexReport:
 
     Attributes:
         files_new, files_changed, files_unchanged, files_removed: files by what happened to them.
-        files_skipped: binary or too-large files left out.
+        skipped: (path, reason) for every file left out: too large, binary, undecodable,
+            unreadable.
+        decoded: (doc id, encoding) for every file read in another encoding than UTF-8.
         chunks_added, chunks_removed, chunks_total: chunk counts (total: in the index afterwards).
         embedded: texts sent to the embedder; embedding_cache_hits: texts served by its cache.
         contexts: the contextualizer's `UsageReport` (None when there was nothing to situate).
@@ -28,7 +30,8 @@ class IndexReport:
     files_changed: int = 0
     files_unchanged: int = 0
     files_removed: int = 0
-    files_skipped: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    decoded: list[tuple[str, str]] = field(default_factory=list)
     chunks_added: int = 0
     chunks_removed: int = 0
     chunks_total: int = 0
@@ -39,6 +42,11 @@ class IndexReport:
     elapsed_s: float = 0.0
 
     @property
+    def files_skipped(self) -> int:
+        """Files left out (see `skipped` for which and why)."""
+        return len(self.skipped)
+
+    @property
     def generated(self) -> int:
         """Contexts generated in this run (0 when nothing was situated)."""
         return self.contexts.generated if self.contexts else 0
@@ -47,6 +55,9 @@ class IndexReport:
         """The report as JSON-ready data."""
         data = {k: v for k, v in self.__dict__.items() if k != "contexts"}
         data["contexts"] = self.contexts.to_dict() if self.contexts else None
+        data["files_skipped"] = self.files_skipped
+        data["skipped"] = [{"path": p, "reason": r} for p, r in self.skipped]
+        data["decoded"] = [{"path": p, "encoding": e} for p, e in self.decoded]
         return data
 
     def format(self) -> str:
@@ -56,8 +67,12 @@ class IndexReport:
             lines.append(self.note)
         lines.append(
             f"files: {self.files_new} new, {self.files_changed} changed, {self.files_unchanged} unchanged, "
-            f"{self.files_removed} removed" + (f" ({self.files_skipped} binary or too large, skipped)" if self.files_skipped else "")
+            f"{self.files_removed} removed" + (f", {self.files_skipped} skipped" if self.files_skipped else "")
         )
+        for path, reason in self.skipped:
+            lines.append(f"  skipped {path}: {reason}")
+        for path, encoding in self.decoded:
+            lines.append(f"  {path}: not UTF-8, read as {encoding}")
         lines.append(
             f"chunks: {self.chunks_added} added, {self.chunks_removed} removed, {self.chunks_total} in the index; "
             f"embeddings: {self.embedded} computed, {self.embedding_cache_hits} from the cache"
