@@ -46,9 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
         "eval",
         help="score retrieval configurations on a labelled dataset (cookbook format)",
         description=(
-            "Run the configurations dense, bm25, hybrid and, with --contexts, contextual-dense, "
-            "contextual-bm25, contextual-hybrid with the library's defaults, and print Pass@k "
-            "(the cookbook's definition), recall@k and MRR. Offline: the local MiniLM embedder."
+            "Run the configurations dense, bm25, hybrid (no contexts), structural-dense, structural-bm25, "
+            "structural-hybrid (the offline structural contexts, computed here) and, with --contexts, "
+            "contextual-dense, contextual-bm25, contextual-hybrid (the file's LLM contexts) with the library's "
+            "defaults, and print Pass@k (the cookbook's definition), recall@k and MRR. Offline: the local "
+            "MiniLM embedder; each distinct text is embedded once per run."
         ),
     )
     ev.add_argument(
@@ -233,6 +235,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             dataset=folder.resolve().name,
             embedder=embedder.model_name,
             contexts=Path(args.contexts).name if args.contexts else None,
+            elapsed_s=round(elapsed, 1),
         )
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
