@@ -5,7 +5,9 @@ companies and quarters, handbooks of two offices, manuals of two products, three
 fuzzer. Every chunk is situated within its document (structural contexts offline, Claude with
 ANTHROPIC_API_KEY), then the chunks are indexed twice with the same embedder, BM25 and rank
 fusion: once as they are (plain) and once with their contexts (contextual). Each sample query
-shows where its answer ranks in both, and which of the query's words only the context supplies.
+is judged by the one chunk that answers it (found = that chunk in the top k); it also shows the
+rank of the first chunk from the answering file, which can be higher (a sibling chunk of the
+right file is not the answer), and which of the query's words only the context supplies.
 
 Example:
     >>> from contextual_retrieval_core.demo import run_demo
@@ -44,7 +46,9 @@ class QueryOutcome:
 
     Attributes:
         query: the query; target: the answering chunk's id; path: its document.
-        plain_rank, contextual_rank: 1-based rank of the answer (None: not retrieved at all).
+        plain_rank, contextual_rank: 1-based rank of the answering chunk (None: not retrieved).
+        plain_file_rank, contextual_file_rank: 1-based rank of the first chunk from the answering
+            file (the answering chunk or a sibling of it).
         k: the cut-off for "found".
         context: the answer's context; added_words: the query's words that its context
             contains and its text does not.
@@ -61,6 +65,8 @@ class QueryOutcome:
     added_words: list[str] = field(default_factory=list)
     plain_top: list[tuple[str, str]] = field(default_factory=list)
     contextual_top: list[tuple[str, str]] = field(default_factory=list)
+    plain_file_rank: int | None = None
+    contextual_file_rank: int | None = None
 
     @property
     def plain_found(self) -> bool:
@@ -125,6 +131,10 @@ def _rank(hits: list[SearchHit], chunk_id: str) -> int | None:
     return next((i for i, h in enumerate(hits, 1) if h.id == chunk_id), None)
 
 
+def _file_rank(hits: list[SearchHit], path: str) -> int | None:
+    return next((i for i, h in enumerate(hits, 1) if h.chunk.document_id == path), None)
+
+
 def _added_words(query: str, context: str, text: str, tokenizer: Tokenizer) -> list[str]:
     in_context, in_text = set(tokenizer.tokenize(context)), set(tokenizer.tokenize(text))
     words: list[str] = []
@@ -141,10 +151,9 @@ def _snippet(text: str, width: int = 88) -> str:
     return flat if len(flat) <= width else flat[: width - 1].rstrip() + "…"
 
 
-def _fmt_rank(rank: int | None, k: int) -> str:
-    if rank is None:
-        return "not retrieved  MISSED"
-    return f"rank {rank:<3} {'found ' if rank <= k else 'MISSED'}"
+def _fmt_rank(rank: int | None, k: int, file_rank: int | None) -> str:
+    verdict = "not retrieved  MISSED" if rank is None else f"rank {rank:<3} {'found ' if rank <= k else 'MISSED'}"
+    return f"{verdict}  file rank {'-' if file_rank is None else file_rank:<3}"
 
 
 def run_demo(
@@ -224,13 +233,15 @@ def run_demo(
     tokenizer = Tokenizer()
     by_id = {c.id: c for c in contextual}
     outcomes = []
-    say(f"3. sample queries: where does the chunk that answers each rank? (found = in the top {k})")
+    say(f"3. sample queries, each judged by the one chunk that answers it: found = that chunk in the top {k};")
+    say("   'file rank' is where the first chunk of the answering file ranks (it may be a sibling chunk, not the answer)")
     for n, (q, p_hits, c_hits) in enumerate(zip(DEMO_QUERIES, plain_hits, ctx_hits), 1):
         target = by_id[_target(q, chunks).id]
         outcome = QueryOutcome(
             q.query, target.id, q.path, _rank(p_hits, target.id), _rank(c_hits, target.id), k, target.context,
             _added_words(q.query, target.context, target.text, tokenizer),
             [(h.chunk.document_id, h.id) for h in p_hits[:k]], [(h.chunk.document_id, h.id) for h in c_hits[:k]],
+            _file_rank(p_hits, q.path), _file_rank(c_hits, q.path),
         )
         outcomes.append(outcome)
         verdict = ("plain MISSED it, contextual FOUND it" if outcome.only_contextual_found
@@ -239,9 +250,9 @@ def run_demo(
         say()
         say(f"Q{n}. {q.query}   -> {verdict}")
         say(f"    answer:     {q.path}: \"{_snippet(target.text)}\"")
-        say(f"    plain       {_fmt_rank(outcome.plain_rank, k)}   top {k}: "
+        say(f"    plain       {_fmt_rank(outcome.plain_rank, k, outcome.plain_file_rank)}   top {k}: "
             + ", ".join(p for p, _ in outcome.plain_top))
-        say(f"    contextual  {_fmt_rank(outcome.contextual_rank, k)}   top {k}: "
+        say(f"    contextual  {_fmt_rank(outcome.contextual_rank, k, outcome.contextual_file_rank)}   top {k}: "
             + ", ".join(p for p, _ in outcome.contextual_top))
         say(f"    context:    {target.context}")
         if outcome.added_words:
@@ -258,8 +269,12 @@ def run_demo(
     plain_first = sum(o.plain_rank == 1 for o in outcomes)
     ctx_first = sum(o.contextual_rank == 1 for o in outcomes)
     say()
-    say(f"summary: answers found in the top {k}: plain {plain_n}/{len(outcomes)}, contextual {ctx_n}/{len(outcomes)}"
+    plain_files = sum(o.plain_file_rank is not None and o.plain_file_rank <= k for o in outcomes)
+    ctx_files = sum(o.contextual_file_rank is not None and o.contextual_file_rank <= k for o in outcomes)
+    say(f"summary: answering chunks found in the top {k}: plain {plain_n}/{len(outcomes)}, contextual {ctx_n}/{len(outcomes)}"
         f"; ranked first: plain {plain_first}/{len(outcomes)}, contextual {ctx_first}/{len(outcomes)}")
+    say(f"         a chunk of the answering file in the top {k}: plain {plain_files}/{len(outcomes)}, "
+        f"contextual {ctx_files}/{len(outcomes)}")
     if only:
         say(f"         plain retrieval missed and contextual retrieval found: {', '.join(f'Q{n}' for n in only)}")
     elapsed = time.perf_counter() - started

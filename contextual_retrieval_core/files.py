@@ -157,7 +157,7 @@ def collect_files(
 
 
 def _mb(n: int) -> str:
-    return f"{n / 1e6:.1f} MB"
+    return f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n / 1e3:.1f} KB"
 
 
 def _skip_reason(path: Path, max_file_bytes: int) -> str | None:

@@ -32,8 +32,10 @@ def open_vectors(folder: Path, collection: str, *, create: bool, fix: str) -> Ch
     """The Chroma collection in `folder`; created when `create`, else it must exist."""
     from .chroma import chroma_client, chroma_collection
 
-    if not create and not (folder / "chroma.sqlite3").is_file():
-        raise IndexDamagedError(f"{folder} is missing or holds no Chroma database; {fix}")
+    if not (folder / "chroma.sqlite3").is_file():
+        if not create:
+            raise IndexDamagedError(f"{folder} is missing or holds no Chroma database; {fix}")
+        _forget_deleted_database(folder)
     try:
         client = chroma_client(folder)
         # embeddings are always computed by the library and passed in: no Chroma embedding function
@@ -47,8 +49,28 @@ def open_vectors(folder: Path, collection: str, *, create: bool, fix: str) -> Ch
     return ChromaVectorIndex(collection=found)
 
 
+def _forget_deleted_database(folder: Path) -> None:
+    """Chroma keeps one system per database path for the whole process; when the folder was
+    deleted under it (a damaged index being repaired), that system would go on writing to the
+    deleted files. Drop it so the next client starts afresh. (Chroma's only hook for this,
+    `clear_system_cache`, drops every database of the process.)"""
+    try:
+        from chromadb.api.shared_system_client import SharedSystemClient
+    except ImportError:  # pragma: no cover - other chromadb layouts keep no such cache
+        return
+    systems = getattr(SharedSystemClient, "_identifier_to_system", {})
+    for key in [k for k in systems if k and Path(k).resolve() == folder.resolve()]:
+        systems.pop(key, None)
+
+
 def load_bm25(folder: Path, manifest: IndexManifest, *, fix: str) -> BM25Index:
     """The BM25 index in `folder`, checked to index exactly the manifest's chunks."""
+    for name in ("bm25.json", "data.npy", "indices.npy", "indptr.npy"):
+        file = folder / name
+        if not file.is_file():
+            raise IndexDamagedError(f"{file} is missing; {fix}")
+        if file.stat().st_size == 0:
+            raise IndexDamagedError(f"{file} is empty; {fix}")
     try:
         bm25 = BM25Index.load(folder)
     except (OSError, ValueError, EOFError, KeyError, TypeError, IndexError) as exc:

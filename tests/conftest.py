@@ -10,12 +10,22 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 COOKBOOK = Path(os.environ.get("CONTEXTUAL_RETRIEVAL_DATASET", REPO.parent / "shared" / "data" / "cookbook-codebase"))
+#: set to 1 (as .ci/run does) to make a missing dataset a failure instead of a skip
+REQUIRE_DATASET_ENV = "CONTEXTUAL_RETRIEVAL_REQUIRE_DATASET"
+
+
+def missing_dataset(reason: str) -> None:
+    """Skip the test, naming what is missing; fail instead where the dataset is required (CI)."""
+    if os.environ.get(REQUIRE_DATASET_ENV, "") not in ("", "0"):
+        pytest.fail(f"{reason} ({REQUIRE_DATASET_ENV} is set: the dataset is required here)")
+    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")
 def cookbook_dir() -> Path:
     if not (COOKBOOK / "codebase_chunks.json").is_file():
-        pytest.fail(f"cookbook dataset not found at {COOKBOOK}; set CONTEXTUAL_RETRIEVAL_DATASET")
+        missing_dataset(f"cookbook dataset not found at {COOKBOOK}: put it at ../shared/data/cookbook-codebase "
+                        "or set CONTEXTUAL_RETRIEVAL_DATASET")
     return COOKBOOK
 
 

@@ -69,3 +69,26 @@ def test_demo_uses_claude_when_the_key_is_set_and_pays_once(monkeypatch, capsys)
 
         assert main(["demo", "--offline", "--no-progress"]) == 0
         assert messages() == n_chunks and "contexts: structural (no LLM)" in capsys.readouterr().out
+
+
+def test_demo_judges_by_the_answering_chunk_shows_the_file_rank_and_matches_the_readme(capsys):
+    import re
+    from pathlib import Path
+
+    buffer = io.StringIO()
+    result = run_demo(offline=True, show_progress=False, out=buffer)
+    printed = buffer.getvalue()
+    assert "each judged by the one chunk that answers it" in printed and "'file rank'" in printed
+    for q in result.queries:
+        # the file rank is the first chunk of the answering file: never below the answering chunk
+        for rank, file_rank in ((q.plain_rank, q.plain_file_rank), (q.contextual_rank, q.contextual_file_rank)):
+            assert file_rank is not None and (rank is None or file_rank <= rank)
+    assert any(q.plain_file_rank < q.plain_rank for q in result.queries if q.only_contextual_found)
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    row = next(line for line in readme.splitlines() if line.startswith("| `contextual-retrieval demo` |"))
+    plain = f"{sum(q.plain_found for q in result.queries)}/6, {sum(q.plain_rank == 1 for q in result.queries)} first"
+    ctx = f"{sum(q.contextual_found for q in result.queries)}/6, {sum(q.contextual_rank == 1 for q in result.queries)} first"
+    assert row.split("|")[4].strip() == plain and row.split("|")[5].strip() == ctx
+    assert f"({result.chunks})" in row.split("|")[2]
+    summary = re.search(r"summary: answering chunks found in the top 3: plain (\d)/6", printed).group(1)
+    assert int(summary) == sum(q.plain_found for q in result.queries)

@@ -49,3 +49,32 @@ def test_notebook_executes(script, tmp_path):
     builder.execute(nb, tmp_path)  # raises CellExecutionError on any failing cell
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "answers in the top 3" in text
+
+
+def _readme_counts() -> dict[str, tuple[str, str, str]]:
+    """The README's "The demo and the notebooks" table: where -> (chunks, plain, contextual)."""
+    import re
+
+    readme = (EXAMPLES.parent / "README.md").read_text(encoding="utf-8")
+    start = readme.index("### The demo and the notebooks")
+    rows = {}
+    for line in readme[start:].split("\n\n", 3)[2].splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 5 and "/6" in cells[3]:
+            rows[cells[0]] = (re.search(r"\((\d+)\)", cells[1]).group(1), cells[3], cells[4])
+    return rows
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
+def test_readme_counts_are_the_saved_notebooks_and_the_notebook_says_why_the_demo_differs(script):
+    import re
+
+    nb = nbformat.read(script.with_suffix(".ipynb"), as_version=4)
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    got = {name: (m.group(1), m.group(2)) for name, m in
+           ((n, re.search(rf"{n}: (\d/6) answers in the top 3, (\d) ranked first", text)) for n in ("plain", "contextual"))}
+    chunks = re.search(r"^(\d+) chunks$", text, re.M).group(1)
+    (row,) = [v for k, v in _readme_counts().items() if script.with_suffix(".ipynb").name in k]
+    assert row == (chunks, f"{got['plain'][0]}, {got['plain'][1]} first", f"{got['contextual'][0]}, {got['contextual'][1]} first")
+    markdown = " ".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert "Why these counts are not the demo's" in markdown and f"({chunks})" in markdown
