@@ -80,15 +80,22 @@ def test_readme_failure_rates_are_quality_json_s():
                           ("+ contextual BM25", "contextual-hybrid")):
         assert rows[label][1] == f"{block['configs'][config]:.2f}%", label
         assert block["configs"][config] == round(100 - QUALITY_ROWS[config]["pass_at"]["20"], 2)
-    fall = block["relative_fall_dense_to_contextual_hybrid_percent"]
-    assert f"Failures fall by {round(fall)}%" in README
+    for label, config in (("plain embeddings + plain BM25 (hybrid, no contexts)", "hybrid"),
+                          ("hybrid with the offline structural contexts (no LLM)", "structural-hybrid")):
+        assert rows[label][1] == f"{block['configs'][config]:.2f}%", label
+    assert f"Claude's\ncontexts cut the failures by {round(block['relative_fall_hybrid_to_contextual_hybrid_percent'])}%" in README
+    assert f"by {round(block['relative_fall_hybrid_to_structural_hybrid_percent'])}%. From plain" in README
+    assert f"the fall is {round(block['relative_fall_dense_to_contextual_hybrid_percent'])}%" in README
 
 
 def test_readme_quality_table_is_quality_json_s():
     rows = markdown_rows(README, "configuration (`python benchmarks/quality.py`)")
     names = {"dense, no context": "dense", "hybrid (dense + BM25), no context": "hybrid",
+             "structural dense (offline contexts)": "structural-dense",
+             "structural BM25 (offline contexts)": "structural-bm25",
+             "structural hybrid (offline contexts, the default without an API key)": "structural-hybrid",
              "contextual dense": "contextual-dense", "contextual BM25": "contextual-bm25",
-             "contextual hybrid (defaults)": "contextual-hybrid"}
+             "contextual hybrid (defaults, Claude contexts)": "contextual-hybrid"}
     assert set(rows) == set(names)
     for label, config in names.items():
         assert tuple(float(x) for x in rows[label][:3]) == pass_triple(QUALITY_ROWS[config]), label
@@ -129,6 +136,9 @@ def test_results_quality_block_is_quality_json_s():
     line = "top-20 failure rate (100 - Pass@20): " + ", ".join(f"{k} {v:.2f}%" for k, v in rates["configs"].items())
     assert line in RESULTS
     assert f"failures fall by {rates['relative_fall_dense_to_contextual_hybrid_percent']:.1f}%" in RESULTS
+    assert f"failures fall by {rates['relative_fall_hybrid_to_structural_hybrid_percent']:.1f}% from hybrid to structural-hybrid" in RESULTS
+    assert f"in {QUALITY['elapsed_s']} s of wall time" in RESULTS and QUALITY["embedding_cache"] == "cold"
+    assert f"took {QUALITY['elapsed_s']} s" in README
 
 
 def test_results_peers_block_is_peers_json_s():
