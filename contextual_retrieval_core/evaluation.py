@@ -253,7 +253,7 @@ def evaluate(
             raise ValueError(f"configuration {name!r} needs contexts: pass --contexts FILE")
         chunks = [ContextualChunk(c, contexts[c.id] if use_ctx else "") for c in dataset.chunks]  # type: ignore[index]
         searcher = HybridSearcher(chunks, embedder if use_dense else None, use_bm25=use_bm25, show_progress=show_progress)
-        ranked = [[h.id for h in hits] for hits in searcher.search_many(queries, k=depth)]
+        ranked = [[h.id for h in hits] for hits in searcher.search_many(queries, top_k=depth)]
         results.append(score_rankings(name, ranked, golden, ks))
     return results
 
