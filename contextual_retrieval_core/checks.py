@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["positive_int", "non_negative_number", "fusion_weights", "string_list", "not_a_string", "finite_vectors", "renamed_keyword", "is_blank"]
+__all__ = ["IndexFileError", "positive_int", "non_negative_number", "fusion_weights", "string_list", "not_a_string", "finite_vectors", "renamed_keyword", "is_blank"]
 
 
 def positive_int(name: str, value: Any, *, allow_none: bool = False) -> Any:
@@ -106,3 +106,15 @@ def fusion_weights(weights: Any, n: int | None = None, per: str = "list") -> tup
     if n is not None and len(out) != n:
         raise ValueError(f"got {len(out)} weights for {n} {per}{'' if n == 1 else 's'}; pass one weight per {per}")
     return out
+
+
+class IndexFileError(ValueError):
+    """A saved index file that is missing, truncated, corrupted or inconsistent with the others.
+
+    Attributes:
+        path: the file at fault.
+    """
+
+    def __init__(self, path: Any, problem: str, fix: str = "the index is damaged or was written by something else: build and save it again") -> None:
+        super().__init__(f"{path}: {problem}; {fix}")
+        self.path = path
