@@ -56,7 +56,9 @@ class TokenCounter:
     count: Callable[[str], int]
 
 
-_TOKEN = re.compile(r"\w+|[^\w\s]")
+# scripts written without spaces count a token per character, as subword tokenizers roughly do
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+|[^\w\s]")
 regex_token_counter = TokenCounter("regex words+punctuation", lambda text: len(_TOKEN.findall(text)))
 
 
