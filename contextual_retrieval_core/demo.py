@@ -228,8 +228,8 @@ def run_demo(
 
     queries = [q.query for q in DEMO_QUERIES]
     depth = len(chunks)
-    plain_hits = plain_search.search_many(queries, k=depth)
-    ctx_hits = ctx_search.search_many(queries, k=depth)
+    plain_hits = plain_search.search_many(queries, top_k=depth)
+    ctx_hits = ctx_search.search_many(queries, top_k=depth)
     tokenizer = Tokenizer()
     by_id = {c.id: c for c in contextual}
     outcomes = []

@@ -307,7 +307,7 @@ def evaluate(
         found = sources[source]
         chunks = [ContextualChunk(c, found[c.id] if found is not None else "") for c in dataset.chunks]
         searcher = HybridSearcher(chunks, once if use_dense else None, use_bm25=use_bm25, show_progress=show_progress)
-        ranked = [[h.id for h in hits] for hits in searcher.search_many(queries, k=depth)]
+        ranked = [[h.id for h in hits] for hits in searcher.search_many(queries, top_k=depth)]
         results.append(score_rankings(name, ranked, golden, ks))
     return results
 
