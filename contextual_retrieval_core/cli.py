@@ -322,7 +322,9 @@ def _cmd_query(args: argparse.Namespace) -> int:
     embedder = choose_embedder(manifest.embedder["kind"], manifest.embedder["model"])
     index = ContextualIndex(args.index, embedder=embedder, weights=manifest.weights or weights_for(embedder))
     reranker = choose_reranker(args.rerank)
-    hits = index.search(args.question, k=args.k, reranker=reranker)
+    if not args.question.strip():
+        raise ValueError('the question is empty; ask one in quotes, e.g. "how are contexts cached?"')
+    hits = index.search(args.question, top_k=args.k, reranker=reranker)
     if args.json:
         print(json.dumps([h.__dict__ for h in hits], indent=2, ensure_ascii=False))
         return 0

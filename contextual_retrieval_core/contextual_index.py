@@ -43,11 +43,12 @@ from .bm25 import BM25Index
 from .chroma import ChromaVectorIndex
 from .chunking import DEFAULT_CHUNK_CHARS
 from .embeddings.base import Embedder
-from .ensemble import DEFAULT_RRF_K, DEFAULT_TOP_K, DEFAULT_WEIGHTS, fuse_sources, rerank_hits
+from .checks import is_blank, renamed_keyword
+from .ensemble import DEFAULT_WEIGHTS
 from .factories import embedder_kind
 from .files import MAX_FILE_BYTES, TEXT_EXTENSIONS, collect_files
 from .folder_lock import folder_lock
-from .fusion import DEFAULT_DEPTH
+from .fusion_config import FusionConfig
 from .generators.base import ContextGenerator
 from .hybrid import embed_with_progress
 from .index_manifest import MANIFEST_NAME, FileEntry, IndexDamagedError, IndexManifest, IndexMismatchError
@@ -102,7 +103,7 @@ class ContextualIndex:
         self.generator = generator
         self.chunk_chars = int(chunk_chars)
         self.concurrency = concurrency
-        self.weights = tuple(float(w) for w in weights)
+        self.weights = FusionConfig(weights=weights).weights_for(2, per="side (dense, BM25)")
         self._cached: Any = None
         self._vector_index: ChromaVectorIndex | None = None
         self._bm25: BM25Index | None = None
@@ -375,23 +376,29 @@ class ContextualIndex:
     def search(
         self,
         query: str,
-        k: int = DEFAULT_TOP_K,
+        top_k: int | None = None,
         *,
+        config: FusionConfig | None = None,
         reranker: Reranker | None = None,
-        depth: int = DEFAULT_DEPTH,
+        depth: int | None = None,
         rerank_depth: int | None = None,
+        k: int | None = None,
     ) -> list[IndexHit]:
-        """The top `k` chunks for `query`: Chroma top-`depth` and BM25 top-`depth`, fused with
-        weighted reciprocal-rank fusion, then reranked when a `reranker` is given.
+        """The top `top_k` chunks for `query`: Chroma top-`depth` and BM25 top-`depth`, fused with
+        weighted reciprocal-rank fusion, then reranked when a `reranker` is given. Every setting
+        may come in a `FusionConfig` (`config`); keyword arguments override it; the fusion weights
+        are the index's. A blank query returns no results, as in every query path. `k` is the old
+        name of `top_k`.
 
         Reads the folder only (the query's embedding is not cached); a damaged folder raises
         `IndexDamagedError` naming the file and the fix."""
         if not isinstance(query, str):
             raise TypeError(f"query must be str, got {type(query).__name__}")
-        if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
-            raise ValueError(f"k must be a positive integer, got {k!r}")
-        if not query.strip():
-            raise ValueError("the query is empty; ask a question, e.g. \"how are contexts cached?\"")
+        top_k = renamed_keyword("ContextualIndex.search", "k", "top_k", k, top_k)
+        fusion = FusionConfig.merged(config, weights=self.weights, top_k=top_k, reranker=reranker, depth=depth,
+                                     rerank_depth=rerank_depth)
+        if is_blank(query):
+            return []
         manifest = self.manifest
         if manifest is None:
             raise FileNotFoundError(f"{self.path} is not a contextual-retrieval index (no {MANIFEST_NAME}); build one "
@@ -402,25 +409,19 @@ class ContextualIndex:
         if self._bm25 is None:
             self._bm25 = self._load_bm25(manifest)
         vectors = self._vectors()
-        collection = vectors.collection
-        listed = set(manifest.chunk_ids())
         rows_in_chroma = len(vectors)
         if rows_in_chroma < total:
             raise IndexDamagedError(f"{self.path / 'chroma'} holds {rows_in_chroma} chunks, the manifest lists {total}; "
                                     f"{self._fix()}")
         vector = np.asarray(self.embedder.embed_queries([query]), dtype=np.float32)
+        listed = set(manifest.chunk_ids())
+        depth = fusion.depth
         # rows the manifest does not list (left by an interrupted update) are not results
         dense = [h for h in vectors.search(vector[0], min(depth + rows_in_chroma - total, rows_in_chroma)) if h[0] in listed]
-        sources = [("dense", dense[:depth], self.weights[0]), ("bm25", self._bm25.search(query, depth), self.weights[1])]
-        fused = fuse_sources(sources, rrf_k=DEFAULT_RRF_K, depth=depth)
-        pool_ids = [str(h.id) for h in (fused[: rerank_depth or depth] if reranker else fused[:k])]
-        rows = collection.get(ids=pool_ids, include=["documents", "metadatas"]) if pool_ids else {"ids": []}
-        info = {cid: (doc, meta) for cid, doc, meta in zip(rows["ids"], rows.get("documents") or [], rows.get("metadatas") or [])}
-        absent = [cid for cid in pool_ids if cid not in info]
-        if absent:
-            raise IndexDamagedError(f"{self.path / 'chroma'} lacks {len(absent)} chunks the manifest lists "
-                                    f"(first: {absent[0]}); {self._fix()}")
-        ranked = rerank_hits(query, fused, lambda cid: info[str(cid)][0], reranker, k=k, rerank_depth=rerank_depth or depth)
+        fused = fusion.fuse([("dense", dense[:depth]), ("bm25", self._bm25.search(query, depth))])
+        pool = fused[: fusion.effective_rerank_depth] if fusion.reranker else fused[: fusion.top_k]
+        info = self._rows([str(h.id) for h in pool])
+        ranked = fusion.rerank(query, pool, lambda cid: info[str(cid)][0])
         out = []
         for h in ranked:
             doc, meta = info[str(h.id)]
@@ -430,3 +431,13 @@ class ContextualIndex:
                 int(meta.get("end_line", 0)), float(h.fused_score), h.rerank_score,
             ))
         return out
+
+    def _rows(self, ids: list[str]) -> dict[str, tuple[str, dict]]:
+        """Chunk id -> (indexed text, metadata) from Chroma; every id must be there."""
+        rows = self._vectors().collection.get(ids=ids, include=["documents", "metadatas"]) if ids else {"ids": []}
+        info = {cid: (doc, meta) for cid, doc, meta in zip(rows["ids"], rows.get("documents") or [], rows.get("metadatas") or [])}
+        absent = [cid for cid in ids if cid not in info]
+        if absent:
+            raise IndexDamagedError(f"{self.path / 'chroma'} lacks {len(absent)} chunks the manifest lists "
+                                    f"(first: {absent[0]}); {self._fix()}")
+        return info

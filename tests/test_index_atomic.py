@@ -35,10 +35,10 @@ def assert_serves(index_dir: Path, *, refund_days: str, has_readme: bool) -> Non
     """A fresh index object answers from one consistent state: the manifest's chunks only."""
     index = ContextualIndex(index_dir, embedder=CountingEmbedder())
     listed = set(index.manifest.chunk_ids())
-    hits = index.search("how many days until refunds are issued", k=10)
+    hits = index.search("how many days until refunds are issued", top_k=10)
     assert hits and all(h.id in listed for h in hits)
     assert hits[0].path == "notes/billing.md" and f"{refund_days} days" in hits[0].text
-    kube = index.search("kubernetes deployment worker pool replicas", k=10)
+    kube = index.search("kubernetes deployment worker pool replicas", top_k=10)
     assert all(h.id in listed for h in kube)
     assert (kube[0].path == "notes/readme.txt") is has_readme
 
@@ -175,14 +175,14 @@ def test_a_damaged_folder_names_the_file_and_the_fix_and_index_repairs_it(damage
     name, what = damage(tmp_path, ix)
     before = folder_digest(ix)
     with pytest.raises(IndexDamagedError) as caught:
-        ContextualIndex(ix, embedder=CountingEmbedder()).search("refunds", k=3)
+        ContextualIndex(ix, embedder=CountingEmbedder()).search("refunds", top_k=3)
     message = str(caught.value)
     assert str(ix / name) in message and what in message and "re-run `contextual-retrieval index" in message
     assert folder_digest(ix) == before and not ((ix / "chroma").exists() and name == "chroma")  # query changed nothing
 
     report = ContextualIndex(ix, embedder=CountingEmbedder()).update([folder], show_progress=False)
     assert report.note and "the index was damaged" in report.note
-    assert ContextualIndex(ix, embedder=CountingEmbedder()).search("refunds", k=1)[0].path == "notes/billing.md"
+    assert ContextualIndex(ix, embedder=CountingEmbedder()).search("refunds", top_k=1)[0].path == "notes/billing.md"
 
 
 def test_a_garbage_embedding_cache_is_named_and_never_read_by_queries(tmp_path):
@@ -193,7 +193,7 @@ def test_a_garbage_embedding_cache_is_named_and_never_read_by_queries(tmp_path):
         leftover.unlink()
     (ix / "embeddings.sqlite3").write_bytes(b"not a database " * 200)
     before = folder_digest(ix)
-    assert ContextualIndex(ix, embedder=CountingEmbedder()).search("refunds", k=1)[0].path == "notes/billing.md"
+    assert ContextualIndex(ix, embedder=CountingEmbedder()).search("refunds", top_k=1)[0].path == "notes/billing.md"
     assert folder_digest(ix) == before
     (folder / "billing.md").write_text("# Billing\n\nRefunds take a week.\n", encoding="utf-8")
     with pytest.raises(IndexDamagedError, match=r"embeddings\.sqlite3 is not a readable embedding cache .*delete it"):
@@ -230,6 +230,8 @@ def test_query_never_creates_or_alters_an_index_folder_and_exits_2_without_a_tra
     assert "the index was damaged" in capsys.readouterr().out
     assert main(["query", str(ix), "refunds", "--json", "-k", "1"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["path"] == "notes/billing.md"
+    assert main(["query", str(ix), "   "]) == 2
+    assert "the question is empty" in capsys.readouterr().err
 
 
 @pytest.mark.usefixtures("offline_env")

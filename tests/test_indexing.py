@@ -223,14 +223,14 @@ def test_index_then_search_from_a_fresh_process_object(tmp_path):
     assert [n for n in names if n.startswith("bm25")] == [ContextualIndex.read_manifest(tmp_path / "ix").bm25]
 
     reopened = ContextualIndex(tmp_path / "ix", embedder=CountingEmbedder())
-    hits = reopened.search("how long do refunds take?", k=3)
+    hits = reopened.search("how long do refunds take?", top_k=3)
     top = hits[0]
     assert top.path == "notes/billing.md" and "14 days" in top.text
     assert top.context == "From notes/billing.md, section: Billing."  # one chunk: the whole file
     assert set(top.ranks) == {"dense", "bm25"} and top.ranks["bm25"] == 1
     assert (top.start_line, top.end_line) == (1, 9)
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
-    code_hit = reopened.search("LruCache evict", k=1)[0]
+    code_hit = reopened.search("LruCache evict", top_k=1)[0]
     assert code_hit.path == "notes/sub/cache.py" and "LruCache" in code_hit.context
 
 
@@ -280,9 +280,9 @@ def test_changed_and_deleted_files_are_replaced_and_removed(tmp_path):
     stored = index._chroma().get(include=[])["ids"]
     assert not old_billing & set(stored) and set(new_billing) <= set(stored)
     assert len(stored) == report.chunks_total
-    hits = index.search("Kubernetes worker replicas", k=10)
+    hits = index.search("Kubernetes worker replicas", top_k=10)
     assert all(h.path != "notes/readme.txt" for h in hits)  # gone from Chroma and BM25
-    assert "30 days" in index.search("refund days", k=1)[0].text
+    assert "30 days" in index.search("refund days", top_k=1)[0].text
 
 
 def test_files_from_other_paths_are_kept(tmp_path):
@@ -295,7 +295,7 @@ def test_files_from_other_paths_are_kept(tmp_path):
     report = index.update([other], show_progress=False)
     assert (report.files_new, report.files_removed) == (1, 0)
     assert sorted(index.manifest.files) == ["more/faq.md", "notes/billing.md", "notes/readme.txt", "notes/sub/cache.py"]
-    assert index.search("when does the office open", k=1)[0].path == "more/faq.md"
+    assert index.search("when does the office open", top_k=1)[0].path == "more/faq.md"
 
 
 def test_embedder_mismatch_and_non_index_errors_name_the_fix(tmp_path):
@@ -311,8 +311,14 @@ def test_embedder_mismatch_and_non_index_errors_name_the_fix(tmp_path):
     with pytest.raises(ValueError, match=r"nothing to index under .*no text, markdown or code file.*\.jpg \(1\)"):
         ContextualIndex(tmp_path / "ix2", embedder=CountingEmbedder()).update([empty], show_progress=False)
     index = ContextualIndex(tmp_path / "ix", embedder=CountingEmbedder())
-    with pytest.raises(ValueError, match="the query is empty"):
-        index.search("  ")
+    assert index.search("  ") == []  # a blank query finds nothing, as in every query path
+    with pytest.warns(DeprecationWarning, match="k= is now called top_k="):
+        assert len(index.search("refunds", k=1)) == 1
+    from contextual_retrieval_core.fusion_config import FusionConfig
+
+    assert len(index.search("refunds", config=FusionConfig(top_k=2))) == 2
+    with pytest.raises(ValueError, match="top_k must be a positive integer"):
+        index.search("refunds", top_k=0)
 
 
 def test_index_folder_inside_the_indexed_paths_or_around_them_is_refused(tmp_path):

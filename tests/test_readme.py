@@ -57,8 +57,17 @@ def test_quickstart_runs_as_pasted_and_prints_what_the_readme_shows(title, tmp_p
     assert result.stdout.strip() == expected.strip()
 
 
+def readme_eval_command() -> str:
+    """The `eval` command the README shows."""
+    (command,) = [line for body in blocks(README, "bash") for line in body.splitlines()
+                  if line.startswith("contextual-retrieval eval ")]
+    return command
+
+
 @pytest.mark.slow
-def test_main_job_command_in_a_fresh_venv(tmp_path):
+def test_main_job_command_in_a_fresh_venv(tmp_path, tiny_dataset):
+    """The README's install line, then every command the README shows (demo, eval with --plot,
+    index, query) in that fresh venv, offline: the install line covers them all."""
     main_job, _ = setup_commands()
     clone = tmp_path / "clone"
     tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, text=True, check=True).stdout
@@ -71,6 +80,25 @@ def test_main_job_command_in_a_fresh_venv(tmp_path):
     assert result.returncode == 0, (result.stdout[-2000:], result.stderr[-3000:])
     assert "vectors: embedded Chroma" in result.stdout
     assert re.search(r"plain retrieval missed and contextual retrieval found: Q\d", result.stdout), result.stdout[-2000:]
+
+    venv_bin = clone / ".venv" / "bin"
+    offline = {"PATH": f"{venv_bin}:/usr/bin:/bin", "HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    # eval with --plot, as shown, on the tiny dataset in the cookbook's format (the whole cookbook
+    # takes minutes): only the dataset paths differ from the README's line
+    eval_command = readme_eval_command().replace("../shared/data/cookbook-codebase/contexts_claude-3-haiku.jsonl",
+                                                 str(tiny_dataset / "contexts.jsonl"))
+    eval_command = eval_command.replace("../shared/data/cookbook-codebase", str(tiny_dataset))
+    assert "--plot eval.png" in eval_command and str(tiny_dataset) in eval_command
+    commands = [eval_command]
+    (own_files,) = blocks(section("Index your own files"), "bash")
+    commands += [line.split("  #")[0].strip() for line in own_files.strip().splitlines()]
+    for command in commands:
+        done = subprocess.run(["bash", "-c", command], cwd=clone, capture_output=True, text=True, timeout=1200, env=offline)
+        assert done.returncode == 0, (command, done.stdout[-2000:], done.stderr[-3000:])
+        assert "Traceback" not in done.stderr, (command, done.stderr[-3000:])
+        if command.startswith("contextual-retrieval query"):
+            assert "1. corpus/reports/acme-2023-q2.md" in done.stdout, done.stdout
+    assert (clone / "eval.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_index_your_own_files_commands_print_what_the_readme_shows(tmp_path, offline_env):
