@@ -16,13 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sqlite3
 import sys
 import time
-import warnings
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Sequence
+
+from .cli_errors import describe, error_classes, gathered_warnings, quiet_broken_pipe
 
 __all__ = ["main", "build_parser"]
 
@@ -346,60 +345,6 @@ def _cmd_query(args: argparse.Namespace) -> int:
     return 0
 
 
-def _error_classes() -> tuple[type[BaseException], ...]:
-    """What a run reports as "error:" and exit 2: bad input, damaged or unreadable files, missing
-    extras, locks, services. A bug (TypeError, AttributeError, ...) keeps its traceback."""
-    classes: list[type[BaseException]] = [ValueError, OSError, ImportError, RuntimeError, sqlite3.Error]
-    errors = sys.modules.get("chromadb.errors")
-    if errors is not None:
-        classes.append(errors.ChromaError)
-    return tuple(classes)
-
-
-@contextmanager
-def _gathered_warnings() -> Iterator[None]:
-    """Record library warnings during a run and print them as one line at its end (run totals
-    for the local embedder's truncation warning), instead of raw `warnings` output."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            yield
-        finally:
-            line = _warnings_line(caught)
-            if line:
-                print(line, file=sys.stderr)
-
-
-def _warnings_line(caught: list[warnings.WarningMessage]) -> str:
-    embedders: dict[int, object] = {}
-    others: dict[str, int] = {}
-    for w in caught:
-        embedder = getattr(w.message, "embedder", None)
-        if embedder is not None:
-            embedders[id(embedder)] = embedder
-        else:
-            text = f"{w.category.__name__}: {w.message}"
-            others[text] = others.get(text, 0) + 1
-    parts = []
-    for e in embedders.values():
-        parts.append(f"{getattr(e, 'truncated_count', 0)} of {getattr(e, 'embedded_count', 0)} texts embedded in this "
-                     f"run were longer than {getattr(e, 'model_name', 'the embedder')}'s "
-                     f"{getattr(e, 'max_tokens', '?')}-token window and were truncated (split chunks smaller, or use "
-                     "a hosted embedder with a longer window)")
-    parts.extend(text if n == 1 else f"{text} ({n} times)" for text, n in others.items())
-    return ("warnings: " + "; ".join(parts)) if parts else ""
-
-
-def _quiet_broken_pipe() -> int:
-    # the reader went away (``| head``): stop quietly, and keep Python's exit-time flush quiet too
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
-    return 0
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -407,29 +352,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        with _gathered_warnings():
+        with gathered_warnings():
             code = args.func(args)
             sys.stdout.flush()
         return code
     except BrokenPipeError:
-        return _quiet_broken_pipe()
+        return quiet_broken_pipe()
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except _error_classes() as exc:
-        print(f"contextual-retrieval {args.command}: error: {_describe(exc)}", file=sys.stderr)
+    except error_classes() as exc:
+        print(f"contextual-retrieval {args.command}: error: {describe(exc)}", file=sys.stderr)
         return 2
-
-
-def _describe(exc: BaseException) -> str:
-    """The message, with the file an OSError or SQLite error is about when the message lacks it."""
-    text = str(exc) or type(exc).__name__
-    if isinstance(exc, OSError) and exc.filename and str(exc.filename) not in text:
-        text = f"{exc.filename}: {text}"
-    if isinstance(exc, sqlite3.Error):
-        text = (f"SQLite: {text}; an index's databases are chroma/chroma.sqlite3, contexts.sqlite3 and "
-                "embeddings.sqlite3: check the disk and permissions, or rebuild the index (--rebuild)")
-    return text
 
 
 if __name__ == "__main__":  # pragma: no cover
