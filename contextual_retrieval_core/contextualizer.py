@@ -3,17 +3,23 @@
 What it guarantees:
 
 - Nothing is paid for twice: every context is looked up in the `ContextStore` first, and every
-  generated context is committed to it the moment it arrives, so a crash, a kill or a failing API
-  loses nothing already paid for.
+  generated context is committed to it before its request slot is freed, so a crash or a kill
+  loses at most the requests in flight. The store is checked writable before the first request;
+  a commit that fails stops the run at once, naming the file and the reason.
 - One cache write per document: the first chunk of a document whose prefix reaches the model's
   cache minimum goes alone; when it returns (the cache is written) the document's other chunks
-  fan out and read it. Warm documents' chunks go before new documents' first chunks, and new
+  fan out and read it. If it fails for good, the next chunk becomes the first. Warm documents' chunks go before new documents' first chunks, and new
   documents start whenever a slot is free, so the concurrency bound stays full.
 - Caching is verified from the usage the API returns: a chunk after the first that does not read
   the cache is counted and warned about (once per run).
 - Message Batches mode (50% off): the corpus goes in batches (first chunks of cacheable documents
   first, so the rest read their cache), batch ids are stored at once, and a rerun picks up a batch
-  that was still running when its process died.
+  that was still running when its process died. A stored batch the API no longer knows (404) is
+  marked abandoned, reported, and its chunks generated again.
+- Sustained rate limiting (nothing but 429s for `give_up_after_rate_limited_s`) stops the run with
+  `RateLimitedTooLong`; what was generated is stored.
+- Text is checked before anything is sent: a document or chunk that cannot be encoded as UTF-8
+  (lone surrogates) is refused, naming it.
 - Grouped mode (opt-in): a document below the cache minimum is situated in one request for all of
   its chunks instead of paying for the whole document once per chunk; a chunk the answer misses
   falls back to its own request.
@@ -38,7 +44,16 @@ from typing import Any, Literal, Sequence
 
 from tqdm.auto import tqdm
 
-from .generators.base import PREFER_SYNC, ContextGenerator, FatalGenerationError, Generation, GenerationError, TokenUsage
+from .generators.base import (
+    PREFER_SYNC,
+    ContextGenerator,
+    FatalGenerationError,
+    Generation,
+    GenerationError,
+    RateLimitedTooLong,
+    ReportsRateLimits,
+    TokenUsage,
+)
 from .store import ContextStore
 from .types import Chunk, ContextPosition, ContextualChunk, Document, distinct_documents
 from .usage import UsageReport
@@ -87,7 +102,8 @@ class _DocState:
     todo: list[Chunk]
     prefix_tokens: int = 0
     generated: int = 0
-    warmed: bool = False
+    #: chunks held back until the document's first chunk has written the cache
+    waiting: list[Chunk] = field(default_factory=list)
 
 
 class Contextualizer:
@@ -103,6 +119,9 @@ class Contextualizer:
         position, separator: how `ContextualChunk.indexed_text` joins context and chunk.
         show_progress: a progress bar over the contexts to generate.
         batch_poll_interval: seconds between batch status checks.
+        give_up_after_rate_limited_s: stop the run (`RateLimitedTooLong`) once the API has answered
+            nothing but 429 rate-limit errors, SDK retries included, for this many seconds
+            (default 120; None: never). Everything generated before is stored.
 
     Example:
         >>> from contextual_retrieval_core import Chunk, Document
@@ -127,13 +146,18 @@ class Contextualizer:
         batch_poll_interval: float = 30.0,
         batch_max_requests: int = _BATCH_MAX_REQUESTS,
         batch_max_bytes: int = _BATCH_MAX_BYTES,
+        give_up_after_rate_limited_s: float | None = 120.0,
     ) -> None:
         if generator is None:
             from .generators.structural import StructuralContextGenerator
 
             generator = StructuralContextGenerator()
-        if concurrency < 1:
-            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ValueError(f"concurrency must be an int >= 1, got {concurrency!r}")
+        if give_up_after_rate_limited_s is not None and not give_up_after_rate_limited_s > 0:
+            raise ValueError(
+                f"give_up_after_rate_limited_s must be a positive number of seconds or None, got {give_up_after_rate_limited_s!r}"
+            )
         if mode not in ("realtime", "batch"):
             raise ValueError(f"mode must be 'realtime' or 'batch', not {mode!r}")
         if mode == "batch" and not hasattr(generator, "batch_client"):
@@ -151,6 +175,7 @@ class Contextualizer:
         self.show_progress = show_progress
         self.batch_poll_interval = batch_poll_interval
         self.batch_max_requests, self.batch_max_bytes = batch_max_requests, batch_max_bytes
+        self.give_up_after_rate_limited_s = give_up_after_rate_limited_s
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_lock = threading.Lock()
         self._loop_closer: weakref.finalize | None = None
@@ -233,7 +258,7 @@ class Contextualizer:
                 stacklevel=2,
             )
         if self.mode == "batch":
-            await asyncio.to_thread(self._collect_pending_batches)
+            await asyncio.to_thread(self._collect_pending_batches, report)
 
         keys = self._keys(docs, ordered)
         grouped_keys = self._keys(docs, ordered, grouped=True) if self.grouped else {}
@@ -268,6 +293,8 @@ class Contextualizer:
         report.repeated_chunks = len(twins)
 
         total = sum(len(s.todo) for s in states.values())
+        if total:  # before the first request: a store that cannot take the answers stops here
+            await asyncio.to_thread(self.store.check_writable)
         run = _Run(self, report, keys, grouped_keys, contexts, total)
         try:
             if total:
@@ -316,11 +343,14 @@ class Contextualizer:
 
     # -- batches left by a previous process -------------------------------------------------------
 
-    def _collect_pending_batches(self) -> None:
+    def _collect_pending_batches(self, report: UsageReport) -> None:
         gen = self.generator
-        for batch_id, manifest in self.store.pending_batches(generator=gen.name, model=gen.model):
+        pending = self.store.pending_batches(generator=gen.name, model=gen.model)
+        if pending:
+            self.store.check_writable()
+        for batch_id, manifest in pending:
             log.info("collecting Message Batch %s left by an earlier run", batch_id)
-            _BatchRunner(self, None).collect(batch_id, manifest)
+            _BatchRunner(self, None, report).collect(batch_id, manifest)
 
 
 class _Run:
@@ -343,7 +373,6 @@ class _Run:
         self.windowed_docs: set[str] = set()
         self.warned_cache = False
         self.lock = threading.RLock()
-        self.commits: list[asyncio.Future] = []
         self.bar = tqdm(total=total, desc="contexts", unit="chunk", disable=not owner.show_progress or not total)
 
     def close(self) -> None:
@@ -370,10 +399,12 @@ class _Run:
             usage=gen.usage.to_dict(),
         )
 
-    def commit_soon(self, chunk: Chunk, gen: Generation, *, grouped: bool = False) -> None:
-        """On the event loop: commit (with fsync) in a thread at once, while the worker takes its
-        next request, so a commit never holds up a request slot; `realtime` awaits them all."""
-        self.commits.append(asyncio.ensure_future(asyncio.to_thread(self.commit, chunk, gen, grouped=grouped)))
+    async def arecord(self, state: _DocState, chunk: Chunk, gen: Generation, *, first: bool, grouped: bool = False) -> None:
+        """`record` from the event loop: the commit (with fsync) runs in a thread and is awaited,
+        so the request slot is freed only once the context is durable. A commit that fails
+        (`ContextStoreError`) ends the worker, and with it the run."""
+        await asyncio.to_thread(self.commit, chunk, gen, grouped=grouped)
+        self.note(state, chunk, gen, first=first)
 
     def note(self, state: _DocState, chunk: Chunk, gen: Generation, *, first: bool) -> None:
         """Account for a generated context."""
@@ -455,6 +486,7 @@ class _Run:
             if self.owner.grouped and self._below_minimum(state):
                 push(2, ("group", state, list(state.todo)))
             elif state.cacheable is not False:
+                state.waiting = list(state.todo[1:])  # until the first chunk has written the cache
                 push(1, ("first", state, state.todo[0]))
             else:
                 for chunk in state.todo:
@@ -475,14 +507,36 @@ class _Run:
                             queue.put_nowait((9, next(seq), ("stop",)))
 
         tasks = [asyncio.create_task(worker()) for _ in range(workers_n)]
+        workers = asyncio.gather(*tasks)
+        watch = asyncio.create_task(self._watch_rate_limits())
         try:
-            await asyncio.gather(*tasks)
-        except BaseException:
+            done, _ = await asyncio.wait({workers, watch}, return_when=asyncio.FIRST_COMPLETED)
+            if watch in done:
+                self.fatal = self.fatal or watch.result()
+            else:
+                workers.result()  # a worker's error (a failed commit) ends the run at once
+        finally:
+            watch.cancel()
             for task in tasks:
                 task.cancel()
-            raise
-        finally:
-            await asyncio.gather(*self.commits)  # every arrived context is committed before returning
+            await asyncio.gather(watch, *tasks, return_exceptions=True)
+
+    async def _watch_rate_limits(self) -> RateLimitedTooLong:
+        """Returns (ending the run) once the API has answered only 429s for the allowed time."""
+        limit = self.owner.give_up_after_rate_limited_s
+        gen = self.owner.generator
+        if limit is None or not isinstance(gen, ReportsRateLimits):
+            await asyncio.Event().wait()  # never
+        started = time.monotonic()
+        while True:
+            await asyncio.sleep(min(1.0, limit / 4))
+            since = gen.rate_limited_since()
+            if since is not None and time.monotonic() - max(since, started) >= limit:
+                return RateLimitedTooLong(
+                    f"the API answered nothing but 429 rate-limit errors for {limit:g} s "
+                    f"(give_up_after_rate_limited_s); the {self.generated} contexts generated are stored — "
+                    "run again later, lower concurrency, or raise the rate limit"
+                )
 
     async def _handle(self, item: tuple, push: Any) -> None:
         kind, state = item[0], item[1]
@@ -496,12 +550,15 @@ class _Run:
             result = await self.owner.generator.agenerate(state.document, chunk)
         except GenerationError as exc:
             self.fail(chunk, exc)
-        else:
-            self.commit_soon(chunk, result)
-            self.note(state, chunk, result, first=kind == "first")
+            if kind == "first" and state.waiting and self.fatal is None:
+                # failed for good: the next chunk goes alone and writes the cache instead
+                push(1, ("first", state, state.waiting.pop(0)))
+            return
+        await self.arecord(state, chunk, result, first=kind == "first")
         if kind == "first":
-            for rest in state.todo[1:]:
+            for rest in state.waiting:
                 push(0, ("chunk", state, rest))
+            state.waiting = []
 
     async def _group(self, state: _DocState, chunks: list[Chunk], push: Any) -> None:
         gen = self.owner.generator
@@ -520,21 +577,19 @@ class _Run:
                 self.report.grouped_fallbacks += 1
                 push(0, ("chunk", state, chunk))
             else:
-                generation = Generation(context, TokenUsage())
-                self.commit_soon(chunk, generation, grouped=True)
-                self.note(state, chunk, generation, first=True)
+                await self.arecord(state, chunk, Generation(context, TokenUsage()), first=True, grouped=True)
 
     # -- batch ------------------------------------------------------------------------------------------
 
     def batch(self, states: dict[str, _DocState]) -> None:
-        _BatchRunner(self.owner, self).run(states)
+        _BatchRunner(self.owner, self, self.report).run(states)
 
 
 class _BatchRunner:
     """Message Batches: submit, persist the batch ids, poll, map results back by custom_id."""
 
-    def __init__(self, owner: Contextualizer, run: _Run | None) -> None:
-        self.owner, self.run_state = owner, run
+    def __init__(self, owner: Contextualizer, run: _Run | None, report: UsageReport) -> None:
+        self.owner, self.run_state, self.report = owner, run, report
         self.gen: Any = owner.generator
         self.states: dict[str, _DocState] = {}
         self.chunks: dict[str, Chunk] = {}
@@ -612,13 +667,20 @@ class _BatchRunner:
     def collect(self, batch_id: str, manifest: dict[str, dict]) -> None:
         """Wait for a batch to end, store every context it made, mark it collected."""
         batches = self.gen.batch_client()
-        while True:
-            status = batches.retrieve(batch_id)
-            if status.processing_status == "ended":
-                break
-            time.sleep(self.owner.batch_poll_interval)
+        try:
+            while True:
+                status = batches.retrieve(batch_id)
+                if status.processing_status == "ended":
+                    break
+                time.sleep(self.owner.batch_poll_interval)
+            results = list(batches.results(batch_id))
+        except Exception as exc:
+            if getattr(exc, "status_code", None) != 404:
+                raise _batch_error(exc) from exc
+            self._abandon(batch_id, manifest, exc)
+            return
         seen: set[str] = set()
-        for entry_result in batches.results(batch_id):
+        for entry_result in results:
             entry = manifest.get(entry_result.custom_id)
             if entry is None:
                 continue
@@ -637,6 +699,21 @@ class _BatchRunner:
             if cid not in seen:
                 self._missed(entry)
         self.owner.store.finish_batch(batch_id)
+
+    def _abandon(self, batch_id: str, manifest: dict[str, dict], exc: Exception) -> None:
+        """The API does not know the batch (or its results): mark it abandoned, say so, and
+        regenerate its chunks (this run's fall back to requests; an earlier run's are not in the
+        store, so the run that follows generates them)."""
+        self.owner.store.abandon_batch(batch_id)
+        self.report.abandoned_batches.append(batch_id)
+        warnings.warn(
+            f"Message Batch {batch_id} is unknown to the API (404: {getattr(exc, 'message', exc)}); it is marked "
+            f"abandoned in {self.owner.store.path} and its {len(manifest)} requests are generated again",
+            UserWarning,
+            stacklevel=2,
+        )
+        for entry in manifest.values():
+            self._missed(entry)
 
     def _store(self, entry: dict, text: str, usage: TokenUsage) -> None:
         store, gen, run = self.owner.store, self.gen, self.run_state
@@ -708,6 +785,18 @@ def _stored(found: dict[str, str], key: str) -> str | None:
     return hit if hit is not None and hit.strip() else None
 
 
+def _check_utf8(text: str, what: str) -> None:
+    """Refuse text the API (JSON, UTF-8) and the store cannot take: lone surrogates."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"{what} cannot be encoded as UTF-8 ({exc.reason}: {text[exc.start]!r} at character {exc.start}), "
+            "as a file read with errors='surrogateescape' leaves it; read the file with its real encoding or "
+            "with errors='replace' before contextualizing"
+        ) from None
+
+
 def _validate(
     documents: Sequence[Document], chunks: Sequence[Chunk]
 ) -> tuple[dict[str, Document], list[Chunk], list[str], int]:
@@ -724,6 +813,7 @@ def _validate(
             raise ValueError(
                 f"document {doc.id!r} looks binary (it contains NUL bytes); extract its text first or leave it out"
             )
+        _check_utf8(doc.text, f"document {doc.id!r}")
         docs[doc.id] = doc
     ordered: list[Chunk] = []
     seen: set[str] = set()
@@ -744,6 +834,7 @@ def _validate(
             raise ValueError(f"chunk {chunk.id!r} is empty; drop empty chunks before contextualizing")
         if "\x00" in chunk.text:
             raise ValueError(f"chunk {chunk.id!r} looks binary (it contains NUL bytes)")
+        _check_utf8(chunk.text, f"chunk {chunk.id!r} of document {doc.id!r}")
         if not doc.text.strip():
             raise ValueError(
                 f"document {doc.id!r} is empty but has chunks (first: {chunk.id!r}); pass the document's full text"

@@ -7,13 +7,25 @@ part of the context-store key, so two generators, models or prompts never share 
 
 from __future__ import annotations
 
+import threading
+import time
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from ..types import Chunk, Document
 
-__all__ = ["ContextGenerator", "Generation", "TokenUsage", "GenerationError", "FatalGenerationError", "PREFER_SYNC"]
+__all__ = [
+    "ContextGenerator",
+    "Generation",
+    "TokenUsage",
+    "GenerationError",
+    "FatalGenerationError",
+    "RateLimitedTooLong",
+    "RateLimitClock",
+    "ReportsRateLimits",
+    "PREFER_SYNC",
+]
 
 #: Set by the synchronous `Contextualizer.contextualize`, which runs on the Contextualizer's own
 #: background event loop: a generator holding both a sync and an async path then takes the sync
@@ -79,6 +91,43 @@ class FatalGenerationError(GenerationError):
 
     Contexts generated before it stay in the store; the next run resumes from there.
     """
+
+
+class RateLimitedTooLong(FatalGenerationError):
+    """The API answered nothing but rate-limit errors (429) for longer than the run allows."""
+
+
+class RateLimitClock:
+    """Since when a client's answers have been nothing but 429s (thread-safe).
+
+    Its SDK middleware calls `saw` with every HTTP status, retries included; any other status
+    ends the streak.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._since: float | None = None
+
+    def saw(self, status: int) -> None:
+        with self._lock:
+            if status != 429:
+                self._since = None
+            elif self._since is None:
+                self._since = time.monotonic()
+
+    def since(self) -> float | None:
+        """`time.monotonic()` of the first 429 of the current streak; None when the last answer
+        was not a 429 (or none came yet)."""
+        with self._lock:
+            return self._since
+
+
+@runtime_checkable
+class ReportsRateLimits(Protocol):
+    """A generator that can tell since when its API has answered only 429s."""
+
+    def rate_limited_since(self) -> float | None:
+        ...
 
 
 @runtime_checkable
