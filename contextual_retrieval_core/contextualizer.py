@@ -28,9 +28,6 @@ What it guarantees:
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import itertools
-import json
 import logging
 import os
 import threading
@@ -42,18 +39,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Sequence
 
-from tqdm.auto import tqdm
-
-from .generators.base import (
-    PREFER_SYNC,
-    ContextGenerator,
-    FatalGenerationError,
-    Generation,
-    GenerationError,
-    RateLimitedTooLong,
-    ReportsRateLimits,
-    TokenUsage,
-)
+from .contextualize_batches import BatchRunner
+from .contextualize_run import DocState, Run
+from .generators.base import PREFER_SYNC, BatchGeneration, ContextGenerator, GroupedGeneration, PromptCaching, label_of
 from .store import ContextStore
 from .types import Chunk, ContextPosition, ContextualChunk, Document, distinct_documents
 from .usage import UsageReport
@@ -93,17 +81,6 @@ class ContextualizeResult:
     report: UsageReport
     #: ids of chunks whose text does not occur in their document (situated all the same)
     not_in_document: list[str] = field(default_factory=list)
-
-
-@dataclass
-class _DocState:
-    document: Document
-    cacheable: bool | None  # None: not known until the first request's usage shows it
-    todo: list[Chunk]
-    prefix_tokens: int = 0
-    generated: int = 0
-    #: chunks held back until the document's first chunk has written the cache
-    waiting: list[Chunk] = field(default_factory=list)
 
 
 class Contextualizer:
@@ -160,9 +137,9 @@ class Contextualizer:
             )
         if mode not in ("realtime", "batch"):
             raise ValueError(f"mode must be 'realtime' or 'batch', not {mode!r}")
-        if mode == "batch" and not hasattr(generator, "batch_client"):
+        if mode == "batch" and not isinstance(generator, BatchGeneration):
             raise ValueError(f"{type(generator).__name__} has no batch API; use mode='realtime'")
-        if grouped and not hasattr(generator, "agenerate_group"):
+        if grouped and not isinstance(generator, GroupedGeneration):
             raise ValueError(f"{type(generator).__name__} cannot situate chunks in groups; use grouped=False")
         self.generator = generator
         if store is None:
@@ -240,7 +217,7 @@ class Contextualizer:
         docs, ordered, not_in_doc, without_chunks = _validate(documents, chunks)
         gen = self.generator
         report = UsageReport(
-            generator=getattr(gen, "label", gen.name),
+            generator=label_of(gen),
             model=gen.model,
             is_llm=gen.is_llm,
             mode=self.mode,
@@ -275,7 +252,7 @@ class Contextualizer:
         # chunks of one document with the same text share a store key: one generation each
         first_of_key: dict[str, str] = {}  # store key -> the chunk id generated for it
         twins: dict[str, str] = {}  # chunk id -> the chunk id whose context it takes
-        states: dict[str, _DocState] = {}
+        states: dict[str, DocState] = {}
         for c in ordered:
             if c.id in contexts:
                 continue
@@ -286,8 +263,8 @@ class Contextualizer:
             state = states.get(c.document_id)
             if state is None:
                 doc = docs[c.document_id]
-                cacheable = gen.cacheable(doc) if hasattr(gen, "cacheable") else False  # type: ignore[attr-defined]
-                state = states[c.document_id] = _DocState(doc, cacheable, [])
+                cacheable = gen.cacheable(doc) if isinstance(gen, PromptCaching) else False
+                state = states[c.document_id] = DocState(doc, cacheable, [])
             state.todo.append(c)
         report.cacheable_documents = sum(1 for s in states.values() if s.cacheable is True)
         report.repeated_chunks = len(twins)
@@ -295,7 +272,7 @@ class Contextualizer:
         total = sum(len(s.todo) for s in states.values())
         if total:  # before the first request: a store that cannot take the answers stops here
             await asyncio.to_thread(self.store.check_writable)
-        run = _Run(self, report, keys, grouped_keys, contexts, total)
+        run = Run(self, report, keys, grouped_keys, contexts, total)
         try:
             if total:
                 if self.mode == "batch":
@@ -350,409 +327,7 @@ class Contextualizer:
             self.store.check_writable()
         for batch_id, manifest in pending:
             log.info("collecting Message Batch %s left by an earlier run", batch_id)
-            _BatchRunner(self, None, report).collect(batch_id, manifest)
-
-
-class _Run:
-    """The state of one contextualize call."""
-
-    def __init__(
-        self,
-        owner: Contextualizer,
-        report: UsageReport,
-        keys: dict[str, str],
-        grouped_keys: dict[str, str],
-        contexts: dict[str, str],
-        total: int,
-    ) -> None:
-        self.owner, self.report, self.keys, self.grouped_keys = owner, report, keys, grouped_keys
-        self.contexts = contexts
-        self.generated = 0
-        self.failures: dict[str, str] = {}
-        self.fatal: FatalGenerationError | None = None
-        self.windowed_docs: set[str] = set()
-        self.warned_cache = False
-        self.lock = threading.RLock()
-        self.bar = tqdm(total=total, desc="contexts", unit="chunk", disable=not owner.show_progress or not total)
-
-    def close(self) -> None:
-        self.bar.close()
-
-    # -- bookkeeping --------------------------------------------------------------------------------
-
-    def record(self, state: _DocState, chunk: Chunk, gen: Generation, *, first: bool, grouped: bool = False) -> None:
-        """Store a context the moment it arrives, then account for it (thread-safe)."""
-        self.commit(chunk, gen, grouped=grouped)
-        self.note(state, chunk, gen, first=first)
-
-    def commit(self, chunk: Chunk, gen: Generation, *, grouped: bool = False) -> None:
-        """Commit one context to the store (its own transaction)."""
-        owner = self.owner
-        owner.store.put(
-            self.grouped_keys[chunk.id] if grouped else self.keys[chunk.id],
-            gen.context,
-            generator=owner.generator.name,
-            model=owner.generator.model,
-            doc_id=chunk.document_id,
-            chunk_id=chunk.id,
-            original_index=chunk.index,
-            usage=gen.usage.to_dict(),
-        )
-
-    async def arecord(self, state: _DocState, chunk: Chunk, gen: Generation, *, first: bool, grouped: bool = False) -> None:
-        """`record` from the event loop: the commit (with fsync) runs in a thread and is awaited,
-        so the request slot is freed only once the context is durable. A commit that fails
-        (`ContextStoreError`) ends the worker, and with it the run."""
-        await asyncio.to_thread(self.commit, chunk, gen, grouped=grouped)
-        self.note(state, chunk, gen, first=first)
-
-    def note(self, state: _DocState, chunk: Chunk, gen: Generation, *, first: bool) -> None:
-        """Account for a generated context."""
-        with self.lock:
-            self.contexts[chunk.id] = gen.context
-            self.generated += 1
-            state.generated += 1
-            self.bar.update(1)
-            self.account(state, gen.usage, first=first, windowed=gen.windowed)
-
-    def account(self, state: _DocState, usage: TokenUsage, *, first: bool, windowed: bool = False) -> None:
-        report = self.report
-        report.usage += usage
-        if state.cacheable is None and first and usage.requests:
-            # a probing first request: its usage shows whether the prefix is cached
-            state.cacheable = bool(usage.cache_write_tokens or usage.cache_write_1h_tokens or usage.cache_read_tokens)
-            learn = getattr(self.owner.generator, "learn_cacheable", None)
-            if learn is not None:
-                learn(state.document, state.cacheable)
-            report.cacheable_documents += int(state.cacheable)
-        if usage.cache_write_tokens or usage.cache_write_1h_tokens:
-            report.cache_writes += 1
-        if state.cacheable:
-            state.prefix_tokens = max(
-                state.prefix_tokens, usage.cache_write_tokens + usage.cache_write_1h_tokens + usage.cache_read_tokens
-            )
-            if not first and usage.requests and not usage.cache_read_tokens:
-                report.cache_misses += 1
-                if not self.warned_cache:
-                    self.warned_cache = True
-                    warnings.warn(
-                        f"prompt cache not read for a chunk of {state.document.id!r} after its document "
-                        "was written to the cache: check that the document block is identical across "
-                        "its chunks and reaches the model's cache minimum (this warning shows once per run)",
-                        UserWarning,
-                        stacklevel=2,
-                    )
-        if windowed and state.document.id not in self.windowed_docs:
-            self.windowed_docs.add(state.document.id)
-            report.windowed_documents += 1
-
-    def _below_minimum(self, state: _DocState) -> bool:
-        """For grouped mode: known to be below the cache minimum, or estimated so when unsure."""
-        if state.cacheable is not None:
-            return not state.cacheable
-        gen: Any = self.owner.generator
-        minimum = getattr(getattr(gen, "info", None), "cache_min_tokens", None)
-        if minimum is None or not hasattr(gen, "document_tokens"):
-            return False
-        below = gen.document_tokens(state.document) < minimum
-        if below:  # grouped requests carry no cache_control: settle it as not cacheable
-            state.cacheable = False
-        return below
-
-    def fail(self, chunk: Chunk, exc: BaseException) -> None:
-        if isinstance(exc, FatalGenerationError):
-            if self.fatal is None:
-                self.fatal = exc
-            return
-        self.failures[chunk.id] = str(exc)
-
-    # -- realtime -------------------------------------------------------------------------------------
-
-    async def realtime(self, states: dict[str, _DocState]) -> None:
-        """Bounded fan-out: warm documents' chunks first, new documents' first chunks fill free slots."""
-        queue: asyncio.PriorityQueue = asyncio.PriorityQueue()
-        seq = itertools.count()
-        workers_n = self.owner.concurrency
-        pending = 0
-
-        def push(priority: int, item: tuple) -> None:
-            nonlocal pending
-            pending += 1
-            queue.put_nowait((priority, next(seq), item))
-
-        # priority 0: chunks of documents whose cache is written; 1: the first chunk of a cacheable
-        # document (warm-ups start early, so their chunks are never the tail); 2: the rest
-        for state in states.values():
-            if self.owner.grouped and self._below_minimum(state):
-                push(2, ("group", state, list(state.todo)))
-            elif state.cacheable is not False:
-                state.waiting = list(state.todo[1:])  # until the first chunk has written the cache
-                push(1, ("first", state, state.todo[0]))
-            else:
-                for chunk in state.todo:
-                    push(2, ("chunk", state, chunk))
-
-        async def worker() -> None:
-            nonlocal pending
-            while True:
-                _, _, item = await queue.get()
-                if item[0] == "stop":
-                    return
-                try:
-                    await self._handle(item, push)
-                finally:
-                    pending -= 1
-                    if pending == 0:
-                        for _ in range(workers_n):
-                            queue.put_nowait((9, next(seq), ("stop",)))
-
-        tasks = [asyncio.create_task(worker()) for _ in range(workers_n)]
-        workers = asyncio.gather(*tasks)
-        watch = asyncio.create_task(self._watch_rate_limits())
-        try:
-            done, _ = await asyncio.wait({workers, watch}, return_when=asyncio.FIRST_COMPLETED)
-            if watch in done:
-                self.fatal = self.fatal or watch.result()
-            else:
-                workers.result()  # a worker's error (a failed commit) ends the run at once
-        finally:
-            watch.cancel()
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(watch, *tasks, return_exceptions=True)
-
-    async def _watch_rate_limits(self) -> RateLimitedTooLong:
-        """Returns (ending the run) once the API has answered only 429s for the allowed time."""
-        limit = self.owner.give_up_after_rate_limited_s
-        gen = self.owner.generator
-        if limit is None or not isinstance(gen, ReportsRateLimits):
-            await asyncio.Event().wait()  # never
-        started = time.monotonic()
-        while True:
-            await asyncio.sleep(min(1.0, limit / 4))
-            since = gen.rate_limited_since()
-            if since is not None and time.monotonic() - max(since, started) >= limit:
-                return RateLimitedTooLong(
-                    f"the API answered nothing but 429 rate-limit errors for {limit:g} s "
-                    f"(give_up_after_rate_limited_s); the {self.generated} contexts generated are stored — "
-                    "run again later, lower concurrency, or raise the rate limit"
-                )
-
-    async def _handle(self, item: tuple, push: Any) -> None:
-        kind, state = item[0], item[1]
-        if self.fatal is not None:
-            return
-        if kind == "group":
-            await self._group(state, item[2], push)
-            return
-        chunk = item[2]
-        try:
-            result = await self.owner.generator.agenerate(state.document, chunk)
-        except GenerationError as exc:
-            self.fail(chunk, exc)
-            if kind == "first" and state.waiting and self.fatal is None:
-                # failed for good: the next chunk goes alone and writes the cache instead
-                push(1, ("first", state, state.waiting.pop(0)))
-            return
-        await self.arecord(state, chunk, result, first=kind == "first")
-        if kind == "first":
-            for rest in state.waiting:
-                push(0, ("chunk", state, rest))
-            state.waiting = []
-
-    async def _group(self, state: _DocState, chunks: list[Chunk], push: Any) -> None:
-        gen = self.owner.generator
-        try:
-            found, usage = await gen.agenerate_group(state.document, chunks)  # type: ignore[attr-defined]
-        except GenerationError as exc:
-            if isinstance(exc, FatalGenerationError):
-                self.fail(chunks[0], exc)
-                return
-            found, usage = {}, TokenUsage()
-        self.report.grouped_requests += 1 if usage.requests else 0
-        self.account(state, usage, first=True)
-        for chunk in chunks:
-            context = found.get(chunk.id)
-            if context is None:
-                self.report.grouped_fallbacks += 1
-                push(0, ("chunk", state, chunk))
-            else:
-                await self.arecord(state, chunk, Generation(context, TokenUsage()), first=True, grouped=True)
-
-    # -- batch ------------------------------------------------------------------------------------------
-
-    def batch(self, states: dict[str, _DocState]) -> None:
-        _BatchRunner(self.owner, self, self.report).run(states)
-
-
-class _BatchRunner:
-    """Message Batches: submit, persist the batch ids, poll, map results back by custom_id."""
-
-    def __init__(self, owner: Contextualizer, run: _Run | None, report: UsageReport) -> None:
-        self.owner, self.run_state, self.report = owner, run, report
-        self.gen: Any = owner.generator
-        self.states: dict[str, _DocState] = {}
-        self.chunks: dict[str, Chunk] = {}
-        self.fallbacks: list[tuple[_DocState, Chunk]] = []
-
-    def run(self, states: dict[str, _DocState]) -> None:
-        run = self.run_state
-        assert run is not None
-        self.states = states
-        warm: list[tuple[str, dict, dict]] = []
-        rest: list[tuple[str, dict, dict]] = []
-        for state in states.values():
-            doc = state.document
-            for chunk in state.todo:
-                self.chunks[chunk.id] = chunk
-            if self.owner.grouped and run._below_minimum(state):
-                params, marked = self.gen.build_group_request(doc, state.todo)
-                by_pos = {str(i): c for i, c in enumerate(state.todo)}
-                if marked:
-                    items = {m: {"key": run.grouped_keys[by_pos[m].id], "chunk_id": by_pos[m].id} for m in marked}
-                    cid = "g" + hashlib.sha256(json.dumps(sorted(i["key"] for i in items.values())).encode()).hexdigest()[:63]
-                    warm.append((cid, params, {"kind": "group", "doc_id": doc.id, "items": items}))
-                unmarked = [c for i, c in enumerate(state.todo) if str(i) not in set(marked)]
-                for chunk in unmarked:
-                    warm.append(self._chunk_request(state, chunk, first=False))
-            elif state.cacheable is not False:
-                warm.append(self._chunk_request(state, state.todo[0], first=True))
-                rest.extend(self._chunk_request(state, c, first=False) for c in state.todo[1:])
-            else:
-                warm.extend(self._chunk_request(state, c, first=False) for c in state.todo)
-        for phase in (warm, rest):
-            if phase and run.fatal is None:
-                self._submit_and_collect(phase)
-        for state, chunk in self.fallbacks:
-            if run.fatal is not None:
-                break
-            try:
-                run.record(state, chunk, self.gen.generate(state.document, chunk), first=False)
-            except GenerationError as exc:
-                run.fail(chunk, exc)
-
-    def _chunk_request(self, state: _DocState, chunk: Chunk, *, first: bool) -> tuple[str, dict, dict]:
-        run = self.run_state
-        assert run is not None
-        key = run.keys[chunk.id]
-        # a batch may take far longer than 5 minutes: its cache breakpoints use the 1-hour TTL
-        request = self.gen.build_request(state.document, chunk, cache_ttl="1h")
-        entry = {"kind": "chunk", "key": key, "chunk_id": chunk.id, "doc_id": state.document.id,
-                 "index": chunk.index, "first": first, "windowed": request.windowed}
-        return key, request.params, entry
-
-    def _submit_and_collect(self, items: list[tuple[str, dict, dict]]) -> None:
-        batches = self.gen.batch_client()
-        groups: list[list[tuple[str, dict, dict]]] = [[]]
-        size = 0
-        for item in items:
-            item_size = len(json.dumps({"custom_id": item[0], "params": item[1]}).encode("utf-8"))
-            if groups[-1] and (len(groups[-1]) >= self.owner.batch_max_requests or size + item_size > self.owner.batch_max_bytes):
-                groups.append([])
-                size = 0
-            groups[-1].append(item)
-            size += item_size
-        submitted = []
-        for group in groups:
-            try:
-                batch = batches.create(requests=[{"custom_id": cid, "params": params} for cid, params, _ in group])
-            except Exception as exc:
-                raise _batch_error(exc) from exc
-            manifest = {cid: entry for cid, _, entry in group}
-            self.owner.store.add_batch(batch.id, generator=self.gen.name, model=self.gen.model, manifest=manifest)
-            submitted.append((batch.id, manifest))
-        for batch_id, manifest in submitted:
-            self.collect(batch_id, manifest)
-
-    def collect(self, batch_id: str, manifest: dict[str, dict]) -> None:
-        """Wait for a batch to end, store every context it made, mark it collected."""
-        batches = self.gen.batch_client()
-        try:
-            while True:
-                status = batches.retrieve(batch_id)
-                if status.processing_status == "ended":
-                    break
-                time.sleep(self.owner.batch_poll_interval)
-            results = list(batches.results(batch_id))
-        except Exception as exc:
-            if getattr(exc, "status_code", None) != 404:
-                raise _batch_error(exc) from exc
-            self._abandon(batch_id, manifest, exc)
-            return
-        seen: set[str] = set()
-        for entry_result in results:
-            entry = manifest.get(entry_result.custom_id)
-            if entry is None:
-                continue
-            seen.add(entry_result.custom_id)
-            result = entry_result.result
-            if result.type != "succeeded":
-                self._missed(entry)
-                continue
-            try:
-                text, usage = self.gen.parse_message(result.message)
-            except GenerationError:
-                self._missed(entry)
-                continue
-            self._store(entry, text, usage)
-        for cid, entry in manifest.items():
-            if cid not in seen:
-                self._missed(entry)
-        self.owner.store.finish_batch(batch_id)
-
-    def _abandon(self, batch_id: str, manifest: dict[str, dict], exc: Exception) -> None:
-        """The API does not know the batch (or its results): mark it abandoned, say so, and
-        regenerate its chunks (this run's fall back to requests; an earlier run's are not in the
-        store, so the run that follows generates them)."""
-        self.owner.store.abandon_batch(batch_id)
-        self.report.abandoned_batches.append(batch_id)
-        warnings.warn(
-            f"Message Batch {batch_id} is unknown to the API (404: {getattr(exc, 'message', exc)}); it is marked "
-            f"abandoned in {self.owner.store.path} and its {len(manifest)} requests are generated again",
-            UserWarning,
-            stacklevel=2,
-        )
-        for entry in manifest.values():
-            self._missed(entry)
-
-    def _store(self, entry: dict, text: str, usage: TokenUsage) -> None:
-        store, gen, run = self.owner.store, self.gen, self.run_state
-        if entry["kind"] == "chunk":
-            if run is not None and entry["chunk_id"] in self.chunks:
-                state = self.states[entry["doc_id"]]
-                run.record(state, self.chunks[entry["chunk_id"]], Generation(text, usage, entry.get("windowed", False)), first=entry["first"])
-            else:
-                store.put(entry["key"], text, generator=gen.name, model=gen.model, doc_id=entry["doc_id"],
-                          chunk_id=entry["chunk_id"], original_index=entry.get("index"), usage=usage.to_dict())
-            return
-        found = gen.parse_group(text, entry["items"])
-        state = self.states.get(entry["doc_id"]) if run is not None else None
-        if run is not None and state is not None:
-            run.report.grouped_requests += 1
-            run.account(state, usage, first=True)
-        for marked, item in entry["items"].items():
-            context = found.get(marked)
-            if context is None:
-                self._missed({"kind": "chunk", "key": item["key"], "chunk_id": item["chunk_id"], "doc_id": entry["doc_id"]})
-                continue
-            if run is not None and state is not None and item["chunk_id"] in self.chunks:
-                run.record(state, self.chunks[item["chunk_id"]], Generation(context, TokenUsage()), first=True, grouped=True)
-            else:
-                store.put(item["key"], context, generator=gen.name, model=gen.model, doc_id=entry["doc_id"],
-                          chunk_id=item["chunk_id"], usage=None)
-
-    def _missed(self, entry: dict) -> None:
-        run = self.run_state
-        if run is None or entry.get("kind") == "group":
-            if run is not None:
-                for item in entry["items"].values():
-                    self._missed({"kind": "chunk", "chunk_id": item["chunk_id"], "doc_id": entry["doc_id"]})
-            return
-        chunk = self.chunks.get(entry["chunk_id"])
-        if chunk is not None:
-            if entry.get("key") == run.grouped_keys.get(chunk.id):
-                run.report.grouped_fallbacks += 1
-            self.fallbacks.append((self.states[entry["doc_id"]], chunk))
+            BatchRunner(self, None, report).collect(batch_id, manifest)
 
 
 def _serve(loop: asyncio.AbstractEventLoop, executor: ThreadPoolExecutor) -> None:
@@ -766,16 +341,6 @@ def _serve(loop: asyncio.AbstractEventLoop, executor: ThreadPoolExecutor) -> Non
         finally:
             executor.shutdown(wait=False)
             loop.close()
-
-
-def _batch_error(exc: Exception) -> Exception:
-    from .generators.anthropic import _translate
-
-    try:
-        import anthropic
-    except ImportError:  # pragma: no cover
-        return GenerationError(str(exc))
-    return _translate(exc, anthropic)
 
 
 def _stored(found: dict[str, str], key: str) -> str | None:

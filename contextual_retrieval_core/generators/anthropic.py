@@ -88,6 +88,7 @@ class AnthropicContextGenerator:
     """
 
     name = "anthropic"
+    label = "anthropic"
     is_llm = True
 
     def __init__(
@@ -154,6 +155,11 @@ class AnthropicContextGenerator:
     def rate_limited_since(self) -> float | None:
         """`time.monotonic()` since which every answer has been a 429 (None: the last was not)."""
         return self._rate_clock.since()
+
+    @property
+    def cache_min_tokens(self) -> int | None:
+        """The model's cache minimum from the model table (None: unknown model)."""
+        return self.info.cache_min_tokens
 
     # -- sizes --------------------------------------------------------------------------------
 

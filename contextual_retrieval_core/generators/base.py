@@ -11,7 +11,7 @@ import threading
 import time
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 from ..types import Chunk, Document
 
@@ -24,6 +24,10 @@ __all__ = [
     "RateLimitedTooLong",
     "RateLimitClock",
     "ReportsRateLimits",
+    "PromptCaching",
+    "BatchGeneration",
+    "GroupedGeneration",
+    "label_of",
     "PREFER_SYNC",
 ]
 
@@ -145,9 +149,70 @@ class ContextGenerator(Protocol):
     model: str
     prompt_identity: str
     is_llm: bool
+    #: how usage reports name the generator (e.g. "structural (no LLM)"); `name` when absent
+    label: str
 
     def generate(self, document: Document, chunk: Chunk) -> Generation:
         ...
 
     async def agenerate(self, document: Document, chunk: Chunk) -> Generation:
+        ...
+
+
+def label_of(generator: Any) -> str:
+    """The generator's `label`; its `name` for a generator written before `label` was declared."""
+    return str(getattr(generator, "label", None) or generator.name)
+
+
+# -- optional capabilities: declared by implementing them, checked with isinstance ----------------
+
+
+@runtime_checkable
+class PromptCaching(Protocol):
+    """A generator whose requests cache the document (one cache write per document)."""
+
+    #: the shortest prefix the model caches (None: unknown; the first request then probes)
+    cache_min_tokens: int | None
+
+    def cacheable(self, document: Document) -> bool | None:
+        """Whether the document's prefix reaches the cache minimum (None: not known yet)."""
+        ...
+
+    def learn_cacheable(self, document: Document, cacheable: bool) -> None:
+        """Record what a probing request's usage showed."""
+        ...
+
+    def document_tokens(self, document: Document, *, exact: bool = False) -> int:
+        """Tokens of the cached document block."""
+        ...
+
+
+@runtime_checkable
+class BatchGeneration(Protocol):
+    """A generator with a Message Batches API (`Contextualizer(mode="batch")`)."""
+
+    def batch_client(self) -> Any:
+        """The SDK's batches resource (create / retrieve / results)."""
+        ...
+
+    def build_request(self, document: Document, chunk: Chunk, *, cache_ttl: Any = None) -> Any:
+        """One chunk's request: `.params` (the Messages API body) and `.windowed`."""
+        ...
+
+    def parse_message(self, message: Any) -> tuple[str, TokenUsage]:
+        """A batch result's message as (context, usage)."""
+        ...
+
+
+@runtime_checkable
+class GroupedGeneration(Protocol):
+    """A generator that can situate several chunks of one document in one request."""
+
+    async def agenerate_group(self, document: Document, chunks: Sequence[Chunk]) -> tuple[dict[str, str], TokenUsage]:
+        ...
+
+    def build_group_request(self, document: Document, chunks: Sequence[Chunk]) -> tuple[dict[str, Any], list[str]]:
+        ...
+
+    def parse_group(self, text: str, ids: Any) -> dict[str, str]:
         ...
