@@ -25,6 +25,7 @@ from .generators.base import (
     PromptCaching,
     RateLimitedTooLong,
     ReportsRateLimits,
+    SyncPath,
     TokenUsage,
 )
 from .types import Chunk, Document
@@ -70,8 +71,13 @@ class Run:
         grouped_keys: dict[str, str],
         contexts: dict[str, str],
         total: int,
+        *,
+        prefer_sync: bool = False,
     ) -> None:
         self.owner, self.report, self.keys, self.grouped_keys = owner, report, keys, grouped_keys
+        gen = owner.generator
+        #: a synchronous caller and a generator with a sync path: requests go through it, in threads
+        self.in_threads = prefer_sync and isinstance(gen, SyncPath) and gen.has_sync_path
         self.contexts = contexts
         self.generated = 0
         self.failures: dict[str, str] = {}
@@ -252,7 +258,11 @@ class Run:
             return
         chunk = item.chunks[0]
         try:
-            result = await self.owner.generator.agenerate(state.document, chunk)
+            gen = self.owner.generator
+            if self.in_threads:
+                result = await asyncio.to_thread(gen.generate, state.document, chunk)
+            else:
+                result = await gen.agenerate(state.document, chunk)
         except GenerationError as exc:
             self.fail(chunk, exc)
             if kind == "first" and state.waiting and self.fatal is None:
@@ -269,7 +279,10 @@ class Run:
         gen = self.owner.generator
         try:
             assert isinstance(gen, GroupedGeneration)  # checked when the Contextualizer was made
-            found, usage = await gen.agenerate_group(state.document, chunks)
+            if self.in_threads:
+                found, usage = await asyncio.to_thread(gen.generate_group, state.document, chunks)
+            else:
+                found, usage = await gen.agenerate_group(state.document, chunks)
         except GenerationError as exc:
             if isinstance(exc, FatalGenerationError):
                 self.fail(chunks[0], exc)

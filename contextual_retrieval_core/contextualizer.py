@@ -41,7 +41,7 @@ from typing import Any, Literal, Sequence
 
 from .contextualize_batches import BatchRunner
 from .contextualize_run import DocState, Run
-from .generators.base import PREFER_SYNC, BatchGeneration, ContextGenerator, GroupedGeneration, PromptCaching, label_of
+from .generators.base import BatchGeneration, ContextGenerator, GroupedGeneration, PromptCaching, label_of
 from .store import ContextStore
 from .types import Chunk, ContextPosition, ContextualChunk, Document, distinct_documents
 from .usage import UsageReport
@@ -174,13 +174,9 @@ class Contextualizer:
         if running is loop:
             raise RuntimeError("contextualize() was called from inside this Contextualizer's own run; await acontextualize instead")
 
-        async def main() -> ContextualizeResult:
-            # a sync caller: generators that hold a sync path use it, so their async clients stay
-            # on the loops their owner awaits them on
-            PREFER_SYNC.set(True)
-            return await self.acontextualize(documents, chunks)
-
-        future = asyncio.run_coroutine_threadsafe(main(), loop)
+        # a sync caller: generators that hold a sync path use it (in threads), so their async
+        # clients stay on the loops their owner awaits them on
+        future = asyncio.run_coroutine_threadsafe(self._run(documents, chunks, prefer_sync=True), loop)
         try:
             return future.result()
         except BaseException:
@@ -213,6 +209,10 @@ class Contextualizer:
 
     async def acontextualize(self, documents: Sequence[Document], chunks: Sequence[Chunk]) -> ContextualizeResult:
         """Async `contextualize`: requests run concurrently on the caller's event loop."""
+        return await self._run(documents, chunks, prefer_sync=False)
+
+    async def _run(self, documents: Sequence[Document], chunks: Sequence[Chunk], *, prefer_sync: bool) -> ContextualizeResult:
+        """A run; `prefer_sync`: a generator with a sync path (`SyncPath`) takes it, in threads."""
         started = time.perf_counter()
         docs, ordered, not_in_doc, without_chunks = _validate(documents, chunks)
         gen = self.generator
@@ -272,7 +272,7 @@ class Contextualizer:
         total = sum(len(s.todo) for s in states.values())
         if total:  # before the first request: a store that cannot take the answers stops here
             await asyncio.to_thread(self.store.check_writable)
-        run = Run(self, report, keys, grouped_keys, contexts, total)
+        run = Run(self, report, keys, grouped_keys, contexts, total, prefer_sync=prefer_sync)
         try:
             if total:
                 if self.mode == "batch":

@@ -30,7 +30,7 @@ from ..prompts import DEFAULT_PROMPT, ContextPrompt
 from ..types import Chunk, Document
 from ..usage import ModelInfo, cache_verdict, estimate_tokens, model_info
 from ._anthropic_http import AsyncGuard, SpendLimitReached, SyncGuard, guarded, spend_limit_message, translate_error
-from .base import PREFER_SYNC, Generation, GenerationError, RateLimitClock, TokenUsage
+from .base import Generation, GenerationError, RateLimitClock, TokenUsage
 
 _translate = translate_error  # the name the contextualizer imported
 
@@ -151,6 +151,11 @@ class AnthropicContextGenerator:
                 max_retries=self._max_retries, timeout=self._timeout, middleware=[AsyncGuard(self._rate_clock)]
             )
         return client
+
+    @property
+    def has_sync_path(self) -> bool:
+        """Whether `generate` can run: a sync client was given, or clients are built here."""
+        return self._client is not None or self._own_clients
 
     def rate_limited_since(self) -> float | None:
         """`time.monotonic()` since which every answer has been a 429 (None: the last was not)."""
@@ -349,6 +354,15 @@ class AnthropicContextGenerator:
         by_position = self.parse_group(_text(message), ids)
         return {chunks[int(i)].id: ctx for i, ctx in by_position.items()}, usage
 
+    def generate_group(self, document: Document, chunks: Sequence[Chunk]) -> tuple[dict[str, str], TokenUsage]:
+        """`agenerate_group` through the sync client."""
+        params, ids = self.build_group_request(document, chunks)
+        if not ids:
+            return {}, TokenUsage()
+        message, usage = self._call(params)
+        by_position = self.parse_group(_text(message), ids)
+        return {chunks[int(i)].id: ctx for i, ctx in by_position.items()}, usage
+
     def _call(self, params: dict[str, Any]) -> tuple[Any, TokenUsage]:
         sdk = import_sdk("anthropic", "anthropic", "Anthropic")
         try:
@@ -359,8 +373,6 @@ class AnthropicContextGenerator:
         return message, _usage(message, raw.retries_taken)
 
     async def _acall(self, params: dict[str, Any]) -> tuple[Any, TokenUsage]:
-        if PREFER_SYNC.get() and (self._client is not None or self._own_clients):
-            return await asyncio.to_thread(self._call, params)
         client = self._async()
         if client is None:
             return await asyncio.to_thread(self._call, params)

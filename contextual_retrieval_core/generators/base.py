@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 import time
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence, runtime_checkable
 
@@ -28,16 +27,9 @@ __all__ = [
     "BatchGeneration",
     "GroupedGeneration",
     "label_of",
-    "PREFER_SYNC",
+    "SyncPath",
 ]
 
-#: Set by the synchronous `Contextualizer.contextualize`, which runs on the Contextualizer's own
-#: background event loop: a generator holding both a sync and an async path then takes the sync
-#: one (in threads). An async client's connections belong to the loop they were opened on, and the
-#: same generator may also be awaited on its owner's loop or through another Contextualizer: a sync
-#: caller keeps it off them. A generator with only an async path uses it on the background loop,
-#: which outlives the call, so its connections stay valid from one call to the next.
-PREFER_SYNC: ContextVar[bool] = ContextVar("contextual_retrieval_prefer_sync", default=False)
 
 
 @dataclass
@@ -168,6 +160,22 @@ def label_of(generator: Any) -> str:
 
 
 @runtime_checkable
+class SyncPath(Protocol):
+    """A generator that may hold a synchronous path besides its async one.
+
+    The synchronous `Contextualizer.contextualize` runs on the Contextualizer's own background
+    event loop; for a generator whose `has_sync_path` is True it calls `generate` in threads
+    instead of awaiting `agenerate`, so the generator's async clients stay on the loops their
+    owner awaits them on. A generator with only an async path is awaited on the background loop,
+    which outlives the call, so its connections stay valid from one call to the next.
+    """
+
+    @property
+    def has_sync_path(self) -> bool:
+        ...
+
+
+@runtime_checkable
 class PromptCaching(Protocol):
     """A generator whose requests cache the document (one cache write per document)."""
 
@@ -209,6 +217,9 @@ class GroupedGeneration(Protocol):
     """A generator that can situate several chunks of one document in one request."""
 
     async def agenerate_group(self, document: Document, chunks: Sequence[Chunk]) -> tuple[dict[str, str], TokenUsage]:
+        ...
+
+    def generate_group(self, document: Document, chunks: Sequence[Chunk]) -> tuple[dict[str, str], TokenUsage]:
         ...
 
     def build_group_request(self, document: Document, chunks: Sequence[Chunk]) -> tuple[dict[str, Any], list[str]]:
