@@ -6,8 +6,10 @@ message: errors name the variable and the alternative instead.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import os
+import weakref
 from types import ModuleType
 
 __all__ = ["env_key", "require_env_key", "import_sdk"]
@@ -48,6 +50,10 @@ class LazyClients:
     When only a sync client was injected, async calls must not build an async client from the
     environment (it would miss the injected client's key, base URL and settings): the subclass runs
     its sync path in a worker thread instead (`asyncio.to_thread`) when `_async_in_thread` is set.
+
+    An async client built here is built once per event loop: its connections belong to the loop
+    that opened them, so a client kept from an earlier `asyncio.run` would fail with "Event loop
+    is closed". An injected async client is the caller's, used as given.
     """
 
     _sdk: tuple[str, str, str]
@@ -59,9 +65,18 @@ class LazyClients:
     _async_client: object
     _max_retries: int
     _timeout: float | None
+    _base_url: str | None
     _async_in_thread: bool
+    _loop_clients: weakref.WeakKeyDictionary
 
-    def _init_clients(self, client: object, async_client: object, max_retries: int, timeout: float | None) -> None:
+    def _init_clients(
+        self,
+        client: object,
+        async_client: object,
+        max_retries: int,
+        timeout: float | None,
+        base_url: str | None = None,
+    ) -> None:
         """Keep the injected clients and the settings for building the missing ones.
 
         RuntimeError(`_missing_key`) when no client was injected and none of `_key_vars` is set.
@@ -70,6 +85,8 @@ class LazyClients:
         self._async_client = async_client
         self._max_retries = max_retries
         self._timeout = timeout
+        self._base_url = base_url
+        self._loop_clients = weakref.WeakKeyDictionary()
         # a sync client injected alone: async calls run the sync path in a worker thread
         self._async_in_thread = client is not None and async_client is None
         if client is None and async_client is None:
@@ -78,7 +95,8 @@ class LazyClients:
     def _build(self, cls_name: str) -> object:
         module = import_sdk(*self._sdk)
         api_key = require_env_key(self._key_vars, self._missing_key)
-        return getattr(module, cls_name)(api_key=api_key, max_retries=self._max_retries, timeout=self._timeout)
+        options = {"base_url": self._base_url} if self._base_url else {}
+        return getattr(module, cls_name)(api_key=api_key, max_retries=self._max_retries, timeout=self._timeout, **options)
 
     def _sync_client(self):  # type: ignore[no-untyped-def]
         if self._client is None:
@@ -86,9 +104,14 @@ class LazyClients:
         return self._client
 
     def _aio_client(self):  # type: ignore[no-untyped-def]
-        if self._async_client is None:
-            self._async_client = self._build(self._async_cls)
-        return self._async_client
+        """The injected async client, or the one built for the running event loop."""
+        if self._async_client is not None:
+            return self._async_client
+        loop = asyncio.get_running_loop()
+        client = self._loop_clients.get(loop)
+        if client is None:
+            client = self._loop_clients[loop] = self._build(self._async_cls)
+        return client
 
 
 def lazy_exports(namespace: dict, lazy: dict[str, str]):  # type: ignore[no-untyped-def]

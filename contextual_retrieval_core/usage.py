@@ -138,6 +138,8 @@ class UsageReport:
         grouped_requests / grouped_fallbacks: grouped-mode requests, and chunks that fell back to a
             per-chunk request because the grouped answer lacked them.
         chunks_not_in_document: chunks whose text does not occur in their document (allowed).
+        abandoned_batches: ids of stored Message Batches the API no longer knows (404): marked
+            abandoned in the store, their chunks generated again.
         elapsed_s: wall time.
     """
 
@@ -161,6 +163,7 @@ class UsageReport:
     grouped_fallbacks: int = 0
     chunks_not_in_document: int = 0
     documents_without_chunks: int = 0
+    abandoned_batches: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
 
     @property
@@ -219,6 +222,8 @@ class UsageReport:
             extra.append(f"{self.repeated_chunks} repeated chunks took the context of their first copy")
         if self.chunks_not_in_document:
             extra.append(f"{self.chunks_not_in_document} chunks not found in their document")
+        if self.abandoned_batches:
+            extra.append(f"{len(self.abandoned_batches)} Message Batches unknown to the API, abandoned and regenerated")
         if extra:
             lines.append("  " + "; ".join(extra))
         cost = self.cost_usd()

@@ -152,6 +152,7 @@ class VoyageEmbedder(VoyageClients):
         max_concurrency: concurrent requests in the async methods.
         max_retries: attempts per request for clients built here (the SDK's own retry logic).
         timeout: per-request timeout in seconds for clients built here.
+        base_url: the API endpoint for clients built here (a proxy or gateway; default: the SDK's).
 
     The dimension of an empty result is the model's published one (or `output_dimension`); for a
     model missing from the table it is learnt from the first response, and before that an empty
@@ -183,6 +184,7 @@ class VoyageEmbedder(VoyageClients):
         max_concurrency: int = 4,
         max_retries: int = 3,
         timeout: float | None = None,
+        base_url: str | None = None,
     ) -> None:
         if not 0 < max_texts_per_request <= MAX_TEXTS_PER_REQUEST:
             raise ValueError(
@@ -202,7 +204,7 @@ class VoyageEmbedder(VoyageClients):
         self.max_tokens_per_request = max_tokens_per_request or cap
         self.token_estimator = token_estimator or estimate_tokens
         self.max_concurrency = max_concurrency
-        self._init_clients(client, async_client, max_retries, timeout)
+        self._init_clients(client, async_client, max_retries, timeout, base_url)
 
     # -- public API ---------------------------------------------------------------------------
 

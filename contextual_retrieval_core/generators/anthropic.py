@@ -5,9 +5,15 @@ message: the document block, marked ``cache_control`` (when the document reaches
 minimum), then the chunk block, uncached. Every chunk of a document after the first then reads
 the document from the cache at 0.1x the input price.
 
-Retries are the SDK's own (408/409/429/5xx, honouring retry-after; `max_retries`). A 429 that says
-the spend limit is reached is not retried: a middleware stops it at the first answer, and the run
-stops with `FatalGenerationError` (the contexts made so far are already stored).
+Retries are the SDK's own (408/409/429/5xx, honouring retry-after; `max_retries`). An answer that
+says the spend limit is reached or the credit balance is too low (HTTP 400 invalid_request_error
+or 429 rate_limit_error, matched on the error type and message) is not retried: a middleware stops
+it at the first answer, and the run stops with `FatalGenerationError` carrying the API's message
+(the contexts made so far are already stored). The same middleware times streaks of 429s
+(`rate_limited_since`), so a run can give up on sustained rate limiting.
+
+Async clients built here are built once per event loop: an async client's connections belong to
+the loop that opened them, so two `asyncio.run(...)` calls in a row each get their own.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any, Iterable, Literal, Sequence
 
@@ -22,16 +29,17 @@ from .._sdk import env_key, import_sdk
 from ..prompts import DEFAULT_PROMPT, ContextPrompt
 from ..types import Chunk, Document
 from ..usage import ModelInfo, cache_verdict, estimate_tokens, model_info
-from .base import PREFER_SYNC, FatalGenerationError, Generation, GenerationError, TokenUsage
+from ._anthropic_http import AsyncGuard, SpendLimitReached, SyncGuard, guarded, spend_limit_message, translate_error
+from .base import Generation, GenerationError, RateLimitClock, TokenUsage
 
-__all__ = ["AnthropicContextGenerator", "GROUPED_INSTRUCTIONS", "SpendLimitReached", "anthropic_usage"]
+_translate = translate_error  # the name the contextualizer imported
+
+__all__ = ["AnthropicContextGenerator", "GROUPED_INSTRUCTIONS", "SpendLimitReached", "anthropic_usage", "spend_limit_message"]
 
 _MISSING_KEY = (
     "ANTHROPIC_API_KEY is not set; pass client=anthropic.Anthropic(api_key=...) (or AsyncAnthropic, "
     "AnthropicBedrock, AnthropicVertex), or use the offline StructuralContextGenerator()"
 )
-_SPEND_LIMIT = re.compile(r"spend(ing)? limit|usage limit|credit balance", re.IGNORECASE)
-
 #: The instructions of a grouped request (one request situates every chunk of a small document).
 GROUPED_INSTRUCTIONS = (
     "The document above contains chunks marked <chunk id=\"...\">...</chunk>. For each marked chunk, "
@@ -41,47 +49,6 @@ GROUPED_INSTRUCTIONS = (
     "all inside <contexts></contexts>, and nothing else."
 )
 _GROUPED_CONTEXT = re.compile(r"<context id=\"([^\"]+)\">(.*?)</context>", re.DOTALL)
-
-
-class SpendLimitReached(Exception):
-    """Raised by the middleware on a 429 that reports a spend limit: never retried."""
-
-
-class _SpendLimitGuard:
-    """SDK middleware: turns a spend-limit 429 into `SpendLimitReached` before the SDK retries it."""
-
-    def __init__(self) -> None:
-        self.__name__ = "contextual_retrieval_spend_limit_guard"
-
-    @staticmethod
-    def _check(status: int, body: str) -> None:
-        if status == 429 and _SPEND_LIMIT.search(body):
-            raise SpendLimitReached(_error_message(body))
-
-
-class _SyncGuard(_SpendLimitGuard):
-    def __call__(self, request: Any, call_next: Any) -> Any:
-        response = call_next(request)
-        if response.status_code == 429:
-            self._check(429, response.http_response.read().decode("utf-8", "replace"))
-        return response
-
-
-class _AsyncGuard(_SpendLimitGuard):
-    async def __call__(self, request: Any, call_next: Any) -> Any:
-        response = await call_next(request)
-        if response.status_code == 429:
-            self._check(429, (await response.http_response.aread()).decode("utf-8", "replace"))
-        return response
-
-
-def _error_message(body: str) -> str:
-    import json
-
-    try:
-        return str(json.loads(body)["error"]["message"])
-    except Exception:
-        return body[:300]
 
 
 @dataclass(frozen=True)
@@ -121,6 +88,7 @@ class AnthropicContextGenerator:
     """
 
     name = "anthropic"
+    label = "anthropic"
     is_llm = True
 
     def __init__(
@@ -150,9 +118,12 @@ class AnthropicContextGenerator:
         self.info: ModelInfo = model_info(model)
         self.count_tokens_mode = count_tokens
         self._max_retries, self._timeout = max_retries, timeout
-        self._client = _guarded(client, _SyncGuard()) if client is not None else None
-        self._async_client = _guarded(async_client, _AsyncGuard()) if async_client is not None else None
+        self._rate_clock = RateLimitClock()
+        self._client = guarded(client, SyncGuard(self._rate_clock)) if client is not None else None
+        self._async_client = guarded(async_client, AsyncGuard(self._rate_clock)) if async_client is not None else None
         self._own_clients = client is None and async_client is None
+        #: async clients built here, one per event loop (a client's connections belong to its loop)
+        self._loop_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
         self._known: dict[tuple[str, int, int], bool] = {}
         self._lock = threading.Lock()
 
@@ -163,16 +134,37 @@ class AnthropicContextGenerator:
             if not self._own_clients:
                 raise RuntimeError("this generator was given only an async client; use agenerate, or pass client=")
             sdk = import_sdk("anthropic", "anthropic", "Anthropic")
-            self._client = sdk.Anthropic(max_retries=self._max_retries, timeout=self._timeout, middleware=[_SyncGuard()])
+            self._client = sdk.Anthropic(
+                max_retries=self._max_retries, timeout=self._timeout, middleware=[SyncGuard(self._rate_clock)]
+            )
         return self._client
 
     def _async(self) -> Any | None:
-        if self._async_client is None and self._own_clients:
+        """The async client for the running loop: the injected one, or one built for this loop."""
+        if self._async_client is not None or not self._own_clients:
+            return self._async_client
+        loop = asyncio.get_running_loop()
+        client = self._loop_clients.get(loop)
+        if client is None:
             sdk = import_sdk("anthropic", "anthropic", "Anthropic")
-            self._async_client = sdk.AsyncAnthropic(
-                max_retries=self._max_retries, timeout=self._timeout, middleware=[_AsyncGuard()]
+            client = self._loop_clients[loop] = sdk.AsyncAnthropic(
+                max_retries=self._max_retries, timeout=self._timeout, middleware=[AsyncGuard(self._rate_clock)]
             )
-        return self._async_client
+        return client
+
+    @property
+    def has_sync_path(self) -> bool:
+        """Whether `generate` can run: a sync client was given, or clients are built here."""
+        return self._client is not None or self._own_clients
+
+    def rate_limited_since(self) -> float | None:
+        """`time.monotonic()` since which every answer has been a 429 (None: the last was not)."""
+        return self._rate_clock.since()
+
+    @property
+    def cache_min_tokens(self) -> int | None:
+        """The model's cache minimum from the model table (None: unknown model)."""
+        return self.info.cache_min_tokens
 
     # -- sizes --------------------------------------------------------------------------------
 
@@ -362,18 +354,25 @@ class AnthropicContextGenerator:
         by_position = self.parse_group(_text(message), ids)
         return {chunks[int(i)].id: ctx for i, ctx in by_position.items()}, usage
 
+    def generate_group(self, document: Document, chunks: Sequence[Chunk]) -> tuple[dict[str, str], TokenUsage]:
+        """`agenerate_group` through the sync client."""
+        params, ids = self.build_group_request(document, chunks)
+        if not ids:
+            return {}, TokenUsage()
+        message, usage = self._call(params)
+        by_position = self.parse_group(_text(message), ids)
+        return {chunks[int(i)].id: ctx for i, ctx in by_position.items()}, usage
+
     def _call(self, params: dict[str, Any]) -> tuple[Any, TokenUsage]:
         sdk = import_sdk("anthropic", "anthropic", "Anthropic")
         try:
             raw = self._sync().messages.with_raw_response.create(**params)
             message = raw.parse()
         except Exception as exc:
-            raise _translate(exc, sdk) from exc
+            raise translate_error(exc, sdk) from exc
         return message, _usage(message, raw.retries_taken)
 
     async def _acall(self, params: dict[str, Any]) -> tuple[Any, TokenUsage]:
-        if PREFER_SYNC.get() and (self._client is not None or self._own_clients):
-            return await asyncio.to_thread(self._call, params)
         client = self._async()
         if client is None:
             return await asyncio.to_thread(self._call, params)
@@ -382,7 +381,7 @@ class AnthropicContextGenerator:
             raw = await client.messages.with_raw_response.create(**params)
             message = await raw.parse()
         except Exception as exc:
-            raise _translate(exc, sdk) from exc
+            raise translate_error(exc, sdk) from exc
         return message, _usage(message, raw.retries_taken)
 
     # -- batches ----------------------------------------------------------------------------------
@@ -398,18 +397,6 @@ class AnthropicContextGenerator:
     @staticmethod
     def parse_message(message: Any) -> tuple[str, TokenUsage]:
         return _text(message), _usage(message, 0)
-
-
-def _guarded(client: Any, guard: Any) -> Any:
-    """A copy of the user's client with the spend-limit guard appended (theirs is untouched)."""
-    with_options = getattr(client, "with_options", None)
-    middleware = getattr(client, "middleware", None)
-    if with_options is None or middleware is None:
-        return client
-    try:
-        return with_options(middleware=[*middleware, guard])
-    except TypeError:  # an SDK without middleware support
-        return client
 
 
 def _text(message: Any) -> str:
@@ -448,30 +435,3 @@ def anthropic_usage(usage: Any, retries: int = 0) -> TokenUsage:
     )
 
 
-def _translate(exc: Exception, sdk: Any) -> Exception:
-    """SDK errors -> ours: fatal for the run (spend limit, auth) or for this chunk only."""
-    chain: BaseException | None = exc
-    while chain is not None:
-        if isinstance(chain, SpendLimitReached):
-            return FatalGenerationError(
-                f"Anthropic reports a spend limit: {chain}. Contexts generated so far are stored; "
-                "raise the limit and run again to resume"
-            )
-        chain = chain.__cause__ or chain.__context__
-    if isinstance(exc, sdk.AuthenticationError):
-        return FatalGenerationError("Anthropic rejected the API key (401); check ANTHROPIC_API_KEY")
-    if isinstance(exc, sdk.PermissionDeniedError):
-        return FatalGenerationError(f"Anthropic denied the request (403): {getattr(exc, 'message', exc)}")
-    if isinstance(exc, sdk.RateLimitError) and (
-        _SPEND_LIMIT.search(str(getattr(exc, "message", exc))) or "spend_limit" in str(getattr(exc, "error_code", ""))
-    ):
-        return FatalGenerationError(f"Anthropic reports a spend limit: {getattr(exc, 'message', exc)}")
-    if isinstance(exc, sdk.NotFoundError):
-        return FatalGenerationError(f"Anthropic does not know this model (404): {getattr(exc, 'message', exc)}")
-    if isinstance(exc, sdk.BadRequestError):
-        return GenerationError(f"Anthropic rejected the request (400): {getattr(exc, 'message', exc)}")
-    if isinstance(exc, GenerationError):
-        return exc
-    if isinstance(exc, ValueError):  # a malformed response body (JSONDecodeError): not retried by the SDK
-        return GenerationError(f"Anthropic returned an unreadable response: {exc}")
-    return GenerationError(f"context generation failed after the SDK's retries: {type(exc).__name__}: {exc}")

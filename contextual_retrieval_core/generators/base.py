@@ -7,21 +7,29 @@ part of the context-store key, so two generators, models or prompts never share 
 
 from __future__ import annotations
 
-from contextvars import ContextVar
+import threading
+import time
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 from ..types import Chunk, Document
 
-__all__ = ["ContextGenerator", "Generation", "TokenUsage", "GenerationError", "FatalGenerationError", "PREFER_SYNC"]
+__all__ = [
+    "ContextGenerator",
+    "Generation",
+    "TokenUsage",
+    "GenerationError",
+    "FatalGenerationError",
+    "RateLimitedTooLong",
+    "RateLimitClock",
+    "ReportsRateLimits",
+    "PromptCaching",
+    "BatchGeneration",
+    "GroupedGeneration",
+    "label_of",
+    "SyncPath",
+]
 
-#: Set by the synchronous `Contextualizer.contextualize`, which runs on the Contextualizer's own
-#: background event loop: a generator holding both a sync and an async path then takes the sync
-#: one (in threads). An async client's connections belong to the loop they were opened on, and the
-#: same generator may also be awaited on its owner's loop or through another Contextualizer: a sync
-#: caller keeps it off them. A generator with only an async path uses it on the background loop,
-#: which outlives the call, so its connections stay valid from one call to the next.
-PREFER_SYNC: ContextVar[bool] = ContextVar("contextual_retrieval_prefer_sync", default=False)
 
 
 @dataclass
@@ -81,6 +89,43 @@ class FatalGenerationError(GenerationError):
     """
 
 
+class RateLimitedTooLong(FatalGenerationError):
+    """The API answered nothing but rate-limit errors (429) for longer than the run allows."""
+
+
+class RateLimitClock:
+    """Since when a client's answers have been nothing but 429s (thread-safe).
+
+    Its SDK middleware calls `saw` with every HTTP status, retries included; any other status
+    ends the streak.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._since: float | None = None
+
+    def saw(self, status: int) -> None:
+        with self._lock:
+            if status != 429:
+                self._since = None
+            elif self._since is None:
+                self._since = time.monotonic()
+
+    def since(self) -> float | None:
+        """`time.monotonic()` of the first 429 of the current streak; None when the last answer
+        was not a 429 (or none came yet)."""
+        with self._lock:
+            return self._since
+
+
+@runtime_checkable
+class ReportsRateLimits(Protocol):
+    """A generator that can tell since when its API has answered only 429s."""
+
+    def rate_limited_since(self) -> float | None:
+        ...
+
+
 @runtime_checkable
 class ContextGenerator(Protocol):
     """Writes a short context that situates a chunk within its document.
@@ -96,9 +141,89 @@ class ContextGenerator(Protocol):
     model: str
     prompt_identity: str
     is_llm: bool
+    #: how usage reports name the generator (e.g. "structural (no LLM)"); `name` when absent
+    label: str
 
     def generate(self, document: Document, chunk: Chunk) -> Generation:
         ...
 
     async def agenerate(self, document: Document, chunk: Chunk) -> Generation:
+        ...
+
+
+def label_of(generator: Any) -> str:
+    """The generator's `label`; its `name` for a generator written before `label` was declared."""
+    return str(getattr(generator, "label", None) or generator.name)
+
+
+# -- optional capabilities: declared by implementing them, checked with isinstance ----------------
+
+
+@runtime_checkable
+class SyncPath(Protocol):
+    """A generator that may hold a synchronous path besides its async one.
+
+    The synchronous `Contextualizer.contextualize` runs on the Contextualizer's own background
+    event loop; for a generator whose `has_sync_path` is True it calls `generate` in threads
+    instead of awaiting `agenerate`, so the generator's async clients stay on the loops their
+    owner awaits them on. A generator with only an async path is awaited on the background loop,
+    which outlives the call, so its connections stay valid from one call to the next.
+    """
+
+    @property
+    def has_sync_path(self) -> bool:
+        ...
+
+
+@runtime_checkable
+class PromptCaching(Protocol):
+    """A generator whose requests cache the document (one cache write per document)."""
+
+    #: the shortest prefix the model caches (None: unknown; the first request then probes)
+    cache_min_tokens: int | None
+
+    def cacheable(self, document: Document) -> bool | None:
+        """Whether the document's prefix reaches the cache minimum (None: not known yet)."""
+        ...
+
+    def learn_cacheable(self, document: Document, cacheable: bool) -> None:
+        """Record what a probing request's usage showed."""
+        ...
+
+    def document_tokens(self, document: Document, *, exact: bool = False) -> int:
+        """Tokens of the cached document block."""
+        ...
+
+
+@runtime_checkable
+class BatchGeneration(Protocol):
+    """A generator with a Message Batches API (`Contextualizer(mode="batch")`)."""
+
+    def batch_client(self) -> Any:
+        """The SDK's batches resource (create / retrieve / results)."""
+        ...
+
+    def build_request(self, document: Document, chunk: Chunk, *, cache_ttl: Any = None) -> Any:
+        """One chunk's request: `.params` (the Messages API body) and `.windowed`."""
+        ...
+
+    def parse_message(self, message: Any) -> tuple[str, TokenUsage]:
+        """A batch result's message as (context, usage)."""
+        ...
+
+
+@runtime_checkable
+class GroupedGeneration(Protocol):
+    """A generator that can situate several chunks of one document in one request."""
+
+    async def agenerate_group(self, document: Document, chunks: Sequence[Chunk]) -> tuple[dict[str, str], TokenUsage]:
+        ...
+
+    def generate_group(self, document: Document, chunks: Sequence[Chunk]) -> tuple[dict[str, str], TokenUsage]:
+        ...
+
+    def build_group_request(self, document: Document, chunks: Sequence[Chunk]) -> tuple[dict[str, Any], list[str]]:
+        ...
+
+    def parse_group(self, text: str, ids: Any) -> dict[str, str]:
         ...

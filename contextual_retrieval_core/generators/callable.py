@@ -12,7 +12,7 @@ import inspect
 from typing import Any, Awaitable, Callable, Optional, Union
 
 from ..types import Chunk, Document
-from .base import PREFER_SYNC, Generation, GenerationError
+from .base import Generation, GenerationError
 
 __all__ = ["CallableContextGenerator"]
 
@@ -146,6 +146,11 @@ class CallableContextGenerator:
         """How usage reports name this generator."""
         return self.name if self.is_llm else f"{self.name} (no LLM)"
 
+    @property
+    def has_sync_path(self) -> bool:
+        """Whether a sync callable was given (`generate` then calls it directly)."""
+        return self.fn is not None
+
     def __repr__(self) -> str:
         parts = [f"name={self.name!r}"]
         if self.fn is not None:
@@ -171,10 +176,10 @@ class CallableContextGenerator:
         return self._coerce(result, self.afn)
 
     async def agenerate(self, document: Document, chunk: Chunk) -> Generation:
-        """Await the async callable. If there is none, run the sync one in a worker thread (as
-        also when both exist and the caller is the synchronous `Contextualizer.contextualize`,
-        see `PREFER_SYNC`: the async callable's clients then stay on your own event loops)."""
-        if self.afn is not None and not (self.fn is not None and PREFER_SYNC.get()):
+        """Await the async callable. If there is none, run the sync one in a worker thread. (The
+        synchronous `Contextualizer.contextualize` calls `generate` in threads when there is a
+        sync callable, `has_sync_path`: the async callable's clients stay on your own loops.)"""
+        if self.afn is not None:
             result: Any = self.afn(document, chunk)
             if inspect.isawaitable(result):
                 result = await result

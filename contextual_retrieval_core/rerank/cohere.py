@@ -37,6 +37,7 @@ class CohereReranker(LazyClients):
             default, 4096, when None).
         max_retries: retries per request for clients built here (the SDK's own retry logic).
         timeout: per-request timeout in seconds for clients built here.
+        base_url: the API endpoint for clients built here (a proxy or gateway; default: the SDK's).
 
     Example:
         >>> import cohere
@@ -61,12 +62,13 @@ class CohereReranker(LazyClients):
         max_tokens_per_doc: int | None = None,
         max_retries: int = 2,
         timeout: float | None = None,
+        base_url: str | None = None,
     ) -> None:
         if max_tokens_per_doc is not None and max_tokens_per_doc <= 0:
             raise ValueError(f"max_tokens_per_doc must be positive, got {max_tokens_per_doc}")
         self.model_name = model
         self.max_tokens_per_doc = max_tokens_per_doc
-        self._init_clients(client, async_client, max_retries, timeout)
+        self._init_clients(client, async_client, max_retries, timeout, base_url)
 
     def rerank(self, query: str, texts: Sequence[str], top_n: int | None = None) -> list[RerankResult]:
         """Scores `texts` against `query`; returns at most `top_n` results, best first."""

@@ -52,6 +52,7 @@ class VoyageReranker(VoyageClients):
         token_estimator: counts one text's tokens (default: the offline over-estimate).
         max_retries: attempts per request for clients built here (the SDK's own retry logic).
         timeout: per-request timeout in seconds for clients built here.
+        base_url: the API endpoint for clients built here (a proxy or gateway; default: the SDK's).
 
     Example:
         >>> import voyageai
@@ -75,6 +76,7 @@ class VoyageReranker(VoyageClients):
         token_estimator: Callable[[str], int] | None = None,
         max_retries: int = 3,
         timeout: float | None = None,
+        base_url: str | None = None,
     ) -> None:
         if max_tokens_per_request is not None and max_tokens_per_request <= 0:
             raise ValueError(f"max_tokens_per_request must be positive, got {max_tokens_per_request}")
@@ -84,7 +86,7 @@ class VoyageReranker(VoyageClients):
             model, _FALLBACK_TOKEN_CAP
         )
         self.token_estimator = token_estimator or estimate_tokens
-        self._init_clients(client, async_client, max_retries, timeout)
+        self._init_clients(client, async_client, max_retries, timeout, base_url)
 
     def rerank(self, query: str, texts: Sequence[str], top_n: int | None = None) -> list[RerankResult]:
         """Scores `texts` against `query`; returns at most `top_n` results, best first."""

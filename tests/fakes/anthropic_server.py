@@ -95,6 +95,9 @@ Faults (on POST /v1/messages unless a `path` is given; served after auth, before
                                                    details.error_code "enforced_spend_limit_reached"
                                                    (the SDK raises EnforcedSpendLimitReachedError,
                                                    a RateLimitError, after its retries)
+    spend_limit(on, status=400, message=CREDIT_BALANCE_MESSAGE)  the same with another answer, e.g.
+                                                   the API's 400 invalid_request_error for an empty
+                                                   credit balance or a reached usage limit
     Injected faults do not bill tokens and do not touch the cache (a hang is not a fault response:
     it is served normally afterwards). NOTE: the SDK treats `retry-after: 0` as "no advice" and
     backs off 0.5 s * jitter; use `retry-after-ms: 1` for instant retries.
@@ -187,6 +190,13 @@ FAULT_MESSAGES = {
 SPEND_LIMIT_MESSAGE = (
     "You have reached your workspace's spend limit for this month. Raise the limit in the Console "
     "or wait until it resets."
+)
+CREDIT_BALANCE_MESSAGE = (
+    "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to "
+    "upgrade or purchase credits."
+)
+USAGE_LIMIT_MESSAGE = (
+    "You have reached your specified API usage limits. You will regain access on 2026-01-01 at 00:00 UTC."
 )
 MESSAGES_PATH = "/v1/messages"
 BATCHES_PATH = "/v1/messages/batches"
@@ -407,6 +417,9 @@ class FakeAnthropicServer:
         self._stopping = threading.Event()
         self._faults: list[_Fault] = []
         self._spend_limit = False
+        self._spend_answer: tuple[int, str, str, dict[str, Any] | None] = (
+            429, "rate_limit_error", SPEND_LIMIT_MESSAGE, {"error_code": "enforced_spend_limit_reached"}
+        )
         self._fail_p = 0.0
         self._fail_statuses: tuple[int, ...] = (429, 529, 500)
         self._fail_rng = random.Random(0)
@@ -482,10 +495,18 @@ class FakeAnthropicServer:
             self._fail_statuses = tuple(statuses)
             self._fail_rng = random.Random(seed)
 
-    def spend_limit(self, on: bool = True) -> None:
-        """From now on (until `spend_limit(False)`), answer 429 "spend limit" errors."""
+    def spend_limit(
+        self, on: bool = True, *, status: int = 429, message: str = SPEND_LIMIT_MESSAGE, error_type: str | None = None
+    ) -> None:
+        """From now on (until `spend_limit(False)`), answer every message and batch-create request
+        with a spend-limit error: by default the 429 "spend limit" answer; `status=400` with
+        `message=CREDIT_BALANCE_MESSAGE` or `USAGE_LIMIT_MESSAGE` gives the API's 400
+        invalid_request_error forms."""
+        kind = error_type or ERROR_TYPES.get(status, "invalid_request_error")
+        details = {"error_code": "enforced_spend_limit_reached"} if status == 429 and message == SPEND_LIMIT_MESSAGE else None
         with self._lock:
             self._spend_limit = on
+            self._spend_answer = (status, kind, message, details)
 
     def clear_faults(self) -> None:
         """Drop queued faults and stop fail_rate and spend_limit."""
@@ -696,10 +717,9 @@ class FakeAnthropicServer:
         with self._lock:
             if self._spend_limit and record.method == "POST" and record.path in (MESSAGES_PATH, BATCHES_PATH):
                 record.fault = "spend_limit"
-                self._count_fault(429)
-                exc = _ApiError(
-                    429, SPEND_LIMIT_MESSAGE, "rate_limit_error", {"error_code": "enforced_spend_limit_reached"}
-                )
+                status, kind, message, details = self._spend_answer
+                self._count_fault(status)
+                exc = _ApiError(status, message, kind, details)
                 return self._error_reply(exc, {"retry-after-ms": "1"})
             fault = None
             for i, f in enumerate(self._faults):
@@ -1213,6 +1233,13 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
     request_queue_size = 128
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that drops its connection (a closed event loop, a killed process) is normal."""
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):

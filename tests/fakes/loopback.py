@@ -119,7 +119,7 @@ class LoopbackServer:
             self._faults.clear()
 
     def start(self) -> "LoopbackServer":
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), _RequestHandler)
+        httpd = _QuietServer(("127.0.0.1", 0), _RequestHandler)
         httpd.daemon_threads = True
         httpd.block_on_close = False
         self._httpd, self._thread = serve_in_thread(httpd, self, type(self).__name__)
@@ -165,6 +165,15 @@ class LoopbackServer:
             return 200, {}, handler(record.body)
         except ApiError as exc:
             return exc.status, {}, self.error_body(exc.status, exc.message)
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that drops its connection (a closed event loop, a killed process) is normal."""
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            super().handle_error(request, client_address)
 
 
 def serve_in_thread(httpd: Any, owner: object, name: str) -> tuple[Any, threading.Thread]:
