@@ -121,7 +121,7 @@ class HybridSearcher:
             _check_bm25_ids(bm25, ids)
         self.vectors: Any = None
         if embedder is not None:
-            vectors = _embed_with_progress(embedder, texts, batch_size, show_progress)
+            vectors = embed_with_progress(embedder, texts, batch_size, show_progress)
             if vector_store == "memory":
                 self.vectors = VectorIndex(ids, vectors)
             elif vector_store == "chroma":
@@ -202,7 +202,7 @@ def _check_bm25_ids(bm25: BM25Index, ids: list[str]) -> None:
     )
 
 
-def _embed_with_progress(embedder: Embedder, texts: list[str], batch_size: int, show_progress: bool) -> np.ndarray:
+def embed_with_progress(embedder: Embedder, texts: list[str], batch_size: int, show_progress: bool) -> np.ndarray:
     from tqdm.auto import tqdm
 
     parts = []
