@@ -43,11 +43,12 @@ from .bm25 import BM25Index
 from .chroma import ChromaVectorIndex
 from .chunking import DEFAULT_CHUNK_CHARS
 from .embeddings.base import Embedder
-from .ensemble import DEFAULT_RRF_K, DEFAULT_TOP_K, DEFAULT_WEIGHTS, fuse_sources, rerank_hits
+from .checks import positive_int
+from .ensemble import DEFAULT_WEIGHTS
 from .factories import embedder_kind
 from .files import MAX_FILE_BYTES, TEXT_EXTENSIONS, collect_files
 from .folder_lock import folder_lock
-from .fusion import DEFAULT_DEPTH
+from .fusion_config import FusionConfig
 from .generators.base import ContextGenerator
 from .hybrid import embed_with_progress
 from .index_manifest import MANIFEST_NAME, FileEntry, IndexDamagedError, IndexManifest, IndexMismatchError
@@ -375,21 +376,27 @@ class ContextualIndex:
     def search(
         self,
         query: str,
-        k: int = DEFAULT_TOP_K,
+        k: int | None = None,
         *,
         reranker: Reranker | None = None,
-        depth: int = DEFAULT_DEPTH,
+        depth: int | None = None,
         rerank_depth: int | None = None,
+        config: FusionConfig | None = None,
     ) -> list[IndexHit]:
-        """The top `k` chunks for `query`: Chroma top-`depth` and BM25 top-`depth`, fused with
-        weighted reciprocal-rank fusion, then reranked when a `reranker` is given.
+        """The top `k` chunks for `query` (default 20): Chroma top-`depth` and BM25 top-`depth`
+        (default 150), fused with weighted reciprocal-rank fusion, then reranked when a `reranker`
+        is given. `config` is a core `FusionConfig` (the settings passed here override it; its
+        weights default to this index's).
 
         Reads the folder only (the query's embedding is not cached); a damaged folder raises
         `IndexDamagedError` naming the file and the fix."""
         if not isinstance(query, str):
             raise TypeError(f"query must be str, got {type(query).__name__}")
-        if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
-            raise ValueError(f"k must be a positive integer, got {k!r}")
+        config = FusionConfig.merged(config, top_k=positive_int("k", k, allow_none=True), depth=depth,
+                                     reranker=reranker, rerank_depth=rerank_depth)
+        if config.weights is None:
+            config = config.replace(weights=tuple(self.weights))
+        depth = config.depth
         if not query.strip():
             raise ValueError("the query is empty; ask a question, e.g. \"how are contexts cached?\"")
         manifest = self.manifest
@@ -411,16 +418,15 @@ class ContextualIndex:
         vector = np.asarray(self.embedder.embed_queries([query]), dtype=np.float32)
         # rows the manifest does not list (left by an interrupted update) are not results
         dense = [h for h in vectors.search(vector[0], min(depth + rows_in_chroma - total, rows_in_chroma)) if h[0] in listed]
-        sources = [("dense", dense[:depth], self.weights[0]), ("bm25", self._bm25.search(query, depth), self.weights[1])]
-        fused = fuse_sources(sources, rrf_k=DEFAULT_RRF_K, depth=depth)
-        pool_ids = [str(h.id) for h in (fused[: rerank_depth or depth] if reranker else fused[:k])]
+        fused = config.fuse([("dense", dense[:depth]), ("bm25", self._bm25.search(query, depth))])
+        pool_ids = [str(h.id) for h in (fused[: config.effective_rerank_depth] if config.reranker else fused[: config.top_k])]
         rows = collection.get(ids=pool_ids, include=["documents", "metadatas"]) if pool_ids else {"ids": []}
         info = {cid: (doc, meta) for cid, doc, meta in zip(rows["ids"], rows.get("documents") or [], rows.get("metadatas") or [])}
         absent = [cid for cid in pool_ids if cid not in info]
         if absent:
             raise IndexDamagedError(f"{self.path / 'chroma'} lacks {len(absent)} chunks the manifest lists "
                                     f"(first: {absent[0]}); {self._fix()}")
-        ranked = rerank_hits(query, fused, lambda cid: info[str(cid)][0], reranker, k=k, rerank_depth=rerank_depth or depth)
+        ranked = config.rerank(query, fused, lambda cid: info[str(cid)][0])
         out = []
         for h in ranked:
             doc, meta = info[str(h.id)]
