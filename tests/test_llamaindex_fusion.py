@@ -76,6 +76,8 @@ def test_config_and_settings_are_the_cores_and_agree(nodes, minilm) -> None:
     with pytest.warns(DeprecationWarning, match="candidates= is now called depth="):
         old = HybridRetriever.from_defaults(index, nodes=nodes, candidates=2)
     assert old.depth == 2
+    with pytest.raises(TypeError, match="^nodes must be a list of nodes, not a single str"):
+        ContextualBM25Retriever("some text")  # type: ignore[arg-type]
 
 
 def test_a_failing_reranker_raises_by_default(nodes, cohere_server) -> None:

@@ -87,6 +87,8 @@ def test_invoke_k_and_the_old_candidates_name(sources) -> None:
     with pytest.warns(DeprecationWarning, match="candidates= is now called depth="):
         old = ContextualEnsembleRetriever(retrievers=sources, candidates=5)
     assert old.depth == 5 and old.invoke(QUERY) == ContextualEnsembleRetriever(retrievers=sources, depth=5).invoke(QUERY)
+    with pytest.raises(TypeError, match="^documents must be a list of Documents, not a single str"):
+        ContextualBM25Retriever.from_documents("some text")  # type: ignore[arg-type]
 
 
 def test_a_failing_reranker_raises_by_default(sources, cohere_server) -> None:
