@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
                 for rrf_k in ((0.0, 60.0) if mode == "rrf" else (0.0,)):
                     # the embedder is cached: only the first searcher embeds the chunks
                     searcher = HybridSearcher(chunks, embedder, bm25=bm25, weights=weights, mode=mode, rrf_k=rrf_k)
-                    ranked = [[h.id for h in hits] for hits in searcher.search_many(queries, k=20)]
+                    ranked = [[h.id for h in hits] for hits in searcher.search_many(queries, top_k=20)]
                     r = score_rankings("contextual-hybrid", ranked, golden)
                     default = (k1, mode, weights, rrf_k) == (1.2, "rrf", DEFAULT_WEIGHTS, DEFAULT_RRF_K)
                     rows.append({"bm25_k1": k1, "mode": mode, "weights": list(weights), "rrf_k": rrf_k if mode == "rrf" else None,

@@ -104,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     start = time.perf_counter()
     searcher = HybridSearcher([ContextualChunk(c, contexts[c.id]) for c in dataset.chunks], embedder)
-    core_ranked = [[h.id for h in hits] for hits in searcher.search_many(queries, k=20)]
+    core_ranked = [[h.id for h in hits] for hits in searcher.search_many(queries, top_k=20)]
     core = score_rankings("core contextual-hybrid", core_ranked, golden)
     seconds["core contextual-hybrid"] = round(time.perf_counter() - start, 2)
 

@@ -29,6 +29,7 @@ __all__ = [
     "fuse_sources",
     "rerank_hits",
     "arerank_hits",
+    "fallback_hits",
     "default_weights",
     "unique_names",
     "DEFAULT_WEIGHTS",

@@ -1,0 +1,115 @@
+"""ContextualEnsembleRetriever on the core FusionConfig: the same settings and names as the core, a
+blank query returns nothing (it returned 20 Documents ranked by the embedding of ""), and a failing
+reranker (the real Cohere SDK against the loopback server answering 500) can fall back to the fused
+order."""
+
+from __future__ import annotations
+
+import cohere
+import pytest
+
+from contextual_retrieval_core import FusionConfig, HybridSearcher
+from contextual_retrieval_core.rerank import CohereReranker
+from contextual_retrieval_langchain import (
+    ContextualBM25Retriever,
+    ContextualEnsembleRetriever,
+    RerankCompressor,
+    chroma_from_documents,
+)
+from tests.fakes.cohere_server import FakeCohereServer
+
+QUERY = "quarterly revenue report"
+
+
+@pytest.fixture(scope="module")
+def sources(contextual_docs, lc_embeddings):
+    store = chroma_from_documents(contextual_docs, lc_embeddings)
+    return [store.as_retriever(), ContextualBM25Retriever.from_documents(contextual_docs, k=150)]
+
+
+@pytest.fixture
+def cohere_server():
+    with FakeCohereServer() as server:
+        yield server
+
+
+def cohere_reranker(server: FakeCohereServer) -> CohereReranker:
+    return CohereReranker(
+        client=cohere.ClientV2(api_key=server.api_key, base_url=server.base_url, max_retries=0),
+        async_client=cohere.AsyncClientV2(api_key=server.api_key, base_url=server.base_url, max_retries=0),
+    )
+
+
+@pytest.mark.parametrize("query", ["", "  ", "\n\t"])
+async def test_a_blank_query_returns_no_documents(sources, query) -> None:
+    retriever = ContextualEnsembleRetriever(retrievers=sources)
+    assert len(retriever.invoke(QUERY)) > 3
+    assert len(sources[0].invoke(query)) > 0  # the dense side alone ranks everything for a blank query
+    assert retriever.invoke(query) == []
+    assert await retriever.ainvoke(query) == []
+
+
+def test_config_and_fields_are_the_cores_and_agree(sources, core_chunks, core_embedder) -> None:
+    config = FusionConfig(weights=(0.8, 0.2), rrf_k=60, depth=4, top_k=3)
+    from_config = ContextualEnsembleRetriever(retrievers=sources, config=config)
+    from_fields = ContextualEnsembleRetriever(retrievers=sources, weights=[0.8, 0.2], rrf_k=60, depth=4, k=3)
+    assert from_config.config == from_fields.config == config
+    assert (from_config.weights, from_config.rrf_k, from_config.depth, from_config.k) == ([0.8, 0.2], 60.0, 4, 3)
+    core = HybridSearcher(core_chunks, core_embedder, config=config)
+    for query in (QUERY, "DiffExecutor run target", "holiday policy"):
+        got = [d.id for d in from_config.invoke(query)]
+        assert got == [d.id for d in from_fields.invoke(query)] == [h.id for h in core.search(query)]
+    overridden = ContextualEnsembleRetriever(retrievers=sources, config=config, k=1)
+    assert overridden.config == config.replace(top_k=1) and len(overridden.invoke(QUERY)) == 1
+
+
+@pytest.mark.parametrize(
+    "fields, error, message",
+    [
+        ({"depth": 0}, ValueError, "depth must be a positive integer, got 0"),
+        ({"k": -2}, ValueError, "top_k must be a positive integer"),
+        ({"rerank_depth": 0}, ValueError, "rerank_depth must be a positive integer or None"),
+        ({"rrf_k": -1.0}, ValueError, "rrf_k must be a finite number >= 0"),
+        ({"weights": [1.0]}, ValueError, "got 1 weights for 2 retrievers; pass one weight per retriever"),
+        ({"on_rerank_error": "ignore"}, ValueError, "on_rerank_error"),
+    ],
+)
+def test_bad_fields_fail_when_built_naming_them(sources, fields, error, message) -> None:
+    with pytest.raises(error, match=message):
+        ContextualEnsembleRetriever(retrievers=sources, **fields)
+
+
+def test_invoke_k_and_the_old_candidates_name(sources) -> None:
+    retriever = ContextualEnsembleRetriever(retrievers=sources)
+    for bad, error in ((0, ValueError), (2.5, TypeError), ("3", TypeError)):
+        with pytest.raises(error, match="^k must be a positive integer"):
+            retriever.invoke(QUERY, k=bad)
+    with pytest.warns(DeprecationWarning, match="candidates= is now called depth="):
+        old = ContextualEnsembleRetriever(retrievers=sources, candidates=5)
+    assert old.depth == 5 and old.invoke(QUERY) == ContextualEnsembleRetriever(retrievers=sources, depth=5).invoke(QUERY)
+    with pytest.raises(TypeError, match="^documents must be a list of Documents, not a single str"):
+        ContextualBM25Retriever.from_documents("some text")  # type: ignore[arg-type]
+
+
+def test_a_failing_reranker_raises_by_default(sources, cohere_server) -> None:
+    retriever = ContextualEnsembleRetriever(retrievers=sources, reranker=cohere_reranker(cohere_server))
+    cohere_server.fail_next(500)
+    with pytest.raises(cohere.errors.InternalServerError):
+        retriever.invoke(QUERY)
+
+
+@pytest.mark.parametrize("as_compressor", [False, True])
+async def test_on_rerank_error_fused_keeps_the_fused_order_sync_and_async(sources, cohere_server, as_compressor) -> None:
+    reranker = cohere_reranker(cohere_server)
+    plain = ContextualEnsembleRetriever(retrievers=sources, k=4).invoke(QUERY)
+    retriever = ContextualEnsembleRetriever(
+        retrievers=sources, k=4, reranker=RerankCompressor(reranker=reranker) if as_compressor else reranker, on_rerank_error="fused"
+    )
+    assert all("rerank_score" in d.metadata for d in retriever.invoke(QUERY))  # the server works
+    cohere_server.fail_next(500, times=2, message="upstream overloaded")
+    for got in (retriever.invoke(QUERY), await retriever.ainvoke(QUERY)):
+        assert [(d.id, d.metadata["score"]) for d in got] == [(d.id, d.metadata["score"]) for d in plain]
+        assert {d.metadata["rerank_error"] for d in got} == {"InternalServerError: HTTP 500: upstream overloaded"}
+        assert all("rerank_score" not in d.metadata for d in got)
+        assert all(cohere_server.api_key not in d.metadata["rerank_error"] for d in got)
+    assert [r.status for r in cohere_server.requests] == [200, 500, 500]
