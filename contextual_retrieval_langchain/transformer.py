@@ -59,6 +59,9 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
         parent_id_key: the metadata key that names a chunk's parent document (and, failing
             `Document.id`, a whole document's id).
         concurrency: generation requests in flight at once.
+        mode: "realtime" (default) or "batch" (Message Batches with `AnthropicContextGenerator` or
+            `ChatAnthropic`: 50% off, results within 24 h).
+        grouped: situate small documents in one request each (`AnthropicContextGenerator`).
         position: where the context goes: "before" (default), "after" or "none".
         separator: what joins context and chunk.
         show_progress: a progress bar over the contexts to generate.
@@ -94,6 +97,8 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
     store: Optional[Union[str, os.PathLike, ContextStore]] = None
     parent_id_key: str = "source"
     concurrency: int = Field(default=8, ge=1)
+    mode: Literal["realtime", "batch"] = "realtime"
+    grouped: bool = False
     position: ContextPosition = "before"
     separator: str = "\n\n"
     show_progress: bool = True
@@ -126,6 +131,8 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
                 generator,
                 self.store,
                 concurrency=self.concurrency,
+                mode=self.mode,
+                grouped=self.grouped,
                 position=self.position,
                 separator=self.separator,
                 show_progress=self.show_progress,
