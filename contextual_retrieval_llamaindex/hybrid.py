@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from contextlib import nullcontext
+from typing import Any, ContextManager, Dict, List, Mapping, Optional, Sequence, Union
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
@@ -25,7 +26,7 @@ from contextual_retrieval_core.fusion import FusionMode
 from contextual_retrieval_core.rerank.base import Reranker
 
 from ._convert import indexed_text, scored_ids, with_result
-from .rerank import ContextualRerank
+from .rerank import ContextualRerank, rerank_events
 
 __all__ = ["HybridRetriever"]
 
@@ -153,11 +154,13 @@ class HybridRetriever(BaseRetriever):
         fused, nodes = self._fuse(results)
         if isinstance(self.reranker, BaseNodePostprocessor):
             return self._postprocess(fused, nodes, self.reranker.postprocess_nodes(self._pool(fused, nodes), query_bundle))
-        hits = rerank_hits(
-            query_bundle.query_str, fused, lambda i: indexed_text(nodes[i]), self.reranker,  # type: ignore[arg-type]
-            k=self._k(), rerank_depth=self.rerank_depth,
-        )
-        return [with_result(nodes[h.id], h) for h in hits]  # type: ignore[index]
+        with self._rerank_events(query_bundle, fused, nodes) as out:
+            hits = rerank_hits(
+                query_bundle.query_str, fused, lambda i: indexed_text(nodes[i]), self.reranker,  # type: ignore[arg-type]
+                k=self._k(), rerank_depth=self.rerank_depth,
+            )
+            out.extend(with_result(nodes[h.id], h) for h in hits)  # type: ignore[index]
+        return out
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
         results = list(await asyncio.gather(*(r.aretrieve(query_bundle) for r in self.retrievers.values())))
@@ -165,11 +168,24 @@ class HybridRetriever(BaseRetriever):
         if isinstance(self.reranker, BaseNodePostprocessor):
             reranked = await self.reranker.apostprocess_nodes(self._pool(fused, nodes), query_bundle)
             return self._postprocess(fused, nodes, reranked)
-        hits = await arerank_hits(
-            query_bundle.query_str, fused, lambda i: indexed_text(nodes[i]), self.reranker,  # type: ignore[arg-type]
-            k=self._k(), rerank_depth=self.rerank_depth,
+        with self._rerank_events(query_bundle, fused, nodes) as out:
+            hits = await arerank_hits(
+                query_bundle.query_str, fused, lambda i: indexed_text(nodes[i]), self.reranker,  # type: ignore[arg-type]
+                k=self._k(), rerank_depth=self.rerank_depth,
+            )
+            out.extend(with_result(nodes[h.id], h) for h in hits)  # type: ignore[index]
+        return out
+
+    def _rerank_events(
+        self, query_bundle: QueryBundle, fused: list[RankedHit], nodes: Dict[str, BaseNode]
+    ) -> ContextManager[List[NodeWithScore]]:
+        """LlamaIndex's rerank events around the core reranker (none without a reranker)."""
+        if self.reranker is None:
+            return nullcontext([])
+        return rerank_events(
+            query_bundle, self._pool(fused, nodes), top_n=self._k(), model_name=str(self.reranker.model_name or ""),
+            callback_manager=self.callback_manager,
         )
-        return [with_result(nodes[h.id], h) for h in hits]  # type: ignore[index]
 
     def _k(self) -> int:
         return min(self.similarity_top_k, self._top_n) if self._top_n else self.similarity_top_k
