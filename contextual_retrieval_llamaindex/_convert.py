@@ -19,6 +19,7 @@ from typing import Hashable
 
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, TextNode
 
+<<<<<<< HEAD
 from contextual_retrieval_core.ensemble import FUSED_SCORE_KEY, RANKS_KEY, RERANK_SCORE_KEY, RankedHit
 from contextual_retrieval_core.types import (
     CONTEXT_KEY,
@@ -27,6 +28,10 @@ from contextual_retrieval_core.types import (
     ContextPosition,
     compose_indexed_text,
 )
+=======
+from contextual_retrieval_core.ensemble import FUSED_SCORE_KEY, RANKS_KEY, RERANK_ERROR_KEY, RERANK_SCORE_KEY, RankedHit
+from contextual_retrieval_core.types import CONTEXT_KEY, CONTEXT_LABEL, SOURCE_LABEL
+>>>>>>> main
 
 _CONTEXT_LABEL_KEY = "context_label"
 _SOURCE_LABEL_KEY = "source_label"
@@ -35,9 +40,13 @@ EMBED_METADATA_KEY = "metadata_text_embed"
 LLM_METADATA_KEY = "metadata_text_llm"
 _LAYOUT_KEYS = (_CONTEXT_LABEL_KEY, CONTEXT_KEY, _SOURCE_LABEL_KEY, EMBED_METADATA_KEY, LLM_METADATA_KEY)
 #: metadata keys a fused / reranked result carries (excluded from what is embedded or shown)
+<<<<<<< HEAD
 RESULT_KEYS = (FUSED_SCORE_KEY, RANKS_KEY, RERANK_SCORE_KEY)
 #: with position="after" the context follows the source text
 _CONTEXT_AFTER_LABEL = CONTEXT_LABEL.replace("below", "above")
+=======
+RESULT_KEYS = (FUSED_SCORE_KEY, RANKS_KEY, RERANK_SCORE_KEY, RERANK_ERROR_KEY)
+>>>>>>> main
 
 
 def set_context(
@@ -85,6 +94,8 @@ def with_result(node: BaseNode, hit: RankedHit) -> NodeWithScore:
     copy.metadata = {**node.metadata, FUSED_SCORE_KEY: hit.fused_score, RANKS_KEY: dict(hit.ranks)}
     if hit.rerank_score is not None:
         copy.metadata[RERANK_SCORE_KEY] = hit.rerank_score
+    if hit.rerank_error is not None:
+        copy.metadata[RERANK_ERROR_KEY] = hit.rerank_error
     for attr in ("excluded_embed_metadata_keys", "excluded_llm_metadata_keys"):
         keys = list(getattr(node, attr))
         setattr(copy, attr, keys + [k for k in RESULT_KEYS if k not in keys])
