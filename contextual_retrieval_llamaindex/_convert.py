@@ -19,8 +19,7 @@ from typing import Hashable
 
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, TextNode
 
-<<<<<<< HEAD
-from contextual_retrieval_core.ensemble import FUSED_SCORE_KEY, RANKS_KEY, RERANK_SCORE_KEY, RankedHit
+from contextual_retrieval_core.ensemble import FUSED_SCORE_KEY, RANKS_KEY, RERANK_ERROR_KEY, RERANK_SCORE_KEY, RankedHit
 from contextual_retrieval_core.types import (
     CONTEXT_KEY,
     CONTEXT_LABEL,
@@ -28,10 +27,6 @@ from contextual_retrieval_core.types import (
     ContextPosition,
     compose_indexed_text,
 )
-=======
-from contextual_retrieval_core.ensemble import FUSED_SCORE_KEY, RANKS_KEY, RERANK_ERROR_KEY, RERANK_SCORE_KEY, RankedHit
-from contextual_retrieval_core.types import CONTEXT_KEY, CONTEXT_LABEL, SOURCE_LABEL
->>>>>>> main
 
 _CONTEXT_LABEL_KEY = "context_label"
 _SOURCE_LABEL_KEY = "source_label"
@@ -40,13 +35,9 @@ EMBED_METADATA_KEY = "metadata_text_embed"
 LLM_METADATA_KEY = "metadata_text_llm"
 _LAYOUT_KEYS = (_CONTEXT_LABEL_KEY, CONTEXT_KEY, _SOURCE_LABEL_KEY, EMBED_METADATA_KEY, LLM_METADATA_KEY)
 #: metadata keys a fused / reranked result carries (excluded from what is embedded or shown)
-<<<<<<< HEAD
-RESULT_KEYS = (FUSED_SCORE_KEY, RANKS_KEY, RERANK_SCORE_KEY)
+RESULT_KEYS = (FUSED_SCORE_KEY, RANKS_KEY, RERANK_SCORE_KEY, RERANK_ERROR_KEY)
 #: with position="after" the context follows the source text
 _CONTEXT_AFTER_LABEL = CONTEXT_LABEL.replace("below", "above")
-=======
-RESULT_KEYS = (FUSED_SCORE_KEY, RANKS_KEY, RERANK_SCORE_KEY, RERANK_ERROR_KEY)
->>>>>>> main
 
 
 def set_context(
