@@ -9,7 +9,7 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr, SerializeAsAny,
 from llama_index.core.callbacks import CBEventType, EventPayload
 from llama_index.core.node_parser import NodeParser, SentenceSplitter
 from llama_index.core.node_parser.loading import load_parser
-from llama_index.core.schema import BaseNode, MetadataMode, NodeRelationship, TextNode
+from llama_index.core.schema import BaseNode, MetadataMode, TextNode
 
 from contextual_retrieval_core.contextualizer import Contextualizer, ContextualizeResult
 from contextual_retrieval_core.prompts import DEFAULT_PROMPT, ContextPrompt

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import anthropic
