@@ -88,7 +88,13 @@ def cookbook_splitter(dataset: EvalDataset) -> Any:
             out: List[BaseNode] = []
             for doc in nodes:
                 for c in by_doc.get(doc.node_id, []):
-                    node = TextNode(text=c.text, metadata={"chunk_id": c.id})
+                    # the chunk id maps results back; kept out of the embedded / BM25 text (LlamaIndex's rules)
+                    node = TextNode(
+                        text=c.text,
+                        metadata={"chunk_id": c.id},
+                        excluded_embed_metadata_keys=["chunk_id"],
+                        excluded_llm_metadata_keys=["chunk_id"],
+                    )
                     node.relationships[NodeRelationship.SOURCE] = doc.as_related_node_info()
                     out.append(node)
             return out

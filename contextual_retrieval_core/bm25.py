@@ -15,6 +15,7 @@ from typing import Iterable, Literal, Sequence
 import bm25s
 import numpy as np
 
+from ._compat import bm25s_scorer
 from .checks import IndexFileError, not_a_string, positive_int, string_list
 from .tokenizer import Tokenizer, TokenizerConfig
 
@@ -286,12 +287,8 @@ def _check_arrays(path: Path, arrays: dict[str, np.ndarray], n_docs: int, n_term
 
 
 def _engine(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, n_docs: int, vocab: dict[str, int]) -> bm25s.BM25:
-    """A bm25s scorer holding our precomputed term-major sparse weights."""
-    engine = bm25s.BM25(method="robertson", dtype="float64", int_dtype="int64", backend="numpy")
-    engine.scores = {"data": data, "indices": indices, "indptr": indptr, "num_docs": n_docs}
-    engine.vocab_dict = vocab
-    engine.nonoccurrence_array = None
-    return engine
+    """A bm25s scorer holding our precomputed term-major sparse weights (set through `_compat`)."""
+    return bm25s_scorer(data, indices, indptr, n_docs, vocab)
 
 
 _RECORDS_FILE = "records.jsonl"

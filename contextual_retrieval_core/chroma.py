@@ -115,9 +115,9 @@ class ChromaVectorIndex:
     def max_batch_size(self) -> int:
         """The most rows one Chroma call may carry: the client's limit (5000 if it does not say)."""
         if self._max_batch is None:
-            client = getattr(self.collection, "_client", None)
-            size = getattr(client, "get_max_batch_size", None)
-            self._max_batch = int(size()) if callable(size) else 5000
+            from ._compat import chroma_max_batch_size
+
+            self._max_batch = chroma_max_batch_size(self.collection)
         return self._max_batch
 
     def search(self, query: np.ndarray, k: int = 10) -> list[tuple[str, float]]:

@@ -178,6 +178,11 @@ class Tokenizer:
                     f"{sorted(Stemmer.algorithms())} or stemmer=None"
                 ) from exc
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # rebuilt from its settings (the PyStemmer object cannot be pickled), so a retriever
+        # holding a tokenizer can be pickled or deep-copied as the frameworks' stock ones can
+        return (Tokenizer, (self.config,))
+
     def tokenize(self, text: str) -> list[str]:
         """The terms of one text, in order (duplicates kept: BM25 counts them)."""
         if isinstance(text, (bytes, bytearray)):

@@ -44,12 +44,22 @@ def document_id_of(doc: LCDocument, id_key: str | None = "source") -> str:
 
 
 def chunk_id_of(doc: LCDocument, id_key: str = CHUNK_ID_KEY) -> str:
-    """A retrieved chunk's id: `Document.id`, else ``metadata[id_key]``; ValueError naming the fix."""
-    if doc.id:
-        return str(doc.id)
+    """A retrieved chunk's id: ``metadata[id_key]``, else `Document.id`; ValueError naming the fix.
+
+    The metadata comes first because it travels with the chunk wherever it is stored, where a
+    store's id may not be ours: LangChain's indexing API (``index(..., record_manager=...)``)
+    stores every Document under a hash of its content and metadata, so the same chunk comes back
+    from the vector store under that hash and from BM25 under its chunk id.
+
+    Example:
+        >>> chunk_id_of(LCDocument("x", id="3f2a-hash", metadata={"chunk_id": "c1"})), chunk_id_of(LCDocument("x", id="c2"))
+        ('c1', 'c2')
+    """
     value = doc.metadata.get(id_key)
     if value not in (None, ""):
         return str(value)
+    if doc.id:
+        return str(doc.id)
     raise ValueError(
         f"a retrieved Document has neither an id nor metadata[{id_key!r}]: fusion dedupes by id, so "
         "index Documents with ids (ContextualDocumentTransformer sets them) or set id_key= to the "

@@ -1,9 +1,10 @@
 """Any LangChain `BaseChatModel` as the core's context generator.
 
-`chat_model_generator` turns `ChatAnthropic` into the core `AnthropicContextGenerator` on the
-model's own SDK clients (prompt caching, spend limits, Message Batches). Any other chat model is
-wrapped in the core `ChatContextGenerator`, which builds the situating prompt as two plain text
-blocks; this module only turns them into one `HumanMessage` and reads the usage back.
+`chat_model_generator` turns `ChatAnthropic` into the core `AnthropicContextGenerator` on SDK
+clients configured as the model's own (`_compat.chat_anthropic_clients`; prompt caching, spend
+limits, Message Batches). Any other chat model is wrapped in the core `ChatContextGenerator`,
+which builds the situating prompt as two plain text blocks; this module only turns them into one
+`HumanMessage` and reads the usage back.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ def chat_model_generator(
 ) -> ContextGenerator:
     """A core context generator that sends the situating prompt through `llm`.
 
-    `ChatAnthropic` becomes the core `AnthropicContextGenerator` on the model's own SDK clients
-    (prompt caching verified from the API's usage, spend limits, Message Batches). Any other chat
+    `ChatAnthropic` becomes the core `AnthropicContextGenerator` on SDK clients configured as the
+    model's own (prompt caching verified from the API's usage, spend limits, Message Batches). Any other chat
     model goes through the core `ChatContextGenerator`: the prompt as one `HumanMessage` of two
     content blocks, usage read from ``usage_metadata``.
 
@@ -62,13 +63,16 @@ def chat_model_generator(
         raise TypeError(f"llm must be a LangChain BaseChatModel, got {type(llm).__name__}; wrap other LLMs with CallableContextGenerator")
     anthropic = is_chat_anthropic(llm)
     if anthropic and prompt_caching is not False:
-        # Claude: the core generator on ChatAnthropic's own SDK clients (its key, base URL and
-        # retries): verified caching, spend-limit stop, Message Batches, and the same store key
+        # Claude: the core generator on SDK clients configured as ChatAnthropic's (its key, base
+        # URL, retries, timeout, headers, proxy): verified caching, spend-limit stop, Message Batches, and the same store key
         # as the core and the LlamaIndex path, so a corpus is never paid for twice across them
         from contextual_retrieval_core.generators.anthropic import AnthropicContextGenerator
 
+        from ._compat import chat_anthropic_clients
+
+        client, async_client = chat_anthropic_clients(llm)
         return AnthropicContextGenerator(
-            str(llm.model), client=llm._client, async_client=llm._async_client, prompt=prompt, cache_ttl=cache_ttl  # type: ignore[attr-defined]
+            str(llm.model), client=client, async_client=async_client, prompt=prompt, cache_ttl=cache_ttl
         )
     if prompt_caching and not anthropic:
         raise ValueError(

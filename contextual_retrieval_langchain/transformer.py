@@ -13,7 +13,7 @@ from typing import Any, Literal, Mapping, Optional, Sequence, Union
 
 from langchain_core.documents import BaseDocumentTransformer
 from langchain_core.documents import Document as LCDocument
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from contextual_retrieval_core.contextualizer import Contextualizer, ContextualizeResult
 from contextual_retrieval_core.prompts import DEFAULT_PROMPT, ContextPrompt
@@ -25,6 +25,10 @@ from ._documents import CHUNK_INDEX_KEY, contextual_document, document_id_of
 from .chat import chat_model_generator
 
 __all__ = ["ContextualDocumentTransformer"]
+
+#: how a splitter is called, in order of preference: TextSplitter, any document transformer, and the
+#: header splitters (MarkdownHeaderTextSplitter, HTMLHeaderTextSplitter) whose split_text returns Documents
+_SPLIT_METHODS = ("split_documents", "transform_documents", "split_text")
 
 Parents = Union[Mapping[str, Union[LCDocument, str]], Sequence[LCDocument]]
 
@@ -47,7 +51,10 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
       have one.
 
     Args:
-        text_splitter: splits whole documents (e.g. `RecursiveCharacterTextSplitter`).
+        text_splitter: splits whole documents: any LangChain text splitter (e.g.
+            `RecursiveCharacterTextSplitter`), document transformer, or header splitter
+            (`MarkdownHeaderTextSplitter`, `HTMLHeaderTextSplitter`: its pieces keep the document's
+            metadata plus the headers).
         generator: a core `ContextGenerator` (default: the offline `StructuralContextGenerator`).
         llm: a LangChain chat model to write the contexts instead (`ChatAnthropic` gets prompt
             caching); give `generator` or `llm`, not both.
@@ -59,6 +66,9 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
         parent_id_key: the metadata key that names a chunk's parent document (and, failing
             `Document.id`, a whole document's id).
         concurrency: generation requests in flight at once.
+        mode: "realtime" (default) or "batch" (Message Batches with `AnthropicContextGenerator` or
+            `ChatAnthropic`: 50% off, results within 24 h).
+        grouped: situate small documents in one request each (`AnthropicContextGenerator`).
         position: where the context goes: "before" (default), "after" or "none".
         separator: what joins context and chunk.
         show_progress: a progress bar over the contexts to generate.
@@ -94,6 +104,8 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
     store: Optional[Union[str, os.PathLike, ContextStore]] = None
     parent_id_key: str = "source"
     concurrency: int = Field(default=8, ge=1)
+    mode: Literal["realtime", "batch"] = "realtime"
+    grouped: bool = False
     position: ContextPosition = "before"
     separator: str = "\n\n"
     show_progress: bool = True
@@ -101,15 +113,21 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
     _contextualizer: Optional[Contextualizer] = PrivateAttr(default=None)
     _last_report: Optional[UsageReport] = PrivateAttr(default=None)
 
-    def model_post_init(self, context: Any) -> None:
+    @field_validator("text_splitter")
+    @classmethod
+    def _check_splitter(cls, value: Any) -> Any:
+        if value is not None and not any(callable(getattr(value, m, None)) for m in _SPLIT_METHODS):
+            raise TypeError(
+                "text_splitter must be a LangChain text splitter (e.g. RecursiveCharacterTextSplitter, "
+                f"MarkdownHeaderTextSplitter) or document transformer, got {type(value).__name__}"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _one_generator(self) -> "ContextualDocumentTransformer":
         if self.generator is not None and self.llm is not None:
             raise ValueError("pass generator= or llm=, not both")
-        if self.text_splitter is not None and not (
-            hasattr(self.text_splitter, "split_documents") or hasattr(self.text_splitter, "transform_documents")
-        ):
-            raise TypeError(
-                f"text_splitter must be a LangChain text splitter or document transformer, got {type(self.text_splitter).__name__}"
-            )
+        return self
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -126,6 +144,8 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
                 generator,
                 self.store,
                 concurrency=self.concurrency,
+                mode=self.mode,
+                grouped=self.grouped,
                 position=self.position,
                 separator=self.separator,
                 show_progress=self.show_progress,
@@ -182,8 +202,7 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
         docs = [Document(id_of(d), d.page_content, dict(d.metadata)) for d in originals]
         pieces: list[tuple[str, LCDocument]] = []
         for doc in originals:
-            split = splitter.split_documents([doc]) if hasattr(splitter, "split_documents") else splitter.transform_documents([doc])
-            pieces += [(id_of(doc), piece) for piece in split]
+            pieces += [(id_of(doc), piece) for piece in _split_one(splitter, doc)]
         chunks, metadata = [], {}
         for (_, piece), chunk in zip(pieces, number_chunks((doc_id, p.page_content) for doc_id, p in pieces)):
             if chunk is not None:
@@ -225,3 +244,19 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
             metadata[chunk.id] = dict(doc.metadata)
         used = {c.document_id for c in chunks}
         return [d for pid, d in by_id.items() if pid in used], chunks, metadata
+
+
+def _split_one(splitter: Any, doc: LCDocument) -> list[LCDocument]:
+    """`doc` split by `splitter`; pieces from a header splitter carry the document's metadata too
+    (its own, such as the headers, winning), as `TextSplitter.split_documents` does."""
+    if callable(getattr(splitter, "split_documents", None)):
+        return list(splitter.split_documents([doc]))
+    if callable(getattr(splitter, "transform_documents", None)):
+        return list(splitter.transform_documents([doc]))
+    pieces = splitter.split_text(doc.page_content)
+    if not all(isinstance(p, LCDocument) for p in pieces):
+        raise TypeError(
+            f"{type(splitter).__name__}.split_text returned text, not Documents: pass a LangChain TextSplitter "
+            "(with split_documents) or a document transformer as text_splitter"
+        )
+    return [LCDocument(page_content=p.page_content, metadata={**doc.metadata, **p.metadata}) for p in pieces]

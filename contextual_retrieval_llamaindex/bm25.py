@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
-from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
+from llama_index.core.schema import BaseNode, Document, NodeWithScore, QueryBundle
 from llama_index.core.storage.docstore.types import BaseDocumentStore
 from llama_index.core.storage.docstore.utils import doc_to_json, json_to_doc
 from llama_index.core.vector_stores.types import MetadataFilters
@@ -97,12 +97,21 @@ class ContextualBM25Retriever(BaseRetriever):
         index: Any = None,
         **kwargs: Any,
     ) -> "ContextualBM25Retriever":
-        """From nodes, a docstore, or a LlamaIndex index (its docstore)."""
+        """From nodes, a docstore, or a LlamaIndex index (its docstore). A docstore holding whole
+        Documents (an `IngestionPipeline`'s, which keeps the pipeline's inputs) is refused: BM25
+        would index whole documents instead of chunks; pass the pipeline's nodes."""
         if nodes is None:
             docstore = docstore or getattr(index, "docstore", None)
             if docstore is None:
                 raise ValueError("pass nodes=, docstore= or index= (an index whose docstore holds the nodes)")
             nodes = list(docstore.docs.values())
+            whole = [n.node_id for n in nodes if isinstance(n, Document)]
+            if whole:
+                raise ValueError(
+                    f"the docstore holds {len(whole)} whole Documents (e.g. {whole[0]!r}), not chunk nodes: an "
+                    "IngestionPipeline's docstore keeps its input documents. Pass the pipeline's output instead: "
+                    "ContextualBM25Retriever.from_defaults(nodes=pipeline.run(documents=...)), or index=<your VectorStoreIndex>"
+                )
         return cls(nodes, **kwargs)
 
     # -- retrieval ----------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from contextlib import nullcontext
+from typing import Any, ContextManager, Dict, List, Mapping, Optional, Sequence, Union
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
@@ -17,7 +18,7 @@ from contextual_retrieval_core.fusion_config import FusionConfig
 from contextual_retrieval_core.rerank.base import OnRerankError, Reranker
 
 from ._convert import indexed_text, scored_ids, with_result
-from .rerank import ContextualRerank
+from .rerank import ContextualRerank, rerank_events
 
 __all__ = ["HybridRetriever"]
 
@@ -165,8 +166,10 @@ class HybridRetriever(BaseRetriever):
             except Exception as exc:
                 return self._postprocessor_failed(exc, fused, nodes)
             return self._postprocess(fused, nodes, reranked)
-        hits = self.config.rerank(query_bundle.query_str, fused, lambda i: indexed_text(nodes[i]), top_k=self._k())  # type: ignore[index]
-        return [with_result(nodes[h.id], h) for h in hits]  # type: ignore[index]
+        with self._rerank_events(query_bundle, fused, nodes) as out:
+            hits = self.config.rerank(query_bundle.query_str, fused, lambda i: indexed_text(nodes[i]), top_k=self._k())  # type: ignore[index]
+            out.extend(with_result(nodes[h.id], h) for h in hits)  # type: ignore[index]
+        return out
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
         if _blank(query_bundle):
@@ -179,8 +182,22 @@ class HybridRetriever(BaseRetriever):
             except Exception as exc:
                 return self._postprocessor_failed(exc, fused, nodes)
             return self._postprocess(fused, nodes, reranked)
-        hits = await self.config.arerank(query_bundle.query_str, fused, lambda i: indexed_text(nodes[i]), top_k=self._k())  # type: ignore[index]
-        return [with_result(nodes[h.id], h) for h in hits]  # type: ignore[index]
+        with self._rerank_events(query_bundle, fused, nodes) as out:
+            hits = await self.config.arerank(query_bundle.query_str, fused, lambda i: indexed_text(nodes[i]), top_k=self._k())  # type: ignore[index]
+            out.extend(with_result(nodes[h.id], h) for h in hits)  # type: ignore[index]
+        return out
+
+    def _rerank_events(
+        self, query_bundle: QueryBundle, fused: list[RankedHit], nodes: Dict[str, BaseNode]
+    ) -> ContextManager[List[NodeWithScore]]:
+        """LlamaIndex's rerank events around the core reranker (none without a reranker)."""
+        reranker = self.config.reranker
+        if reranker is None:
+            return nullcontext([])
+        return rerank_events(
+            query_bundle, self._pool(fused, nodes), top_n=self._k(), model_name=str(reranker.model_name or ""),
+            callback_manager=self.callback_manager,
+        )
 
     def _postprocessor_failed(self, exc: Exception, fused: list[RankedHit], nodes: Dict[str, BaseNode]) -> List[NodeWithScore]:
         if self.config.on_rerank_error != "fused":

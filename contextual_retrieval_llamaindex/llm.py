@@ -12,6 +12,8 @@ from contextual_retrieval_core.generators.base import ContextGenerator, TokenUsa
 from contextual_retrieval_core.generators.chat import ChatContextGenerator, ContentBlocks
 from contextual_retrieval_core.prompts import DEFAULT_PROMPT, ContextPrompt
 
+from ._compat import anthropic_llm_clients
+
 __all__ = ["as_context_generator", "llm_context_generator"]
 
 
@@ -51,13 +53,11 @@ def llm_context_generator(llm: LLM, prompt: ContextPrompt = DEFAULT_PROMPT) -> C
         >>> gen.name, gen.generate(Document("d", "Invoices go out monthly."), Chunk("c", "d", "monthly")).usage.requests
         ('llamaindex:MockLLM', 1)
     """
-    client = getattr(llm, "_client", None) if _is_anthropic(llm) else None
+    client, async_client = anthropic_llm_clients(llm) if _is_anthropic(llm) else (None, None)
     if client is not None:
         from contextual_retrieval_core.generators.anthropic import AnthropicContextGenerator
 
-        return AnthropicContextGenerator(
-            str(llm.model), client=client, async_client=getattr(llm, "_aclient", None), prompt=prompt  # type: ignore[attr-defined]
-        )
+        return AnthropicContextGenerator(str(llm.model), client=client, async_client=async_client, prompt=prompt)  # type: ignore[attr-defined]
 
     def send(blocks: ContentBlocks) -> tuple[str, TokenUsage]:
         response = llm.chat(_message(blocks))

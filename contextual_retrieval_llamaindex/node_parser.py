@@ -6,14 +6,15 @@ import os
 from typing import Any, Dict, List, Literal, Optional, Sequence
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, SerializeAsAny, field_validator
+from llama_index.core.callbacks import CBEventType, EventPayload
 from llama_index.core.node_parser import NodeParser, SentenceSplitter
 from llama_index.core.node_parser.loading import load_parser
-from llama_index.core.schema import BaseNode, MetadataMode, NodeRelationship, TextNode
+from llama_index.core.schema import BaseNode, MetadataMode, TextNode
 
 from contextual_retrieval_core.contextualizer import Contextualizer, ContextualizeResult
 from contextual_retrieval_core.prompts import DEFAULT_PROMPT, ContextPrompt
 from contextual_retrieval_core.store import ContextStore
-from contextual_retrieval_core.types import CONTEXT_KEY, Chunk, Document, distinct_documents, number_chunks
+from contextual_retrieval_core.types import Chunk, ContextPosition, Document, distinct_documents, number_chunks
 from contextual_retrieval_core.usage import UsageReport
 
 from ._convert import set_context
@@ -30,15 +31,26 @@ class ContextualNodeParser(NodeParser):
     `Contextualizer`: looked up in the persistent context store first, generated (with prompt
     caching and bounded concurrency) only when missing, and stored the moment it arrives.
 
-    Each returned TextNode's text is the original chunk; the context is in ``metadata["context"]``
-    and the node is laid out so that ``get_content(MetadataMode.EMBED)`` is ``context + "\\n\\n" +
-    chunk`` (what embedders and `ContextualBM25Retriever` see) and ``MetadataMode.LLM`` shows the
-    context and the source text marked apart. The document's other metadata stays on the node
-    (for filters and display) but is neither embedded nor shown to the LLM. Node ids are stable
-    across runs: a UUID of the document id, the chunk's position and its text (give Documents
-    stable ids, e.g. ``SimpleDirectoryReader(..., filename_as_id=True)``). Run metadata
-    extractors before this parser: metadata added to its nodes afterwards would be embedded as
-    bare values (the layout shows only the context's keys by name).
+    Each returned TextNode's text is the original chunk and its context is in
+    ``metadata["context"]``. The node follows LlamaIndex's metadata modes: its metadata (the
+    document's, merged in when `include_metadata`, as every NodeParser does, and the splitter's) is
+    rendered by LlamaIndex's rules (the document's ``metadata_template``, ``metadata_separator`` and
+    ``excluded_embed_metadata_keys`` / ``excluded_llm_metadata_keys``) and placed before the
+    contextual text:
+
+    - ``get_content(MetadataMode.EMBED)`` (what embedders and `ContextualBM25Retriever` see) is
+      that metadata, a blank line, then the core's ``compose_indexed_text(context, chunk,
+      position, separator)``: ``context + "\\n\\n" + chunk`` by default; with
+      ``position="after"`` the metadata follows the context at the end;
+    - ``get_content(MetadataMode.LLM)`` is the metadata, then the context and the source text
+      marked apart (the core's `format_for_llm`).
+
+    To keep a key out of either text, exclude it on the Documents as in LlamaIndex (e.g.
+    ``Document(..., excluded_embed_metadata_keys=["owner"])``). The metadata is rendered when the
+    node is made: run metadata extractors before this parser. Node ids are stable across runs: a
+    UUID of the document id, the chunk's position and its text (give Documents stable ids, e.g.
+    ``SimpleDirectoryReader(..., filename_as_id=True)``); every relationship the splitter made
+    (previous / next, parent / children of a `HierarchicalNodeParser`) points at the new ids.
 
     Args:
         generator: a core `ContextGenerator` (default: the offline `StructuralContextGenerator`)
@@ -50,9 +62,12 @@ class ContextualNodeParser(NodeParser):
         concurrency: requests in flight at once.
         mode: "realtime" or "batch" (Message Batches with `AnthropicContextGenerator`).
         grouped: situate small documents in one request each (`AnthropicContextGenerator`).
+        position: where the context goes in the EMBED text: "before" (default), "after" or "none".
+        separator: what joins context and chunk (default a blank line).
         show_progress: a progress bar over the contexts to generate.
 
-    After each call, `last_report` holds the core `UsageReport` (tokens, cache reads, cost).
+    After each call, `last_report` holds the core `UsageReport` of that call (tokens, cache reads,
+    cost), also when it had no chunk to situate.
 
     Example:
         >>> from llama_index.core import Document
@@ -74,6 +89,10 @@ class ContextualNodeParser(NodeParser):
     concurrency: int = Field(default=8, ge=1, description="Requests in flight at once.")
     mode: Literal["realtime", "batch"] = Field(default="realtime", description="'realtime' or 'batch'.")
     grouped: bool = Field(default=False, description="Situate small documents in one request each.")
+    position: ContextPosition = Field(
+        default="before", description="Where the context goes in the EMBED text: 'before', 'after' or 'none'."
+    )
+    separator: str = Field(default="\n\n", description="What joins context and chunk.")
     show_progress: bool = Field(default=True, description="Progress bar over generated contexts.")
     generator_id: str = Field(
         default="", description="name/model/prompt of the generator (read-only; keys the pipeline cache)."
@@ -122,6 +141,8 @@ class ContextualNodeParser(NodeParser):
             concurrency=self.concurrency,
             mode=self.mode,
             grouped=self.grouped,
+            position=self.position,
+            separator=self.separator,
             show_progress=self.show_progress,
         )
 
@@ -151,17 +172,37 @@ class ContextualNodeParser(NodeParser):
 
     @property
     def last_report(self) -> Optional[UsageReport]:
-        """The usage report of the latest call (None before the first)."""
+        """The usage report of the latest call, also one with nothing to do (None before the first)."""
         return self._last_report
 
     # -- NodeParser ---------------------------------------------------------------------------------
+
+    def get_nodes_from_documents(
+        self, documents: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any
+    ) -> List[BaseNode]:
+        """Split `documents` with `node_parser`, then situate every chunk (see the class docstring)."""
+        with self.callback_manager.event(CBEventType.NODE_PARSING, payload={EventPayload.DOCUMENTS: documents}) as event:
+            nodes = self._parse_nodes(documents, show_progress=show_progress, **kwargs)
+            event.on_end({EventPayload.NODES: nodes})
+        return nodes
+
+    async def aget_nodes_from_documents(
+        self, documents: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any
+    ) -> List[BaseNode]:
+        """Async `get_nodes_from_documents`: generation requests run concurrently on the caller's loop."""
+        with self.callback_manager.event(CBEventType.NODE_PARSING, payload={EventPayload.DOCUMENTS: documents}) as event:
+            nodes = await self._aparse_nodes(documents, show_progress=show_progress, **kwargs)
+            event.on_end({EventPayload.NODES: nodes})
+        return nodes
+
+    # The wrapped node parser post-processes its own nodes (metadata, char offsets, prev/next
+    # links); NodeParser's post-processing is not run again over them (it would link nodes of
+    # different levels of a HierarchicalNodeParser as previous/next).
 
     def _parse_nodes(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any) -> List[BaseNode]:
         documents = _distinct(nodes)
         chunks = self.node_parser.get_nodes_from_documents(documents, show_progress=show_progress)
         docs, core_chunks, out = self._prepare(documents, chunks)
-        if not out:
-            return []
         self._contextualizer.show_progress = self.show_progress or show_progress
         return self._finish(self._contextualizer.contextualize(docs, core_chunks), out)
 
@@ -171,8 +212,6 @@ class ContextualNodeParser(NodeParser):
         documents = _distinct(nodes)
         chunks = await self.node_parser.aget_nodes_from_documents(documents, show_progress=show_progress)
         docs, core_chunks, out = self._prepare(documents, chunks)
-        if not out:
-            return []
         self._contextualizer.show_progress = self.show_progress or show_progress
         return self._finish(await self._contextualizer.acontextualize(docs, core_chunks), out)
 
@@ -197,11 +236,11 @@ class ContextualNodeParser(NodeParser):
             renamed[node.node_id] = node.id_ = chunk.id
             core_chunks.append(chunk)
             out.append(node)
-        for node in out:  # the splitter linked the chunks under their old ids
-            for rel in (NodeRelationship.PREVIOUS, NodeRelationship.NEXT):
-                info = node.relationships.get(rel)
-                if info is not None and not isinstance(info, list) and info.node_id in renamed:
-                    info.node_id = renamed[info.node_id]
+            if self.include_metadata:  # as NodeParser does: the document's metadata, the node's own winning
+                node.metadata = {**by_id[chunk.document_id].metadata, **node.metadata}
+        dropped = {node.node_id for node in texts} - set(renamed.values())
+        for node in out:  # the splitter linked its nodes under their old ids
+            _relink(node, renamed, dropped)
         used = {c.document_id for c in core_chunks}
         docs = [
             Document(d.node_id, d.get_content(metadata_mode=MetadataMode.NONE), dict(d.metadata))
@@ -210,20 +249,25 @@ class ContextualNodeParser(NodeParser):
         ]
         return docs, core_chunks, out
 
-    def _postprocess_parsed_nodes(self, nodes: List[BaseNode], parent_doc_map: Dict[str, Any]) -> List[BaseNode]:
-        # NodeParser merges the documents' metadata in afterwards: lay the nodes out again so
-        # that metadata stays out of the embedded and LLM text
-        nodes = super()._postprocess_parsed_nodes(nodes, parent_doc_map)
-        for node in nodes:
-            if isinstance(node, TextNode):
-                set_context(node, node.metadata.get(CONTEXT_KEY, ""))
-        return nodes
-
     def _finish(self, result: ContextualizeResult, nodes: list[TextNode]) -> List[BaseNode]:
         self._last_report = result.report
-        for node, chunk in zip(nodes, result.chunks):  # laid out in _postprocess_parsed_nodes
-            node.metadata[CONTEXT_KEY] = chunk.context
+        for node, chunk in zip(nodes, result.chunks):
+            set_context(node, chunk.context, self.position, self.separator)
         return list(nodes)
+
+
+def _relink(node: BaseNode, renamed: Dict[str, str], dropped: set[str]) -> None:
+    """Point every relationship of `node` (previous, next, parent, children) at the new ids;
+    links to dropped (blank) nodes are removed."""
+    for rel, info in list(node.relationships.items()):
+        if isinstance(info, list):
+            node.relationships[rel] = [
+                i.model_copy(update={"node_id": renamed.get(i.node_id, i.node_id)}) for i in info if i.node_id not in dropped
+            ]
+        elif info.node_id in dropped:
+            del node.relationships[rel]
+        elif info.node_id in renamed:
+            node.relationships[rel] = info.model_copy(update={"node_id": renamed[info.node_id]})
 
 
 def _distinct(nodes: Sequence[BaseNode]) -> list[BaseNode]:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Union
+from contextlib import contextmanager
+from typing import Any, ContextManager, Iterator, List, Optional, Union
 
 import llama_index.core.instrumentation as instrument
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
-from llama_index.core.callbacks import CBEventType, EventPayload
+from llama_index.core.callbacks import CallbackManager, CBEventType, EventPayload
 from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
@@ -16,9 +17,46 @@ from contextual_retrieval_core.rerank.base import Reranker, RerankResult
 
 from ._convert import indexed_text
 
-__all__ = ["ContextualRerank"]
+__all__ = ["ContextualRerank", "rerank_events"]
 
 dispatcher = instrument.get_dispatcher(__name__)
+
+
+@contextmanager
+def rerank_events(
+    query_bundle: QueryBundle,
+    nodes: List[NodeWithScore],
+    *,
+    top_n: int,
+    model_name: str,
+    callback_manager: CallbackManager,
+) -> Iterator[List[NodeWithScore]]:
+    """LlamaIndex's rerank events around a rerank, as its own rerankers emit them:
+    `ReRankStartEvent` on the instrumentation dispatcher and the RERANKING callback event on entry;
+    on exit the callback event's end and `ReRankEndEvent`, both with the nodes the caller put in the
+    yielded list (the reranked result).
+
+    Example:
+        >>> from llama_index.core.schema import TextNode
+        >>> candidates = [NodeWithScore(node=TextNode(text="a"), score=0.1)]
+        >>> with rerank_events(QueryBundle("q"), candidates, top_n=1, model_name="m",
+        ...                    callback_manager=CallbackManager()) as reranked:
+        ...     reranked.extend(candidates)
+        >>> len(reranked)
+        1
+    """
+    dispatcher.event(ReRankStartEvent(query=query_bundle, nodes=nodes, top_n=top_n, model_name=model_name))
+    payload = {
+        EventPayload.NODES: nodes,
+        EventPayload.MODEL_NAME: model_name,
+        EventPayload.QUERY_STR: query_bundle.query_str,
+        EventPayload.TOP_K: top_n,
+    }
+    out: List[NodeWithScore] = []
+    with callback_manager.event(CBEventType.RERANKING, payload=payload) as event:
+        yield out
+        event.on_end(payload={EventPayload.NODES: out})
+    dispatcher.event(ReRankEndEvent(nodes=out))
 
 _BACKENDS = ("cohere", "voyage")
 
@@ -94,39 +132,32 @@ class ContextualRerank(BaseNodePostprocessor):
     def reranker(self) -> Reranker:
         return self._reranker
 
-    def _start(self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle]) -> str:
+    def _events(self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle]) -> ContextManager[List[NodeWithScore]]:
         if query_bundle is None:
             raise ValueError("reranking needs the query: pass query_bundle= or query_str=")
-        dispatcher.event(ReRankStartEvent(query=query_bundle, nodes=nodes, top_n=self.top_n, model_name=self.model or ""))
-        return query_bundle.query_str
-
-    def _payload(self, nodes: List[NodeWithScore], query: str) -> dict:
-        return {
-            EventPayload.NODES: nodes,
-            EventPayload.MODEL_NAME: self.model,
-            EventPayload.QUERY_STR: query,
-            EventPayload.TOP_K: self.top_n,
-        }
-
-    def _finish(self, nodes: List[NodeWithScore], results: List[RerankResult], event: Any) -> List[NodeWithScore]:
-        out = [NodeWithScore(node=nodes[r.index].node, score=float(r.score)) for r in results]
-        event.on_end(payload={EventPayload.NODES: out})
-        dispatcher.event(ReRankEndEvent(nodes=out))
-        return out
+        return rerank_events(
+            query_bundle, nodes, top_n=self.top_n, model_name=self.model or "", callback_manager=self.callback_manager
+        )
 
     def _postprocess_nodes(
         self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None
     ) -> List[NodeWithScore]:
-        query = self._start(nodes, query_bundle)
-        with self.callback_manager.event(CBEventType.RERANKING, payload=self._payload(nodes, query)) as event:
+        with self._events(nodes, query_bundle) as out:
+            query = query_bundle.query_str  # type: ignore[union-attr]
             results = self._reranker.rerank(query, [indexed_text(n.node) for n in nodes], top_n=self.top_n) if nodes else []
-            return self._finish(nodes, results, event)
+            out.extend(_reranked(nodes, results))
+        return out
 
     async def _apostprocess_nodes(
         self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None
     ) -> List[NodeWithScore]:
-        query = self._start(nodes, query_bundle)
-        with self.callback_manager.event(CBEventType.RERANKING, payload=self._payload(nodes, query)) as event:
+        with self._events(nodes, query_bundle) as out:
+            query = query_bundle.query_str  # type: ignore[union-attr]
             texts = [indexed_text(n.node) for n in nodes]
             results = await self._reranker.arerank(query, texts, top_n=self.top_n) if nodes else []
-            return self._finish(nodes, results, event)
+            out.extend(_reranked(nodes, results))
+        return out
+
+
+def _reranked(nodes: List[NodeWithScore], results: List[RerankResult]) -> List[NodeWithScore]:
+    return [NodeWithScore(node=nodes[r.index].node, score=float(r.score)) for r in results]

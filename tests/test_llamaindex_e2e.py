@@ -63,23 +63,25 @@ def run_once(anthropic_srv, cohere_srv, store_path, chroma_path, embed_model):
     engine = RetrieverQueryEngine.from_args(
         retriever, llm=MockLLM(), node_postprocessors=[ContextualRerank(reranker, top_n=2)]
     )
-    return parser, nodes, engine
+    return parser, nodes, engine, index
 
 
 def test_pipeline_chroma_hybrid_rerank_query_engine_and_no_second_payment(tmp_path, embed_model):
     with FakeAnthropicServer() as anthropic_srv, FakeCohereServer() as cohere_srv:
-        parser, nodes, engine = run_once(anthropic_srv, cohere_srv, tmp_path / "ctx.sqlite3", tmp_path / "chroma", embed_model)
+        parser, nodes, engine, index = run_once(anthropic_srv, cohere_srv, tmp_path / "ctx.sqlite3", tmp_path / "chroma", embed_model)
         first_requests = len(anthropic_srv.requests_to("/v1/messages"))
         assert first_requests == len(nodes) >= 6
         assert parser.last_report.generated == len(nodes)
 
         # every node: the chunk as text, the context in metadata, laid out for embedding and the LLM
+        # after the metadata (the document's file name, MarkdownNodeParser's header path), as LlamaIndex does
         for node in nodes:
             context = node.metadata["context"]
             assert context and node.text in REPORTS[node.ref_doc_id]
-            assert node.get_content(MetadataMode.EMBED) == f"{context}\n\n{node.text}".strip()
+            header = f"file_name: {node.ref_doc_id}\nheader_path: {node.metadata['header_path']}"
+            assert node.get_content(MetadataMode.EMBED) == f"{header}\n\n{context}\n\n{node.text}".strip()
             llm_text = node.get_content(MetadataMode.LLM)
-            assert llm_text == f"{CONTEXT_LABEL}\n\n{context}\n\n{SOURCE_LABEL}\n\n{node.text}"
+            assert llm_text == f"{header}\n\n{CONTEXT_LABEL}\n\n{context}\n\n{SOURCE_LABEL}\n\n{node.text}"
             assert node.embedding is not None and len(node.embedding) == 384
 
         response = engine.query("How did ACME's revenue change in Q2 2023?")
@@ -93,9 +95,14 @@ def test_pipeline_chroma_hybrid_rerank_query_engine_and_no_second_payment(tmp_pa
             assert "fused_score" in source.node.metadata
         # Chroma kept the layout: what the synthesizer shows the LLM marks context and source apart
         assert all(SOURCE_LABEL in s.node.get_content(MetadataMode.LLM) for s in response.source_nodes)
+        by_id = {n.node_id: n for n in nodes}
+        for source in index.as_retriever(similarity_top_k=6).retrieve("revenue"):  # straight from Chroma
+            original = by_id[source.node.node_id]
+            for mode in (MetadataMode.EMBED, MetadataMode.LLM):
+                assert source.node.get_content(mode) == original.get_content(mode)
 
         # second run, fresh objects, same store and Chroma folder: no generation request at all
-        parser2, nodes2, engine2 = run_once(anthropic_srv, cohere_srv, tmp_path / "ctx.sqlite3", tmp_path / "chroma2", embed_model)
+        parser2, nodes2, engine2, _ = run_once(anthropic_srv, cohere_srv, tmp_path / "ctx.sqlite3", tmp_path / "chroma2", embed_model)
         assert len(anthropic_srv.requests_to("/v1/messages")) == first_requests
         assert parser2.last_report.generated == 0 and parser2.last_report.store_hits == len(nodes2)
         assert [n.node_id for n in nodes2] == [n.node_id for n in nodes]  # stable ids

@@ -51,7 +51,13 @@ TEXTS = {
 
 def docs() -> list[Document]:
     return [
-        Document(text=t, id_=name, metadata={"file_name": name, "kind": name.split(".")[1], "owner": "team-zebra"})
+        Document(
+            text=t,
+            id_=name,
+            metadata={"file_name": name, "kind": name.split(".")[1], "owner": "team-zebra"},
+            excluded_embed_metadata_keys=["owner"],
+            excluded_llm_metadata_keys=["owner", "kind"],
+        )
         for name, t in TEXTS.items()
     ]
 
@@ -93,16 +99,38 @@ def test_mro(cls, bases):
 # -- ContextualNodeParser -----------------------------------------------------------------------------
 
 
+def as_llamaindex_renders(text: str, doc: Document, metadata: dict, mode: MetadataMode) -> str:
+    """What LlamaIndex itself makes of `text` under `doc`'s metadata rules (template, exclusions)."""
+    return TextNode(
+        text=text,
+        metadata=metadata,
+        excluded_embed_metadata_keys=doc.excluded_embed_metadata_keys,
+        excluded_llm_metadata_keys=doc.excluded_llm_metadata_keys,
+        metadata_template=doc.metadata_template,
+        metadata_separator=doc.metadata_separator,
+    ).get_content(mode)
+
+
 def test_node_layout_ids_and_relationships(nodes):
+    from contextual_retrieval_core.types import format_for_llm
+
+    originals = {d.doc_id: d for d in docs()}
     by_doc: dict[str, list[TextNode]] = {}
     for node in nodes:
         by_doc.setdefault(node.ref_doc_id, []).append(node)
-        chunk = ContextualChunk(Chunk(node.node_id, node.ref_doc_id, node.text), node.metadata["context"])
-        assert node.get_content(MetadataMode.EMBED) == chunk.indexed_text
+        doc = originals[node.ref_doc_id]
+        context = node.metadata["context"]
+        chunk = ContextualChunk(Chunk(node.node_id, node.ref_doc_id, node.text), context)
+        # the document's metadata by LlamaIndex's rules, then the contextual text (what is embedded)
+        assert node.get_content(MetadataMode.EMBED) == as_llamaindex_renders(chunk.indexed_text, doc, doc.metadata, MetadataMode.EMBED)
+        assert node.get_content(MetadataMode.EMBED).startswith(f"file_name: {doc.doc_id}\nkind: {doc.metadata['kind']}\n\n{context}")
+        assert node.get_content(MetadataMode.LLM) == as_llamaindex_renders(
+            format_for_llm(context, node.text), doc, doc.metadata, MetadataMode.LLM
+        )
         assert node.get_content(MetadataMode.NONE) == node.text
-        assert node.metadata["file_name"] == node.ref_doc_id  # kept for filters, not embedded
-        assert node.metadata["owner"] == "team-zebra"  # kept for filters, but neither embedded nor shown
+        assert {k: node.metadata[k] for k in doc.metadata} == doc.metadata  # kept for filters and display
         assert "zebra" not in node.get_content(MetadataMode.EMBED) and "zebra" not in node.get_content(MetadataMode.LLM)
+        assert "kind: " not in node.get_content(MetadataMode.LLM)
     assert set(by_doc) == set(TEXTS) and len(nodes) > len(TEXTS)
     ids = {n.node_id for n in nodes}
     for doc_nodes in by_doc.values():
@@ -300,8 +328,12 @@ async def test_hybrid_async_runs_retrievers_concurrently_and_matches_sync():
     assert [(r.node.node_id, r.score) for r in got] == [(r.node.node_id, r.score) for r in hybrid.retrieve("q")]
 
 
-def test_hybrid_equals_the_core_hybrid_searcher(nodes, minilm):
+def test_hybrid_equals_the_core_hybrid_searcher(minilm):
     from llama_index.core import VectorStoreIndex
+
+    # the core indexes context + chunk: the documents' metadata kept out of the EMBED text
+    unembedded = [d.model_copy(update={"excluded_embed_metadata_keys": list(d.metadata)}) for d in docs()]
+    nodes = ContextualNodeParser(node_parser=splitter(), show_progress=False).get_nodes_from_documents(unembedded)
 
     index = VectorStoreIndex(nodes, embed_model=minilm)
     hybrid = HybridRetriever.from_defaults(index, nodes=nodes, similarity_top_k=6)

@@ -1,21 +1,27 @@
-"""langchain-tests' standard retriever tests for ContextualBM25Retriever and ContextualEnsembleRetriever
-on an offline corpus (real BM25, embedded Chroma, the offline MiniLM embedder)."""
+"""langchain-tests' standard retriever tests for ContextualBM25Retriever (built, and loaded from disk)
+and ContextualEnsembleRetriever (over Chroma, reranked, over a store filled by LangChain's
+indexing API) on an offline corpus (real BM25, embedded Chroma, the offline MiniLM embedder)."""
 
 from __future__ import annotations
 
+import tempfile
+import warnings
 from functools import lru_cache
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
 from langchain_tests.integration_tests import EmbeddingsIntegrationTests, RetrieversIntegrationTests
 
 from contextual_retrieval_core.embeddings.cache import CachedEmbedder
 from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
+from contextual_retrieval_core.rerank.base import RerankResult, best_first
 from contextual_retrieval_langchain import (
     ContextualBM25Retriever,
     ContextualDocumentTransformer,
     ContextualEnsembleRetriever,
     EmbedderEmbeddings,
     LocalMiniLMEmbeddings,
+    RerankCompressor,
     chroma_from_documents,
 )
 
@@ -23,12 +29,55 @@ from conftest import chunk_documents, context_generator, whole_documents
 
 
 @lru_cache(maxsize=1)
-def _fixture() -> tuple[Any, ContextualBM25Retriever]:
-    docs = ContextualDocumentTransformer(generator=context_generator(), show_progress=False).transform_documents(
+def _docs() -> list:
+    return ContextualDocumentTransformer(generator=context_generator(), show_progress=False).transform_documents(
         chunk_documents(), parents=whole_documents()
     )
-    embeddings = EmbedderEmbeddings(embedder=CachedEmbedder(LocalMiniLMEmbedder(), ":memory:"))
-    return chroma_from_documents(docs, embeddings), ContextualBM25Retriever.from_documents(docs)
+
+
+@lru_cache(maxsize=1)
+def _embeddings() -> EmbedderEmbeddings:
+    return EmbedderEmbeddings(embedder=CachedEmbedder(LocalMiniLMEmbedder(), ":memory:"))
+
+
+@lru_cache(maxsize=1)
+def _fixture() -> tuple[Any, ContextualBM25Retriever]:
+    docs = _docs()
+    return chroma_from_documents(docs, _embeddings()), ContextualBM25Retriever.from_documents(docs)
+
+
+@lru_cache(maxsize=1)
+def _saved_bm25() -> Path:
+    path = Path(tempfile.mkdtemp(prefix="bm25-standard-")) / "bm25"
+    return _fixture()[1].save(path)
+
+
+@lru_cache(maxsize=1)
+def _indexed_store() -> Any:
+    """An InMemoryVectorStore filled through LangChain's indexing API (its own hash ids)."""
+    from langchain_core.indexing import InMemoryRecordManager, index
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    store = InMemoryVectorStore(_embeddings())
+    manager = InMemoryRecordManager(namespace="standard")
+    manager.create_schema()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the sha1 key encoder's advice
+        index(_docs(), manager, store, cleanup="incremental", source_id_key="source")
+    return store
+
+
+class WordOverlap:
+    """A deterministic core Reranker: query-word overlap."""
+
+    model_name = "word-overlap"
+
+    def rerank(self, query, texts, top_n=None):
+        words = set(query.lower().split())
+        return best_first([RerankResult(i, float(len(words & set(t.lower().split())))) for i, t in enumerate(texts)], top_n)
+
+    async def arerank(self, query, texts, top_n=None):
+        return self.rerank(query, texts, top_n)
 
 
 class TestContextualBM25RetrieverStandard(RetrieversIntegrationTests):
@@ -59,6 +108,55 @@ class TestContextualEnsembleRetrieverStandard(RetrieversIntegrationTests):
     @property
     def retriever_query_example(self) -> str:
         return "How did ACME's revenue change in Q2 2023?"
+
+
+class TestLoadedBM25RetrieverStandard(RetrieversIntegrationTests):
+    """A BM25 retriever saved and loaded back (`ContextualBM25Retriever.load`)."""
+
+    @property
+    def retriever_constructor(self) -> Callable[..., ContextualBM25Retriever]:
+        return ContextualBM25Retriever.load
+
+    @property
+    def retriever_constructor_params(self) -> dict:
+        return {"path": _saved_bm25()}
+
+    @property
+    def retriever_query_example(self) -> str:
+        return "quarterly revenue report"
+
+
+class TestRerankedEnsembleRetrieverStandard(RetrieversIntegrationTests):
+    """The ensemble with a reranker (a core Reranker through a RerankCompressor)."""
+
+    @property
+    def retriever_constructor(self) -> type[ContextualEnsembleRetriever]:
+        return ContextualEnsembleRetriever
+
+    @property
+    def retriever_constructor_params(self) -> dict:
+        chroma, bm25 = _fixture()
+        return {"retrievers": [chroma.as_retriever(), bm25], "reranker": RerankCompressor(reranker=WordOverlap(), top_n=20)}
+
+    @property
+    def retriever_query_example(self) -> str:
+        return "How did ACME's revenue change in Q2 2023?"
+
+
+class TestEnsembleOverIndexingApiStoreStandard(RetrieversIntegrationTests):
+    """The ensemble over a vector store that LangChain's indexing API filled (each chunk once)."""
+
+    @property
+    def retriever_constructor(self) -> type[ContextualEnsembleRetriever]:
+        return ContextualEnsembleRetriever
+
+    @property
+    def retriever_constructor_params(self) -> dict:
+        return {"retrievers": [_indexed_store().as_retriever(search_kwargs={"k": 8}), _fixture()[1]]}
+
+    @property
+    def retriever_query_example(self) -> str:
+        return "quarterly revenue report"
 
 
 class TestLocalMiniLMEmbeddingsStandard(EmbeddingsIntegrationTests):

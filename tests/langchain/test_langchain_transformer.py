@@ -202,3 +202,31 @@ def test_parent_clashes_are_errors_and_blank_pieces_do_not_shift_ids(tmp_path) -
               LCDocument("Second part.", metadata={"source": "a"})]
     out = transformer.transform_documents(pieces, parents={"a": "First part.\n\n   \n\nSecond part."})
     assert [d.metadata["chunk_id"] for d in out] == [stable_chunk_id("a", 0, "First part."), stable_chunk_id("a", 1, "Second part.")]
+
+
+def test_markdown_header_splitter_whose_split_text_returns_documents() -> None:
+    from langchain_text_splitters import MarkdownHeaderTextSplitter
+
+    kind = "md"
+    splitter = MarkdownHeaderTextSplitter([("#", "h1"), ("##", "h2")])
+    text = "# Guide\n\n## Linux\n\nRun make install.\n\n## Windows\n\nRun setup.exe."
+    doc = LCDocument(text, metadata={"source": f"guide.{kind}", "team": "docs"})
+    transformer = ContextualDocumentTransformer(text_splitter=splitter, generator=part_generator(), show_progress=False)
+    chunks = transformer.transform_documents([doc])
+    windows = next(c for c in chunks if "setup.exe" in c.metadata["original_content"])
+    # the splitter's header metadata and the document's own, the parent and a stable id
+    assert windows.metadata["h2"] == "Windows" and windows.metadata["h1"] == "Guide" and windows.metadata["team"] == "docs"
+    assert windows.metadata["parent_id"] == f"guide.{kind}"
+    index = windows.metadata["chunk_index"]
+    assert windows.id == stable_chunk_id(f"guide.{kind}", index, windows.metadata["original_content"])
+    assert windows.page_content == f"From guide.{kind}, part {index}.\n\n" + windows.metadata["original_content"]
+    assert transformer.transform_documents([doc]) == chunks
+
+
+def test_a_splitter_whose_split_text_returns_strings_only_is_refused_by_name() -> None:
+    class Bare:
+        def split_text(self, text: str) -> list[str]:
+            return text.split(".")
+
+    with pytest.raises(TypeError, match="Bare.split_text returned text"):
+        ContextualDocumentTransformer(text_splitter=Bare(), show_progress=False).transform_documents(whole_documents())

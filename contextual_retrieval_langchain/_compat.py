@@ -1,0 +1,37 @@
+"""SDK clients configured as a LangChain model's own, from its public fields.
+
+langchain-anthropic's `ChatAnthropic` keeps its SDK clients private (``_client``); the core
+`AnthropicContextGenerator` needs clients with the same key, base URL, retries, timeout, headers
+and proxy, so they are built here from the model's public fields (tested against the fake
+Messages API in tests/test_compat.py, which pins the supported versions). Nothing in this package
+reads another package's private members (the one exception, a store's relevance function, is
+the ensemble's; see contextual_retrieval_langchain/ensemble.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["chat_anthropic_clients"]
+
+
+def chat_anthropic_clients(llm: Any) -> tuple[Any, Any]:
+    """(anthropic.Anthropic, anthropic.AsyncAnthropic) configured as `llm` (a `ChatAnthropic`) is."""
+    import anthropic
+
+    params: dict[str, Any] = {
+        "api_key": llm.anthropic_api_key.get_secret_value(),
+        "base_url": llm.anthropic_api_url,
+        "max_retries": llm.max_retries,
+    }
+    if llm.default_headers:
+        params["default_headers"] = dict(llm.default_headers)
+    timeout = llm.default_request_timeout
+    if timeout is None or timeout > 0:  # ChatAnthropic's rule: <= 0 means "not set"
+        params["timeout"] = timeout
+    if not llm.anthropic_proxy:
+        return anthropic.Anthropic(**params), anthropic.AsyncAnthropic(**params)
+    return (
+        anthropic.Anthropic(**params, http_client=anthropic.DefaultHttpxClient(proxy=llm.anthropic_proxy)),
+        anthropic.AsyncAnthropic(**params, http_client=anthropic.DefaultAsyncHttpxClient(proxy=llm.anthropic_proxy)),
+    )
