@@ -60,8 +60,6 @@ class Definition:
 
 # -- grammars -----------------------------------------------------------------------------------
 
-_parsers: dict[str, Any] = {}
-_lock = threading.Lock()
 _local = threading.local()
 
 
