@@ -167,13 +167,17 @@ def _plain_name(node: Any) -> Optional[str]:
 
 
 def _c_function_name(node: Any) -> Optional[str]:
-    decl = node.child_by_field_name("declarator")
-    while decl is not None and decl.type != "function_declarator":
-        decl = decl.child_by_field_name("declarator")
-    if decl is None:
-        return None
-    inner = decl.child_by_field_name("declarator")
-    return " ".join(_text(inner).split()) if inner is not None else None
+    """The declared name of a C/C++ function definition, through pointer / reference declarators."""
+    todo = [node.child_by_field_name("declarator")]
+    while todo:
+        decl = todo.pop(0)
+        if decl is None or decl.type in ("parameter_list", "compound_statement"):
+            continue
+        if decl.type == "function_declarator":
+            inner = decl.child_by_field_name("declarator")
+            return " ".join(_text(inner).split()) if inner is not None else None
+        todo.extend(decl.named_children)
+    return None
 
 
 def _describe(node: Any, kind: str, language: str) -> Optional[tuple[str, str, dict[str, str]]]:
@@ -277,6 +281,11 @@ def outline(text: str, language: str) -> tuple[list[Definition], bool]:
             if found is not None and found[1]:
                 kind_word, name, extra = found
                 if kind_word == _METHOD_OR_FUNCTION:
+                    if parent is not None and parent.kind in ("function", "method"):
+                        # C/C++ functions do not nest: the outer one's braces were lost to a parse
+                        # error (often a macro); it ends here and this one is its sibling
+                        parent.end = min(parent.end, char(child.start_byte))
+                        parent = parent.parent
                     kind_word = "method" if parent is not None and parent.kind in TYPE_KINDS else "function"
                 start_node = child
                 while start_node.parent is not None and start_node.parent.type in _WRAPPERS:

@@ -214,3 +214,13 @@ def test_index_report_counts_code_read_as_plain_text(tmp_path):
     read_changes(collect_files([tmp_path]).files, {}, False, 800, report, False)
     assert report.plain_text_code == {"no grammar for lua": 2}
     assert "code read as plain text: 2 (no grammar for lua)" in report.format()
+
+
+def test_cpp_methods_returning_references_and_pointers_are_named():
+    src = "class A {\n  const std::vector<int> &get() const noexcept { return v; }\n  int *ptr() { return p; }\n};\n"
+    assert [(d.kind, d.name) for d in definitions(src, "cpp")] == [("class", "A"), ("method", "get"), ("method", "ptr")]
+
+
+def test_cpp_functions_do_not_nest_after_a_macro_breaks_the_parse():
+    src = "void f() {\n  CHECK(x, int32_t, \"\");\n  g();\n}\n"
+    assert all(d.parent is None for d in definitions(src, "cpp"))
