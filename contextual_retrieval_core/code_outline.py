@@ -272,6 +272,7 @@ def outline(text: str, language: str) -> tuple[list[Definition], bool]:
     tree, char = _parse(text, language)
     kinds = _KINDS[language]
     out: list[Definition] = []
+    broken: list[Definition] = []  # definitions whose own parse met an error
 
     def visit(node: Any, parent: Optional[Definition]) -> None:
         for child in node.named_children:
@@ -292,11 +293,34 @@ def outline(text: str, language: str) -> tuple[list[Definition], bool]:
                     start_node = start_node.parent
                 here = Definition(kind_word, name, char(start_node.start_byte), char(child.end_byte), parent, **extra)
                 out.append(here)
+                if child.has_error:
+                    broken.append(here)
             visit(child, here)
 
     visit(tree.root_node, None)
+    if language in ("c", "cpp"):
+        _reattach_closed_early(tree.root_node, out, broken, char)
     out.sort(key=lambda d: d.start)
     return out, tree.root_node.has_error
+
+
+def _reattach_closed_early(root: Any, out: list[Definition], broken: list[Definition], char: Callable[[int], int]) -> None:
+    """A stray top-level `}` closes a block that an error ended early (a macro-made class such as
+    `TEST_CLASS(Name) { public: ... }`): the broken definition before it spans to that brace and
+    the top-level definitions in between are inside it again."""
+    for node in root.children:
+        if node.type != "ERROR" or node.text.strip() != b"}":
+            continue
+        close = char(node.end_byte)
+        tops = [d for d in out if d.parent is None and d.end <= close]
+        owner = next((d for d in reversed(tops) if d in broken), None)
+        if owner is None:
+            continue
+        for d in tops:
+            if d.start > owner.start:
+                d.parent = owner
+        owner.end = close
+        broken.remove(owner)
 
 
 def definition_boundaries(text: str, language: str) -> list[int]:

@@ -224,3 +224,10 @@ def test_cpp_methods_returning_references_and_pointers_are_named():
 def test_cpp_functions_do_not_nest_after_a_macro_breaks_the_parse():
     src = "void f() {\n  CHECK(x, int32_t, \"\");\n  g();\n}\n"
     assert all(d.parent is None for d in definitions(src, "cpp"))
+
+
+def test_cpp_macro_made_class_closed_early_is_reattached():
+    src = ("TEST_CLASS(FmtTest)\n{\n\tTEST_SUITE(FmtTest);\npublic:\n\tvoid setUp()\n\t{\n\t\tinit();\n\t}\n\n"
+           "\tvoid common()\n\t{\n\t\tint i = -1;\n\t\tlog(i);\n\t}\n\nprivate:\n\tstatic const int X;\n};\n")
+    out = ctx(StructuralContextGenerator(), "t.cpp", src, "log(i);")
+    assert out == "From t.cpp, in function TEST_CLASS > function common."
