@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import bisect
 import re
+from typing import Collection, Optional
+
+from .languages import CODE_LANGUAGES, EXTENSIONS
 
 __all__ = ["split_text", "DEFAULT_CHUNK_CHARS", "CODE_EXTENSIONS"]
 
@@ -16,11 +19,8 @@ __all__ = ["split_text", "DEFAULT_CHUNK_CHARS", "CODE_EXTENSIONS"]
 #: embedder's 256-token window.
 DEFAULT_CHUNK_CHARS = 800
 
-#: Extensions chunked as code (cuts prefer top-level definitions over headings).
-CODE_EXTENSIONS = frozenset(
-    ".py .pyi .rb .rs .go .js .jsx .mjs .cjs .ts .tsx .java .kt .kts .scala .swift .c .h .cc .cpp .cxx "
-    ".hh .hpp .hxx .cs .php .lua .pl .r .jl .sh .bash .zsh .sql .dart .ex .exs .erl .hs .ml .clj .zig .nim".split()
-)
+#: Extensions chunked as code (cuts prefer definitions over headings); from `languages.EXTENSIONS`.
+CODE_EXTENSIONS = frozenset(ext for ext, language in EXTENSIONS.items() if language in CODE_LANGUAGES)
 _HEADING = re.compile(r"(#{1,6} |[=\-~^*+#]{3,}\s*$)")
 _CODE_DEF = re.compile(
     r"(?:@|def |async def |class |fn |pub |impl |func |function |export |interface |struct |enum |type |"
@@ -28,13 +28,15 @@ _CODE_DEF = re.compile(
 )
 
 
-def split_text(text: str, *, max_chars: int = DEFAULT_CHUNK_CHARS, code: bool = False) -> list[tuple[int, str]]:
+def split_text(text: str, *, max_chars: int = DEFAULT_CHUNK_CHARS, code: bool = False,
+               boundaries: Optional[Collection[int]] = None) -> list[tuple[int, str]]:
     """Split `text` into chunks of at most `max_chars`, each occurring verbatim in `text`.
 
     Cuts go at line starts, preferring (best first) a heading or, for `code`, a top-level
     definition after a blank line; then any paragraph break; then any line; a single line longer
     than `max_chars` is cut at a space. Chunks are stripped of surrounding whitespace and empty
-    ones are dropped.
+    ones are dropped. `boundaries` (line-start offsets, e.g. `code_outline.chunk_boundaries`: where
+    tree-sitter found a definition) replace the `code` line rule for the preferred cuts.
 
     Returns:
         (offset in `text` of the chunk's first character, chunk text) pairs, in order.
@@ -49,9 +51,13 @@ def split_text(text: str, *, max_chars: int = DEFAULT_CHUNK_CHARS, code: bool = 
     n = len(text)
     starts = [0] + [m.end() for m in re.finditer("\n", text) if m.end() < n]
     quality = []
+    cuts = frozenset(boundaries or ())
     for i, s in enumerate(starts):
         line = text[s : starts[i + 1] if i + 1 < len(starts) else n]
         prev_blank = i > 0 and not text[starts[i - 1] : s].strip()
+        if boundaries is not None:
+            quality.append(3 if s in cuts else 2 if prev_blank else 1)
+            continue
         strong = _CODE_DEF.match(line.lstrip()) if code else _HEADING.match(line)
         quality.append(3 if strong and (prev_blank or not code) else 2 if prev_blank else 1)
     min_chars = max_chars // 3

@@ -29,6 +29,7 @@ from .contextualizer import Contextualizer
 from .demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES, DemoQuery
 from .hybrid import HybridSearcher, SearchHit
 from .chunking import split_text
+from .code_outline import chunk_boundaries
 from .factories import choose_embedder, choose_generator, choose_reranker, installed, unused_keys, weights_for
 from .tokenizer import Tokenizer
 from .types import Chunk, ContextualChunk, Document, stable_chunk_id
@@ -104,7 +105,8 @@ def demo_chunks(chunk_chars: int = DEMO_CHUNK_CHARS) -> tuple[list[Document], li
     documents, chunks = [], []
     for path, text in DEMO_DOCUMENTS:
         documents.append(Document(path, text))
-        for i, (_, piece) in enumerate(split_text(text, max_chars=chunk_chars, code=path.endswith(".py"))):
+        for i, (_, piece) in enumerate(split_text(text, max_chars=chunk_chars, code=path.endswith(".py"),
+                                                     boundaries=chunk_boundaries(text, path))):
             chunks.append(Chunk(stable_chunk_id(path, i, piece), path, piece, i))
     return documents, chunks
 

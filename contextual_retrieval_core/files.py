@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .index_manifest import MANIFEST_NAME
+from .languages import EXTENSIONS
 
 __all__ = ["SourceFile", "SkippedFile", "FileScan", "collect_files", "read_text", "UndecodableFileError", "file_sha256",
            "TEXT_EXTENSIONS", "SKIP_DIRS", "MAX_FILE_BYTES"]
@@ -26,12 +27,7 @@ MAX_FILE_BYTES = 1_000_000
 
 #: Extensions indexed when walking a folder (a file named explicitly is indexed whatever its name,
 #: if it is text).
-TEXT_EXTENSIONS = frozenset(
-    ".txt .text .md .markdown .mdx .rst .rest .adoc .org .tex .csv .tsv "
-    ".py .pyi .ipynb .rb .rs .go .js .jsx .mjs .cjs .ts .tsx .java .kt .kts .scala .swift .c .h .cc "
-    ".cpp .cxx .hh .hpp .hxx .cs .php .lua .pl .r .jl .sh .bash .zsh .sql .html .css .scss .vue .svelte "
-    ".toml .yaml .yml .json .ini .cfg .proto .graphql .dart .ex .exs .erl .hs .ml .clj .el .vim .zig .nim".split()
-)
+TEXT_EXTENSIONS = frozenset(EXTENSIONS)  # the one table, `languages.EXTENSIONS`
 #: Folder names never walked into (hidden folders are skipped as well).
 SKIP_DIRS = frozenset({"node_modules", "__pycache__", "venv", "site-packages", "dist-packages"})
 

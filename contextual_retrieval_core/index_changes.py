@@ -14,6 +14,7 @@ from typing import Sequence
 from tqdm.auto import tqdm
 
 from .chunking import CODE_EXTENSIONS, split_text
+from .code_outline import chunk_boundaries, parser_fallback
 from .files import SourceFile, UndecodableFileError, file_sha256, read_text
 from .index_manifest import FileEntry
 from .index_report import IndexReport
@@ -80,7 +81,11 @@ def read_changes(
             report.files_changed += 1
         else:
             report.files_new += 1
-        pieces = split_text(text, max_chars=chunk_chars, code=f.path.suffix.lower() in CODE_EXTENSIONS)
+        pieces = split_text(text, max_chars=chunk_chars, code=f.path.suffix.lower() in CODE_EXTENSIONS,
+                            boundaries=chunk_boundaries(text, f.path))
+        fallback = parser_fallback(f.path)
+        if fallback:
+            report.plain_text_code[fallback] = report.plain_text_code.get(fallback, 0) + 1
         ids = []
         for i, (offset, piece) in enumerate(pieces):
             cid = stable_chunk_id(f.doc_id, i, piece)

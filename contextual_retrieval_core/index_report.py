@@ -21,6 +21,8 @@ class IndexReport:
         decoded: (doc id, encoding) for every file read in another encoding than UTF-8.
         chunks_added, chunks_removed, chunks_total: chunk counts (total: in the index afterwards).
         embedded: texts sent to the embedder; embedding_cache_hits: texts served by its cache.
+        plain_text_code: code files read without a parser (line-rule chunks, contexts that name
+            the file only), counted by reason, e.g. ``{"no grammar for lua": 2}``.
         contexts: the contextualizer's `UsageReport` (None when there was nothing to situate).
         note: why every file was re-situated, when the generator or chunk size changed.
         elapsed_s: wall time.
@@ -37,6 +39,7 @@ class IndexReport:
     chunks_total: int = 0
     embedded: int = 0
     embedding_cache_hits: int = 0
+    plain_text_code: dict[str, int] = field(default_factory=dict)
     contexts: UsageReport | None = None
     note: str | None = None
     elapsed_s: float = 0.0
@@ -77,6 +80,8 @@ class IndexReport:
             f"chunks: {self.chunks_added} added, {self.chunks_removed} removed, {self.chunks_total} in the index; "
             f"embeddings: {self.embedded} computed, {self.embedding_cache_hits} from the cache"
         )
+        if self.plain_text_code:
+            lines.append("code read as plain text: " + ", ".join(f"{n} ({why})" for why, n in sorted(self.plain_text_code.items())))
         if self.contexts is not None:
             lines.append(self.contexts.format())
         else:

