@@ -18,7 +18,7 @@ from .ensemble import DEFAULT_RRF_K, DEFAULT_TOP_K, DEFAULT_WEIGHTS, _check_dept
 from .fusion import DEFAULT_DEPTH, FusionMode
 from .rerank.base import Reranker
 from .types import ContextualChunk
-from .vectors import VectorIndex
+from .ann import dense_index
 
 __all__ = ["HybridSearcher", "SearchHit", "DEFAULT_WEIGHTS", "DEFAULT_RRF_K", "DEFAULT_TOP_K"]
 
@@ -56,7 +56,8 @@ class HybridSearcher:
         rrf_k: the RRF constant (0: the cookbook's w / rank; 60: classic RRF).
         depth: candidates taken from each side before fusion (default 150, as the cookbook).
         reranker: an optional `Reranker` applied to the fused candidates.
-        vector_store: "memory" (default: exact in-process search) or "chroma" (an in-memory
+        vector_store: "memory" (default: in-process search, exact below `ann.ANN_THRESHOLD`
+            chunks, HNSW above) or "chroma" (an in-memory
             embedded Chroma collection, `ChromaVectorIndex`), or a ready index with
             ``add(ids, vectors)`` and ``search_many(vectors, k)``.
         rerank_depth: how many fused candidates the reranker sees: a positive integer, or None
@@ -111,7 +112,7 @@ class HybridSearcher:
         if embedder is not None:
             vectors = _embed_with_progress(embedder, texts, batch_size, show_progress)
             if vector_store == "memory":
-                self.vectors = VectorIndex(ids, vectors)
+                self.vectors = dense_index(ids, vectors)
             elif vector_store == "chroma":
                 from .chroma import ChromaVectorIndex
 

@@ -2,7 +2,8 @@
 
 The core's own dense index, used by the evaluation runner and by anyone who needs no vector
 database. The framework adapters use the frameworks' vector stores (Chroma by default) instead.
-Saved as a `.npy` matrix plus JSON ids, read with ``allow_pickle=False``.
+Saved as a float32 `.npy` matrix plus JSON ids, memory-mapped on load with ``allow_pickle=False``.
+Above ~20k rows, `ann.dense_index` picks the approximate `HNSWIndex` instead.
 """
 
 from __future__ import annotations
@@ -87,4 +88,5 @@ class VectorIndex:
         if not (path / "vectors.json").is_file():
             raise FileNotFoundError(f"{path} is not a saved VectorIndex directory (no vectors.json)")
         ids = json.loads((path / "vectors.json").read_text(encoding="utf-8"))["ids"]
-        return cls(ids, np.load(path / "vectors.npy", allow_pickle=False), normalize=False)
+        # memory-mapped: a large index opens at once and its pages are shared between processes
+        return cls(ids, np.load(path / "vectors.npy", allow_pickle=False, mmap_mode="r"), normalize=False)
