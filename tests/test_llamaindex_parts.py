@@ -308,7 +308,7 @@ def test_hybrid_equals_the_core_hybrid_searcher(nodes, minilm):
     chunks = [ContextualChunk(Chunk(n.node_id, n.ref_doc_id, n.text), n.metadata["context"]) for n in nodes]
     core = HybridSearcher(chunks, minilm.embedder)
     for query in ("How did ACME revenue change?", "Which plant makes pumps?", "run the target on both executors"):
-        assert [r.node.node_id for r in hybrid.retrieve(query)] == [h.id for h in core.search(query, k=6)]
+        assert [r.node.node_id for r in hybrid.retrieve(query)] == [h.id for h in core.search(query, top_k=6)]
 
 
 def test_hybrid_with_a_core_reranker_and_with_a_postprocessor(nodes):

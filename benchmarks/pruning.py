@@ -1,0 +1,250 @@
+"""Context pruning on the cookbook set: ours against LlamaIndex's and LangChain's compressors.
+
+    python benchmarks/pruning.py [--dataset DIR] [--contexts FILE] [--json PATH] [--timing-queries N]
+
+For every query the unpruned input U is the library's default contextual-hybrid top 10
+(`HybridSearcher` with the offline MiniLM embedder and BM25 over context + chunk, fused with the
+default weights) over the dataset, contexts from the given JSONL. Every configuration prunes the
+same U with the same embedder (MiniLM, wrapped for each framework). Per configuration:
+
+- token_reduction = 1 - tokens(pruned) / tokens(U), counted with MiniLM's own tokenizer (no
+  truncation) over the source text handed to the LLM (contexts not counted);
+- answer_recall: mean over queries of |E & P| / |E|, E = the reference answer's content terms
+  (the library's BM25 tokenizer: lower-cased, stop words dropped, stemmed) that occur in the
+  golden chunks present in U, P = the terms of the pruned text; queries with empty E are skipped
+  and counted (`skipped_queries`);
+- answer_term_recall: the same over every answer term that occurs anywhere in U;
+- golden_kept: golden chunks in U that keep at least one unit, over golden chunks in U (pooled);
+- ms_per_query: wall time per query on the first `--timing-queries` queries, with a fresh
+  embedder (no embedding cache) per configuration, so every configuration pays its embeddings.
+  The quality figures use a shared embedding cache (same vectors, just not recomputed).
+
+Writes benchmarks/pruning.json: {"dataset", "configs": [{"name", "token_reduction",
+"answer_recall", "answer_term_recall", "golden_kept", "ms_per_query"}, ...], "comparison": ...}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+from _paths import DEFAULT_DATASET  # noqa: E402
+
+TOP_K = 10
+OUR_FRONTIER = (0.15, 0.2, 0.45, 0.6)  # budget shares besides the default 0.3
+LLAMAINDEX_PERCENTILES = (0.25, 0.5)
+LANGCHAIN_THRESHOLDS = (0.2, 0.3)
+
+
+@dataclass
+class Case:
+    query: str
+    answer: str
+    golden: tuple[str, ...]
+    chunks: list  # ContextualChunk, rank order
+
+
+def minilm_counter(embedder):
+    """MiniLM's own tokenizer as a `TokenCounter`, truncation off (so long texts count fully)."""
+    from tokenizers import Tokenizer as HFTokenizer
+
+    from contextual_retrieval_core.pruning import TokenCounter
+
+    embedder._load()
+    tok = HFTokenizer.from_str(embedder._tokenizer.to_str())
+    tok.no_truncation()
+    return TokenCounter("all-MiniLM-L6-v2 wordpiece", lambda text: len(tok.encode(text, add_special_tokens=False).ids))
+
+
+def load_cases(dataset_dir: str, contexts_path: str, embedder) -> list[Case]:
+    from contextual_retrieval_core.evaluation import load_contexts_jsonl, load_cookbook
+    from contextual_retrieval_core.hybrid import HybridSearcher
+    from contextual_retrieval_core.types import ContextualChunk
+
+    dataset = load_cookbook(dataset_dir)
+    contexts = load_contexts_jsonl(contexts_path, dataset)
+    answers = [json.loads(line).get("answer", "") for line in (Path(dataset_dir) / "evaluation_set.jsonl").open(encoding="utf-8") if line.strip()]
+    chunks = [ContextualChunk(c, contexts[c.id]) for c in dataset.chunks]
+    searcher = HybridSearcher(chunks, embedder)
+    hits = searcher.search_many([q.query for q in dataset.queries], k=TOP_K)
+    return [Case(q.query, a, q.golden, [h.chunk for h in hs]) for q, a, hs in zip(dataset.queries, answers, hits)]
+
+
+# -- configurations: each maps (query, chunks) -> {chunk id: pruned source text} ----------------------
+
+
+def ours(embedder, counter, **settings) -> Callable:
+    from contextual_retrieval_core.pruning import ContextPruner
+
+    pruner = ContextPruner(embedder, token_counter=counter, **settings)
+
+    def run(query, chunks):
+        return {c.id: c.text for c in pruner.prune(query, chunks).chunks}
+
+    return run
+
+
+def llamaindex_optimizer(embedder, percentile: float) -> Callable:
+    from llama_index.core.postprocessor import SentenceEmbeddingOptimizer
+    from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+    from contextual_retrieval_llamaindex.embeddings import CoreEmbedding
+
+    model = CoreEmbedding(embedder)
+
+    def run(query, chunks):
+        optimizer = SentenceEmbeddingOptimizer(embed_model=model, percentile_cutoff=percentile)
+        nodes = [NodeWithScore(node=TextNode(id_=c.id, text=c.text), score=1.0) for c in chunks]
+        out = {}
+        for n in optimizer.postprocess_nodes(nodes, query_bundle=QueryBundle(query)):
+            out[n.node.node_id] = n.node.get_content()
+        return out
+
+    return run
+
+
+def langchain_pipeline(embedder, threshold: float) -> Callable:
+    from langchain_classic.retrievers.document_compressors import DocumentCompressorPipeline, EmbeddingsFilter
+    from langchain_community.document_transformers import EmbeddingsRedundantFilter
+    from langchain_core.documents import Document as LCDocument
+
+    from contextual_retrieval_langchain.embeddings import EmbedderEmbeddings
+
+    emb = EmbedderEmbeddings(embedder=embedder)
+    pipeline = DocumentCompressorPipeline(transformers=[
+        EmbeddingsRedundantFilter(embeddings=emb), EmbeddingsFilter(embeddings=emb, similarity_threshold=threshold),
+    ])
+
+    def run(query, chunks):
+        docs = [LCDocument(page_content=c.text, metadata={"id": c.id}) for c in chunks]
+        return {d.metadata["id"]: d.page_content for d in pipeline.compress_documents(docs, query)}
+
+    return run
+
+
+def no_pruning(query, chunks):
+    return {c.id: c.text for c in chunks}
+
+
+# -- metrics -------------------------------------------------------------------------------------------
+
+
+def score(cases: list[Case], outputs: list[dict[str, str]], counter, tokenizer) -> dict:
+    before = after = 0
+    recalls, term_recalls, skipped = [], [], 0
+    golden_in, golden_kept = 0, 0
+    for case, out in zip(cases, outputs):
+        before += sum(counter.count(c.text) for c in case.chunks)
+        after += sum(counter.count(t) for t in out.values())
+        answer = set(tokenizer.tokenize(case.answer))
+        golden = [c for c in case.chunks if c.id in set(case.golden)]
+        golden_terms = set().union(*(tokenizer.tokenize(c.text) for c in golden)) if golden else set()
+        all_terms = set().union(*(tokenizer.tokenize(c.text) for c in case.chunks))
+        kept_terms = set().union(*(tokenizer.tokenize(t) for t in out.values())) if out else set()
+        evidence = answer & golden_terms
+        if evidence:
+            recalls.append(len(evidence & kept_terms) / len(evidence))
+        else:
+            skipped += 1
+        anywhere = answer & all_terms
+        if anywhere:
+            term_recalls.append(len(anywhere & kept_terms) / len(anywhere))
+        golden_in += len(golden)
+        golden_kept += sum(1 for c in golden if out.get(c.id, "").strip())
+    return {
+        "token_reduction": round(1 - after / before, 4),
+        "answer_recall": round(float(np.mean(recalls)), 4),
+        "answer_term_recall": round(float(np.mean(term_recalls)), 4),
+        "golden_kept": round(golden_kept / golden_in, 4) if golden_in else None,
+        "skipped_queries": skipped,
+    }
+
+
+def interpolate(frontier: list[dict], reduction: float) -> tuple[float, bool]:
+    """Our answer_recall at `reduction`, linear between frontier points; (value, inside range)."""
+    pts = sorted((c["token_reduction"], c["answer_recall"]) for c in frontier)
+    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+    return float(np.interp(reduction, xs, ys)), xs[0] <= reduction <= xs[-1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    from contextual_retrieval_core.embeddings.cache import CachedEmbedder
+    from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
+    from contextual_retrieval_core.tokenizer import Tokenizer
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dataset", default=DEFAULT_DATASET)
+    parser.add_argument("--contexts", default=None, help="default: DATASET/contexts_claude-3-haiku.jsonl")
+    parser.add_argument("--json", default=str(HERE / "pruning.json"))
+    parser.add_argument("--embedding-cache", default=str(HERE / "out" / "embeddings.sqlite3"))
+    parser.add_argument("--timing-queries", type=int, default=20)
+    parser.add_argument("--limit", type=int, default=None, help="only the first N queries (smoke runs)")
+    args = parser.parse_args(argv)
+    contexts = args.contexts or str(Path(args.dataset) / "contexts_claude-3-haiku.jsonl")
+
+    base = LocalMiniLMEmbedder()
+    cached = CachedEmbedder(base, args.embedding_cache)
+    counter = minilm_counter(base)
+    cases = load_cases(args.dataset, contexts, cached)[: args.limit]
+    tokenizer = Tokenizer()
+
+    def configs(embedder):
+        yield "no-pruning", no_pruning
+        yield "ours-default", ours(embedder, counter)
+        for share in OUR_FRONTIER:
+            yield f"ours-budget-{share:g}", ours(embedder, counter, budget_share=share)
+        for share in (0.2, 0.3):
+            yield f"ours-no-neighbours-budget-{share:g}", ours(embedder, counter, budget_share=share, neighbours=False)
+        for p in LLAMAINDEX_PERCENTILES:
+            yield f"llamaindex-sentence-optimizer-p{p:g}", llamaindex_optimizer(embedder, p)
+        for t in LANGCHAIN_THRESHOLDS:
+            yield f"langchain-redundant+embeddings-filter-t{t:g}", langchain_pipeline(embedder, t)
+
+    results = []
+    for name, run in configs(cached):
+        outputs = [run(c.query, c.chunks) for c in cases]
+        row = {"name": name, **score(cases, outputs, counter, tokenizer)}
+        results.append(row)
+        print(f"{name:48s} reduction {row['token_reduction']:.3f}  recall {row['answer_recall']:.3f}  "
+              f"term recall {row['answer_term_recall']:.3f}  golden kept {row['golden_kept']}", flush=True)
+    timing = cases[: args.timing_queries]
+    for (name, run), row in zip(configs(LocalMiniLMEmbedder()), results):
+        started = time.perf_counter()
+        for c in timing:
+            run(c.query, c.chunks)
+        row["ms_per_query"] = round(1000 * (time.perf_counter() - started) / max(1, len(timing)), 1)
+
+    frontier = [r for r in results if r["name"] == "ours-default" or r["name"].startswith("ours-budget-")]
+    comparison = []
+    for peer in results:
+        if peer["name"].startswith(("llamaindex", "langchain")):
+            value, inside = interpolate(frontier, peer["token_reduction"])
+            comparison.append({
+                "peer": peer["name"], "token_reduction": peer["token_reduction"], "peer_answer_recall": peer["answer_recall"],
+                "ours_answer_recall": round(value, 4), "margin_points": round(100 * (value - peer["answer_recall"]), 2),
+                "inside_our_frontier": inside,
+            })
+    payload = {
+        "dataset": Path(args.dataset).name, "contexts": Path(contexts).name, "queries": len(cases), "top_k": TOP_K,
+        "tokenizer": counter.name, "timing_queries": len(timing), "configs": results, "comparison": comparison,
+    }
+    Path(args.json).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    for c in comparison:
+        print(f"at {c['token_reduction']:.3f}: ours {c['ours_answer_recall']:.3f} vs {c['peer']} {c['peer_answer_recall']:.3f} "
+              f"({c['margin_points']:+.1f} points{'' if c['inside_our_frontier'] else ', outside our frontier'})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""Context pruning: send the answering LLM the evidence, not every retrieved chunk whole.
+
+`ContextPruner` keeps the units (sentences, list items, headings, whole code statements) of the
+retrieved chunks that answer the query, with provenance; `LLMContextCompressor` optionally lets
+an LLM extract passages, each verified against the retrieved text.
+"""
+
+
+from .pruner import (
+    ELISION,
+    ContextPruner,
+    Piece,
+    PrunedChunk,
+    PruningReport,
+    PruningResult,
+    TokenCounter,
+    regex_token_counter,
+)
+from .units import Unit, guess_kind, kind_for_path, split_units
+
+__all__ = [
+    "ELISION",
+    "CompressionResult",
+    "ContextPruner",
+    "LLMContextCompressor",
+    "Piece",
+    "PrunedChunk",
+    "PruningReport",
+    "PruningResult",
+    "TokenCounter",
+    "Unit",
+    "guess_kind",
+    "kind_for_path",
+    "regex_token_counter",
+    "split_units",
+]

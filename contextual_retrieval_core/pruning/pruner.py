@@ -1,0 +1,419 @@
+"""`ContextPruner`: the retrieved chunks cut down to the units that answer the query.
+
+1. Coarse filter: each chunk's score is ``alpha * dense + (1 - alpha) * BM25`` (cosine of the
+   query with the chunk's contextualized text, BM25 of the query over the retrieved chunks, each
+   scaled to [0, 1]); chunks under `keep_share` of the best are dropped (or all but `top_n`).
+2. Units (`units.split_units`: sentences, headings, list items, whole code statements) are scored
+   by their own dense + BM25 relevance blended with their chunk's score, and chosen by MMR until
+   the token budget (`budget_share` of the input, or `budget` tokens) is spent, each with its
+   neighbouring units when `neighbours` is on.
+3. Reassembly: kept units in their order, chunks in rank order, `ELISION` between units that
+   were not adjacent; every piece keeps its chunk id, document id and character span. The
+   generated context stays apart from the source text (`PrunedChunk.context`).
+4. Safety valves: a chunk whose top unit stands out (z-score >= `standout_z` over all units)
+   keeps it; fewer than `min_tokens` left -> the top two whole chunks; a query without a content
+   term, or chunks without text, -> the input unchanged, with the reason in the report.
+
+Example:
+    >>> from contextual_retrieval_core import Chunk, ContextualChunk
+    >>> from contextual_retrieval_core.pruning import ContextPruner
+    >>> from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
+    >>> chunks = [ContextualChunk(Chunk("c1", "report.md", "Revenue grew 3% to $412 million. "
+    ...     "The office moved to a new building. Staff enjoyed the summer party."), "ACME Q2 2023.")]
+    >>> result = ContextPruner(LocalMiniLMEmbedder(), budget=12, min_tokens=1).prune("How much did revenue grow?", chunks)
+    >>> result.chunks[0].text
+    'Revenue grew 3% to $412 million.'
+    >>> result.chunks[0].pieces[0].start, result.report.units_kept["c1"]
+    (0, (1, 3))
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..embeddings.base import Embedder, aembed_documents, aembed_queries
+from ..tokenizer import Tokenizer
+from ..types import Chunk, ContextualChunk, format_for_llm
+from .select import bm25_scores, mmr_select, relevance, scale
+from .units import TextKind, Unit, kind_for_path, split_units
+
+__all__ = ["ContextPruner", "PruningResult", "PrunedChunk", "Piece", "PruningReport", "TokenCounter", "ELISION", "regex_token_counter"]
+
+#: what stands between two kept units that were not adjacent in the chunk
+ELISION = "\n[…]\n"
+
+
+@dataclass(frozen=True)
+class TokenCounter:
+    """A named token counter: ``count(text) -> int``."""
+
+    name: str
+    count: Callable[[str], int]
+
+
+# scripts written without spaces count a token per character, as subword tokenizers roughly do
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+|[^\w\s]")
+regex_token_counter = TokenCounter("regex words+punctuation", lambda text: len(_TOKEN.findall(text)))
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A run of kept units: ``text == chunk.text[start:end]``; lines are 1-based, inclusive."""
+
+    start: int
+    end: int
+    text: str
+    start_line: int
+    end_line: int
+
+
+@dataclass(frozen=True)
+class PrunedChunk:
+    """A chunk after pruning, with provenance.
+
+    Attributes:
+        chunk: the input ContextualChunk (unchanged).
+        rank: its 0-based position in the input.
+        pieces: the kept runs of units, in order, with character and line spans.
+        units_kept, units_total: how many units it kept of how many.
+        score: the coarse-filter score in [0, 1].
+    """
+
+    chunk: ContextualChunk
+    rank: int
+    pieces: tuple[Piece, ...]
+    units_kept: int
+    units_total: int
+    score: float = 1.0
+
+    @property
+    def id(self) -> str:
+        return self.chunk.id
+
+    @property
+    def document_id(self) -> str:
+        return self.chunk.document_id
+
+    @property
+    def context(self) -> str:
+        return self.chunk.context
+
+    @property
+    def text(self) -> str:
+        """The kept source text: pieces joined by `ELISION`."""
+        return ELISION.join(p.text for p in self.pieces)
+
+    @property
+    def whole(self) -> bool:
+        return len(self.pieces) == 1 and self.pieces[0].text == self.chunk.text
+
+
+@dataclass
+class PruningReport:
+    """What pruning did.
+
+    Attributes:
+        tokenizer: the name of the token counter.
+        tokens_before, tokens_after: source-text tokens in and out (contexts not counted).
+        units_kept: chunk id -> (units kept, units in the chunk).
+        chunks_dropped: ids of chunks the coarse filter (or the budget) left empty.
+        fallbacks: safety valves taken ("standout:<chunk id>", "min_tokens").
+        unchanged_reason: why the input came back unchanged (None when it was pruned).
+        elapsed_s: seconds spent.
+    """
+
+    tokenizer: str
+    tokens_before: int = 0
+    tokens_after: int = 0
+    units_kept: dict[str, tuple[int, int]] = field(default_factory=dict)
+    chunks_dropped: list[str] = field(default_factory=list)
+    fallbacks: list[str] = field(default_factory=list)
+    unchanged_reason: str | None = None
+    elapsed_s: float = 0.0
+
+    @property
+    def reduction(self) -> float:
+        """1 - tokens_after / tokens_before (0 for an empty input)."""
+        return 1.0 - self.tokens_after / self.tokens_before if self.tokens_before else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tokenizer": self.tokenizer, "tokens_before": self.tokens_before, "tokens_after": self.tokens_after,
+            "reduction": round(self.reduction, 4), "units_kept": {k: list(v) for k, v in self.units_kept.items()},
+            "chunks_dropped": list(self.chunks_dropped), "fallbacks": list(self.fallbacks),
+            "unchanged_reason": self.unchanged_reason,
+        }
+
+
+@dataclass
+class PruningResult:
+    """The pruned chunks (rank order, empty ones left out) and the report."""
+
+    chunks: list[PrunedChunk]
+    report: PruningReport
+
+    @property
+    def text(self) -> str:
+        """The kept source text of every chunk, separated by blank lines (no contexts)."""
+        return "\n\n".join(c.text for c in self.chunks)
+
+    def format_for_llm(self, separator: str = "\n\n---\n\n") -> str:
+        """Every kept chunk as an LLM sees it: context and pruned source marked apart."""
+        return separator.join(format_for_llm(c.context, c.text) for c in self.chunks)
+
+
+class ContextPruner:
+    """Query-aware pruning of retrieved chunks (see the module docstring for the steps).
+
+    Args:
+        embedder: an `Embedder` for the query, the chunks and the units (the retriever's own is best).
+        budget: tokens of source text to keep (a positive integer); None for `budget_share`.
+        budget_share: the share of the input's tokens to keep when `budget` is None (default 0.3:
+            the seed recipe's 68% fewer tokens, rounded).
+        alpha: weight of dense against BM25 in the coarse filter (default 0.5, the fusion default).
+        dense_weight: the same weight for units (default 0.5).
+        keep_share: chunks scoring under this share of the best chunk are dropped (default 0.25).
+        top_n: keep at most this many chunks (None: no limit).
+        chunk_weight: weight of a unit's chunk score in its relevance (default 0.3).
+        lam: MMR's relevance-vs-redundancy weight (default 0.7).
+        min_score: no unit under this relevance (in [0, 1]) is kept; None for no floor.
+        neighbours: keep the unit before and after each pick when the budget allows (default True).
+        standout_z: a chunk's top unit with this z-score over all units is always kept (default 2.0).
+        min_tokens: under this many tokens kept, fall back to the top two whole chunks (default 16).
+        token_counter: a `TokenCounter` (default: `regex_token_counter`).
+        tokenizer: the BM25 `Tokenizer` (default: the library's).
+    """
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        *,
+        budget: int | None = None,
+        budget_share: float = 0.3,
+        alpha: float = 0.5,
+        dense_weight: float = 0.5,
+        keep_share: float = 0.25,
+        top_n: int | None = None,
+        chunk_weight: float = 0.3,
+        lam: float = 0.7,
+        min_score: float | None = None,
+        neighbours: bool = True,
+        standout_z: float = 2.0,
+        min_tokens: int = 16,
+        token_counter: TokenCounter | None = None,
+        tokenizer: Tokenizer | None = None,
+    ) -> None:
+        if embedder is None or not hasattr(embedder, "embed_documents"):
+            raise TypeError("embedder must be an Embedder (e.g. LocalMiniLMEmbedder()); got " + type(embedder).__name__)
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0):
+            raise ValueError(f"budget must be a positive number of tokens or None (for budget_share), got {budget!r}")
+        if not 0 < budget_share <= 1:
+            raise ValueError(f"budget_share must be in (0, 1], got {budget_share!r}")
+        for name, value in (("alpha", alpha), ("dense_weight", dense_weight), ("keep_share", keep_share),
+                            ("chunk_weight", chunk_weight), ("lam", lam)):
+            if not 0 <= value <= 1:
+                raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+        if top_n is not None and (isinstance(top_n, bool) or top_n <= 0):
+            raise ValueError(f"top_n must be a positive integer or None, got {top_n!r}")
+        if min_tokens < 0:
+            raise ValueError(f"min_tokens must be >= 0, got {min_tokens!r}")
+        self.embedder = embedder
+        self.budget, self.budget_share = budget, float(budget_share)
+        self.alpha, self.dense_weight, self.keep_share, self.top_n = alpha, dense_weight, keep_share, top_n
+        self.chunk_weight, self.lam, self.min_score, self.neighbours = chunk_weight, lam, min_score, neighbours
+        self.standout_z, self.min_tokens = standout_z, min_tokens
+        self.token_counter = token_counter or regex_token_counter
+        self.tokenizer = tokenizer or Tokenizer()
+
+    # -- public -----------------------------------------------------------------------------------
+
+    def prune(self, query: str, chunks: Sequence[ContextualChunk | Chunk], *, kinds: Sequence[TextKind | None] | None = None) -> PruningResult:
+        """Prune `chunks` (best first, as retrieved) for `query`.
+
+        Args:
+            query: the question.
+            chunks: ContextualChunks (or plain Chunks), in rank order.
+            kinds: per chunk, "prose" / "python" / "code", or None to infer it from the document id's
+                extension or the text.
+        """
+        plan = self._plan(query, chunks, kinds)
+        if plan.result is not None:
+            return plan.result
+        qv = np.asarray(self.embedder.embed_queries([query]), dtype=np.float64)[0]
+        vectors = np.asarray(self.embedder.embed_documents(plan.texts), dtype=np.float64)
+        return self._finish(plan, qv, vectors)
+
+    async def aprune(self, query: str, chunks: Sequence[ContextualChunk | Chunk], *, kinds: Sequence[TextKind | None] | None = None) -> PruningResult:
+        """Async `prune` (the embedder's async methods, or its sync ones in a worker thread)."""
+        plan = self._plan(query, chunks, kinds)
+        if plan.result is not None:
+            return plan.result
+        qv = np.asarray(await aembed_queries(self.embedder, [query]), dtype=np.float64)[0]
+        vectors = np.asarray(await aembed_documents(self.embedder, plan.texts), dtype=np.float64)
+        return self._finish(plan, qv, vectors)
+
+    # -- steps ------------------------------------------------------------------------------------
+
+    def _plan(self, query: str, chunks: Sequence[ContextualChunk | Chunk], kinds: Sequence[TextKind | None] | None) -> "_Plan":
+        started = time.perf_counter()
+        if not isinstance(query, str):
+            raise TypeError(f"query must be str, got {type(query).__name__}")
+        items = [_as_contextual(c, i) for i, c in enumerate(chunks)]
+        if kinds is not None and len(kinds) != len(items):
+            raise ValueError(f"kinds has {len(kinds)} entries for {len(items)} chunks; pass one per chunk or None")
+        report = PruningReport(self.token_counter.name)
+        report.tokens_before = sum(self.token_counter.count(c.text) for c in items)
+        plan = _Plan(query, items, report, started)
+        if not items:
+            report.unchanged_reason = "no chunks to prune"
+        elif not self.tokenizer.tokenize(query):
+            report.unchanged_reason = "the query has no content terms (only stop words or punctuation); nothing to score against"
+        if report.unchanged_reason is None:
+            for i, c in enumerate(items):
+                kind = (kinds[i] if kinds is not None else None) or kind_for_path(c.document_id)
+                plan.units.append(split_units(c.text, kind))
+            if not any(plan.units):
+                report.unchanged_reason = "the chunks have no text to score"
+        if report.unchanged_reason is not None:
+            plan.result = self._unchanged(plan)
+            return plan
+        plan.texts = [c.indexed_text for c in items] + [u.text for us in plan.units for u in us]
+        return plan
+
+    def _unchanged(self, plan: "_Plan") -> PruningResult:
+        out = [_whole(c, i, self.token_counter) for i, c in enumerate(plan.items)]
+        plan.report.tokens_after = plan.report.tokens_before
+        plan.report.units_kept = {c.id: (c.units_kept, c.units_total) for c in out}
+        plan.report.elapsed_s = time.perf_counter() - plan.started
+        return PruningResult(out, plan.report)
+
+    def _finish(self, plan: "_Plan", qv: np.ndarray, vectors: np.ndarray) -> PruningResult:
+        items, report, n_chunks = plan.items, plan.report, len(plan.items)
+        chunk_vecs, unit_vecs = vectors[:n_chunks], vectors[n_chunks:]
+        # 1. coarse filter
+        dense = scale(_cos(chunk_vecs, qv))
+        sparse = scale(bm25_scores(plan.query, [c.indexed_text for c in items], self.tokenizer))
+        chunk_score = self.alpha * dense + (1 - self.alpha) * sparse
+        best = float(chunk_score.max()) if n_chunks else 0.0
+        keep = chunk_score >= self.keep_share * best
+        if self.top_n is not None:
+            keep &= np.isin(np.arange(n_chunks), np.argsort(-chunk_score, kind="stable")[: self.top_n])
+        # 2. units of the kept chunks
+        owner = np.array([ci for ci, us in enumerate(plan.units) for _ in us], dtype=np.int64)
+        all_units = [u for us in plan.units for u in us]
+        live = keep[owner]
+        idx = np.flatnonzero(live)
+        units = [all_units[i] for i in idx]
+        vecs = unit_vecs[idx]
+        costs = np.array([max(1, self.token_counter.count(u.text)) for u in units], dtype=np.int64)
+        sparse_u = bm25_scores(plan.query, [u.text for u in units], self.tokenizer)
+        rel = relevance(qv, vecs, sparse_u, self.dense_weight)
+        rel = (1 - self.chunk_weight) * rel + self.chunk_weight * (chunk_score[owner[idx]] / best if best > 0 else 0.0)
+        budget = self.budget if self.budget is not None else max(1, int(round(self.budget_share * report.tokens_before)))
+        forced = self._standouts(rel, owner[idx], report, items)
+        neighbours = _neighbour_index(owner[idx]) if self.neighbours else None
+        chosen = mmr_select(rel, vecs, costs, budget, lam=self.lam, floor=self.min_score, forced=forced, neighbours=neighbours)
+        # 3. reassembly
+        by_chunk: dict[int, list[Unit]] = {}
+        for k in chosen.picked:
+            by_chunk.setdefault(int(owner[idx[k]]), []).append(units[k])
+        out: list[PrunedChunk] = []
+        for ci, c in enumerate(items):
+            picked = by_chunk.get(ci)
+            if not picked:
+                report.chunks_dropped.append(c.id)
+                continue
+            out.append(PrunedChunk(c, ci, _pieces(c.text, picked, plan.units[ci]), len(picked), len(plan.units[ci]), float(chunk_score[ci])))
+        tokens = sum(self.token_counter.count(c.text) for c in out)
+        # 4. too little left: the top two whole chunks
+        if tokens < min(self.min_tokens, report.tokens_before):
+            order = np.argsort(-chunk_score, kind="stable")[:2]
+            out = [_whole(items[i], int(i), self.token_counter, float(chunk_score[i])) for i in sorted(order)]
+            report.fallbacks.append("min_tokens")
+            report.chunks_dropped = [c.id for i, c in enumerate(items) if i not in set(order.tolist())]
+            tokens = sum(self.token_counter.count(c.text) for c in out)
+        report.tokens_after = tokens
+        report.units_kept = {c.id: (c.units_kept, c.units_total) for c in out}
+        report.elapsed_s = time.perf_counter() - plan.started
+        return PruningResult(out, report)
+
+    def _standouts(self, rel: np.ndarray, owners: np.ndarray, report: PruningReport, items: list[ContextualChunk]) -> list[int]:
+        if len(rel) < 3:
+            return []
+        sd = float(rel.std())
+        if sd <= 1e-12:
+            return []
+        z = (rel - float(rel.mean())) / sd
+        forced = []
+        for ci in np.unique(owners):
+            members = np.flatnonzero(owners == ci)
+            top = int(members[np.argmax(rel[members])])
+            if z[top] >= self.standout_z:
+                forced.append(top)
+                report.fallbacks.append(f"standout:{items[int(ci)].id}")
+        return forced
+
+
+@dataclass
+class _Plan:
+    query: str
+    items: list[ContextualChunk]
+    report: PruningReport
+    started: float
+    units: list[list[Unit]] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    result: PruningResult | None = None
+
+
+def _as_contextual(c: Any, i: int) -> ContextualChunk:
+    if isinstance(c, ContextualChunk):
+        return c
+    if isinstance(c, Chunk):
+        return ContextualChunk(c, "")
+    raise TypeError(f"chunks[{i}] is a {type(c).__name__}; pass ContextualChunk or Chunk objects")
+
+
+def _cos(vectors: np.ndarray, q: np.ndarray) -> np.ndarray:
+    norms = np.clip(np.linalg.norm(vectors, axis=1) * max(np.linalg.norm(q), 1e-12), 1e-12, None)
+    return (vectors @ q) / norms
+
+
+def _neighbour_index(owners: np.ndarray) -> list[tuple[int | None, int | None]]:
+    n = len(owners)
+    return [
+        (i - 1 if i > 0 and owners[i - 1] == owners[i] else None, i + 1 if i + 1 < n and owners[i + 1] == owners[i] else None)
+        for i in range(n)
+    ]
+
+
+def _line(text: str, pos: int) -> int:
+    return text.count("\n", 0, pos) + 1
+
+
+def _pieces(text: str, picked: list[Unit], all_units: list[Unit]) -> tuple[Piece, ...]:
+    """Kept units merged into runs: two kept units are one run when no dropped unit lies between."""
+    order = {u.start: i for i, u in enumerate(all_units)}
+    runs: list[list[int]] = []
+    for u in sorted(picked, key=lambda u: u.start):
+        k = order[u.start]
+        if runs and runs[-1][1] == k - 1:
+            runs[-1][1] = k
+        else:
+            runs.append([k, k])
+    out = []
+    for a, b in runs:
+        s, e = all_units[a].start, all_units[b].end
+        out.append(Piece(s, e, text[s:e], _line(text, s), _line(text, e - 1 if e > s else e)))
+    return tuple(out)
+
+
+def _whole(c: ContextualChunk, rank: int, counter: TokenCounter, score: float = 1.0) -> PrunedChunk:
+    text = c.text
+    piece = Piece(0, len(text), text, 1, _line(text, max(0, len(text) - 1)))
+    return PrunedChunk(c, rank, (piece,), 1, 1, score)
