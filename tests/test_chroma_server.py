@@ -3,6 +3,8 @@ the same top-20 ids as embedded Chroma on the demo corpus, before and after incr
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 pytest.importorskip("chromadb")
@@ -107,3 +109,71 @@ def test_langchain_chroma_on_a_server_matches_embedded(chroma_server, demo) -> N
     assert not seen & set(removed)
     assert seen & {c.id for c in later}
     assert http_client(chroma_server).get_collection("demo-langchain").count() == len(first) + len(later) - len(removed)
+
+
+def _cli_top(index, question: str, *extra: str, capsys) -> list[str]:
+    from contextual_retrieval_core.cli import main
+
+    capsys.readouterr()
+    assert main(["query", str(index), question, "-k", str(K), "--json", "--rerank", "none", *extra]) == 0
+    return [hit["id"] for hit in json.loads(capsys.readouterr().out)]
+
+
+def test_cli_index_and_query_with_chroma_url(chroma_server, offline_env, tmp_path, capsys) -> None:
+    """`index --chroma-url` / `query` against the server: the same top-20 as an embedded index of
+    the same files, after the first run and after an incremental update (a file added, one
+    changed, one deleted); the folder remembers the server, and a rebuild empties its collection."""
+    from contextual_retrieval_core.chroma_server import SERVER_FILE
+    from contextual_retrieval_core.cli import main
+    from contextual_retrieval_core.demo import write_corpus
+
+    corpus = tmp_path / "corpus"
+    files = sorted(write_corpus(corpus))
+    held = files[-1]
+    held_text = held.read_text(encoding="utf-8")
+    held.unlink()
+    indexes = {"server": tmp_path / "idx-server", "embedded": tmp_path / "idx-embedded"}
+
+    def index_all() -> None:
+        for name, folder in indexes.items():
+            extra = ["--chroma-url", chroma_server] if name == "server" else []
+            assert main(["index", str(corpus), "--index-dir", str(folder), "--no-progress", *extra]) == 0
+
+    questions = [q.query for q in DEMO_QUERIES[:3]]
+
+    def compare() -> list[list[str]]:
+        tops = {name: [_cli_top(folder, q, capsys=capsys) for q in questions] for name, folder in indexes.items()}
+        assert tops["server"] == tops["embedded"]
+        return tops["server"]
+
+    index_all()
+    assert not (indexes["server"] / "chroma").exists(), "the vectors went to the server, not the folder"
+    saved = json.loads((indexes["server"] / SERVER_FILE).read_text())
+    assert saved["url"] == chroma_server
+    rows = http_client(chroma_server).get_collection(saved["collection"]).count()
+    assert rows > 0
+    before = compare()
+    assert all(len(t) == min(K, rows) for t in before)
+
+    # incremental: add the held-back file, change one, delete another
+    held.write_text(held_text, encoding="utf-8")
+    files[0].write_text(files[0].read_text(encoding="utf-8") + "\n\nAn appendix about the zebra migration.\n", encoding="utf-8")
+    files[1].unlink()
+    index_all()
+    after = compare()
+    assert after != before
+    zebra = _cli_top(indexes["server"], "zebra migration appendix", capsys=capsys)
+    assert zebra == _cli_top(indexes["embedded"], "zebra migration appendix", capsys=capsys)
+    # the same index through an explicit --chroma-url answers the same
+    assert _cli_top(indexes["server"], questions[0], "--chroma-url", chroma_server, capsys=capsys) == after[0]
+
+    # a rebuild clears the server collection and refills it
+    assert main(["index", str(corpus), "--index-dir", str(indexes["server"]), "--no-progress", "--rebuild"]) == 0
+    assert [_cli_top(indexes["server"], q, capsys=capsys) for q in questions] == after
+
+
+def test_bad_chroma_url_names_the_option() -> None:
+    from contextual_retrieval_core.chroma_server import chroma_http_client
+
+    with pytest.raises(ValueError, match="--chroma-url must look like http://host:port"):
+        chroma_http_client("localhost:8000")
