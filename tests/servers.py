@@ -21,7 +21,17 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from conftest import require
+
+_TESTS = Path(__file__).resolve().parent
+
+
+def require(config: pytest.Config, ok: bool, reason: str) -> None:
+    """tests/conftest.py's `require` (skip locally, fail under --ci), found among the loaded plugins:
+    ``import conftest`` may name tests/langchain/conftest.py instead."""
+    for plugin in config.pluginmanager.get_plugins():
+        if getattr(plugin, "__file__", None) and Path(plugin.__file__).resolve() == _TESTS / "conftest.py":
+            return plugin.require(config, ok, reason)
+    raise RuntimeError("tests/conftest.py is not loaded: run pytest from the repository root")
 
 __all__ = ["chroma_server", "postgres_server", "free_port", "PG_BIN_DIRS"]
 
