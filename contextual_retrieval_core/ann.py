@@ -10,18 +10,17 @@ its Rust core), and `hnswlib`'s last release is from 2023. `usearch` was tried f
 2.26 wheel crashes the process (segfault) when onnxruntime, which the local MiniLM embedder
 uses, is imported after it. `faiss-cpu` is maintained (Meta, MIT), ships wheels for every
 platform we support, needs only numpy, writes its indexes in its own binary format (no
-pickle) and reads them memory-mapped. Install it with the ``ann`` extra.
+pickle) and can read them memory-mapped (``IO_FLAG_MMAP``). Install it with the ``ann`` extra.
 
 How it searches: the graph (``IndexHNSWSQ``) holds float16 copies of the L2-normalised vectors;
-a query walks
-the graph for `candidates` = max(2k, 64) neighbours, which are then rescored exactly against the
-float32 vectors. So the scores are the exact cosines (the same numbers `VectorIndex` gives);
+a query walks it (beam ef = max(`expansion_search`, candidates)) for max(2k, 64) candidates,
+which are then rescored exactly against the float32 vectors. So the scores are the exact cosines (the same numbers `VectorIndex` gives);
 only the candidate set is approximate. Recall of the exact top 150 on real MiniLM vectors is
 measured in benchmarks/scale.py and tested on the demo corpus (tests/test_ann.py).
 
 Saved as ``vectors.npy`` (float32, memory-mapped on load), ``vectors.json`` (ids, as
-`VectorIndex`), ``hnsw.faiss`` (the graph, memory-mapped on load) and ``hnsw.json`` (the
-parameters). `load_dense_index` opens either kind of directory.
+`VectorIndex`), ``hnsw.faiss`` (the graph, read with FAISS's ``IO_FLAG_MMAP | IO_FLAG_READ_ONLY``:
+mapped where FAISS supports it for this index type) and ``hnsw.json`` (the parameters). `load_dense_index` opens either kind of directory.
 """
 
 from __future__ import annotations
@@ -147,7 +146,7 @@ class HNSWIndex:
         if len(self) and more.vectors.shape[1] != self.dim:
             raise ValueError(f"vectors are {more.vectors.shape[1]}-d; the index holds {self.dim}-d vectors")
         start = len(self.ids)
-        if self._mapped:  # a memory-mapped graph is read-only: copy it into memory first
+        if self._mapped:  # a graph read with IO_FLAG_READ_ONLY may not grow: copy it into memory first
             faiss = _faiss()
             self._graph = faiss.deserialize_index(faiss.serialize_index(self._graph))
             self._mapped = False
@@ -194,7 +193,7 @@ class HNSWIndex:
 
     @classmethod
     def load(cls, path: str | Path) -> "HNSWIndex":
-        """Open a saved index; vectors and graph are memory-mapped, not read into memory."""
+        """Open a saved index: vectors.npy memory-mapped, the graph read with FAISS's mmap flag."""
         path = Path(path)
         meta_path = path / "hnsw.json"
         if not meta_path.is_file():
