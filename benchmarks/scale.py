@@ -345,6 +345,13 @@ def growth(rows: list[dict], key: str) -> float | None:
     return round(float(np.polyfit(x, y, 1)[0]), 2)
 
 
+def _growth_table(rows: list[dict]) -> dict:
+    keys = ("bm25_p50_ms", "dense_p50_ms", "fusion_p50_ms", "hybrid_p50_ms",
+            "bm25_cpu_p50_ms", "dense_cpu_p50_ms", "fusion_cpu_p50_ms", "hybrid_cpu_p50_ms")
+    kinds = sorted({r["vectors"] for r in rows})
+    return {kind: {key: growth([r for r in rows if r["vectors"] == kind], key) for key in keys} for kind in kinds}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="10000,100000", help="comma-separated chunk counts (default 10000,100000)")
@@ -354,6 +361,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--peer-queries", type=int, default=30)
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--no-real-recall", action="store_true", help="skip the recall check on real MiniLM vectors")
+    ap.add_argument("--combine", nargs="+", metavar="JSON",
+                    help="merge the sizes of earlier runs' JSON files (the first's peers and recall kept), "
+                         "recompute the growth exponents over all sizes, and write --json")
     ap.add_argument("--only-peers", action="store_true",
                     help="rerun only the peer comparison and replace `peers` in the --json file")
     ap.add_argument("--_one", type=int, help=argparse.SUPPRESS)
@@ -367,6 +377,17 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(peers(args._peers, args.peer_queries)))
         return 0
 
+    if args.combine:
+        if not args.json:
+            ap.error("--combine needs --json PATH to write")
+        runs = [json.loads(Path(f).read_text(encoding="utf-8")) for f in args.combine]
+        result = dict(runs[0])
+        result["sizes"] = sorted((r for run in runs for r in run["sizes"]), key=lambda r: (r["vectors"], r["n"]))
+        result["combined_from"] = {f: run.get("machine") for f, run in zip(args.combine, runs)}
+        result["growth_exponent"] = _growth_table(result["sizes"])
+        print("growth exponents (latency ~ n^b):", result["growth_exponent"], flush=True)
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        return 0
     if args.only_peers:
         if not args.json:
             ap.error("--only-peers needs --json PATH (the results file whose peers it replaces)")
@@ -405,12 +426,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"(p95 {r['hybrid_p95_ms']:.2f}) | cpu p50 ms: bm25 {r['bm25_cpu_p50_ms']:.2f} dense {r['dense_cpu_p50_ms']:.2f} "
                   f"fusion {r['fusion_cpu_p50_ms']:.2f} hybrid {r['hybrid_cpu_p50_ms']:.2f} | recall@150 {r['dense_recall_at_150']}", flush=True)
         result["sizes"].extend(rows)
-    result["growth_exponent"] = {
-        kind: {key: growth([r for r in result["sizes"] if r["vectors"] == kind], key)
-               for key in ("bm25_p50_ms", "dense_p50_ms", "fusion_p50_ms", "hybrid_p50_ms",
-                           "bm25_cpu_p50_ms", "dense_cpu_p50_ms", "fusion_cpu_p50_ms", "hybrid_cpu_p50_ms")}
-        for kind in kinds
-    }
+    result["growth_exponent"] = _growth_table(result["sizes"])
     print("growth exponents (latency ~ n^b):", result["growth_exponent"], flush=True)
     if args.peers_n:
         result["peers"] = _child(["--_peers", str(args.peers_n), "--peer-queries", str(args.peer_queries)])
