@@ -151,6 +151,8 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
                     help="when another run is updating the index, wait up to SECONDS for it (default 0: stop at "
                     "once with a message)")
     ix.add_argument("--json", metavar="PATH", help="also write the report as JSON")
+    ix.add_argument("--chroma-url", metavar="URL", help="keep the vectors on a Chroma server (`chroma run --path DB --port PORT`) instead of "
+                    "the embedded Chroma in the index folder; the folder remembers it")
     ix.add_argument("--no-progress", action="store_true", help="hide progress bars")
     ix.set_defaults(func=_cmd_index)
 
@@ -190,6 +192,8 @@ def _add_query(sub: argparse._SubParsersAction) -> None:
                    help="rerank the fused candidates (auto: Cohere when COHERE_API_KEY is set, else none)")
     q.add_argument("--full", action="store_true", help="print whole chunks, not their first lines")
     q.add_argument("--json", action="store_true", help="print the results as JSON")
+    q.add_argument("--chroma-url", metavar="URL", help="the Chroma server of an index built with --chroma-url, "
+                   "when it moved (default: the one the index folder names)")
     q.set_defaults(func=_cmd_query)
 
 
@@ -282,7 +286,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
     generator = choose_generator(contexts, model)
     chunk_chars = args.chunk_chars or (old.chunk_chars if old else None) or DEFAULT_CHUNK_CHARS
     index = ContextualIndex(index_dir, embedder=embedder, generator=generator, chunk_chars=chunk_chars,
-                            concurrency=args.concurrency, weights=weights_for(embedder))
+                            concurrency=args.concurrency, weights=weights_for(embedder), chroma_url=args.chroma_url)
     for note in unused_keys():
         print(f"note: {note}", file=sys.stderr)
     print(f"indexing {', '.join(args.paths)} into {index_dir} — contexts: "
@@ -319,7 +323,8 @@ def _cmd_query(args: argparse.Namespace) -> int:
 
     manifest = ContextualIndex.read_manifest(args.index)
     embedder = choose_embedder(manifest.embedder["kind"], manifest.embedder["model"])
-    index = ContextualIndex(args.index, embedder=embedder, weights=manifest.weights or weights_for(embedder))
+    index = ContextualIndex(args.index, embedder=embedder, weights=manifest.weights or weights_for(embedder),
+                            chroma_url=args.chroma_url)
     reranker = choose_reranker(args.rerank)
     if not args.question.strip():
         raise ValueError('the question is empty; ask one in quotes, e.g. "how are contexts cached?"')

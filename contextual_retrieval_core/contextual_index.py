@@ -41,6 +41,7 @@ import numpy as np
 
 from .bm25 import BM25Index
 from .chroma import ChromaVectorIndex
+from .chroma_server import drop_server_collection, open_server_vectors, uses_server
 from .chunking import DEFAULT_CHUNK_CHARS
 from .embeddings.base import Embedder
 from .checks import is_blank, renamed_keyword
@@ -75,6 +76,8 @@ class ContextualIndex:
         chunk_chars: the chunk size for `split_text`; changing it re-chunks every file.
         concurrency: generation requests in flight at once.
         weights: (dense, BM25) fusion weights at query time.
+        chroma_url: keep the vectors on a Chroma server (``http://host:port``) instead of the
+            embedded ``chroma/`` folder; remembered in the folder (`chroma_server`).
 
     Example:
         >>> from contextual_retrieval_core.embeddings import LocalMiniLMEmbedder
@@ -93,6 +96,7 @@ class ContextualIndex:
         chunk_chars: int = DEFAULT_CHUNK_CHARS,
         concurrency: int = 8,
         weights: Sequence[float] = DEFAULT_WEIGHTS,
+        chroma_url: str | None = None,
     ) -> None:
         if generator is None:
             from .generators.structural import StructuralContextGenerator
@@ -105,6 +109,7 @@ class ContextualIndex:
         self.concurrency = concurrency
         self.weights = FusionConfig(weights=weights).weights_for(2, per="side (dense, BM25)")
         self._cached: Any = None
+        self.chroma_url = chroma_url
         self._vector_index: ChromaVectorIndex | None = None
         self._bm25: BM25Index | None = None
         self.manifest: IndexManifest | None = None
@@ -134,6 +139,7 @@ class ContextualIndex:
         """Empty the index at `path` (chunks, BM25, manifest), keeping its context store and
         embedding cache, so a rebuild pays for nothing twice."""
         path = Path(path)
+        drop_server_collection(path)
         if (path / "chroma").is_dir():
             from .chroma import chroma_client
 
@@ -162,6 +168,8 @@ class ContextualIndex:
     def _vectors(self, *, create: bool = False) -> ChromaVectorIndex:
         """The Chroma side; with create=False (queries) a missing database or collection is an
         `IndexDamagedError`, never silently created."""
+        if self._vector_index is None and uses_server(self.path, self.chroma_url):
+            self._vector_index = open_server_vectors(self.path, self.chroma_url, create=create, fix=self._fix())
         if self._vector_index is None:
             self._vector_index = open_vectors(self.path / "chroma", _COLLECTION, create=create, fix=self._fix())
         return self._vector_index
@@ -177,7 +185,7 @@ class ContextualIndex:
         before an update so that re-running `index` repairs it."""
         if manifest.chunk_count == 0:
             return None
-        if not (self.path / "chroma" / "chroma.sqlite3").is_file():
+        if not uses_server(self.path, self.chroma_url) and not (self.path / "chroma" / "chroma.sqlite3").is_file():
             return f"{self.path / 'chroma'} is missing"
         try:
             self._load_bm25(manifest)

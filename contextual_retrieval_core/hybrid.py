@@ -20,7 +20,7 @@ from .fusion import DEFAULT_RRF_K, FusionMode
 from .fusion_config import FusionConfig
 from .rerank.base import OnRerankError, Reranker
 from .types import ContextualChunk
-from .vectors import VectorIndex
+from .ann import dense_index
 
 __all__ = ["HybridSearcher", "SearchHit", "FusionConfig", "DEFAULT_WEIGHTS", "DEFAULT_RRF_K", "DEFAULT_TOP_K"]
 
@@ -69,7 +69,8 @@ class HybridSearcher:
         rerank_depth: how many fused candidates the reranker sees (default: `depth`).
         on_rerank_error: "raise" (default) or "fused": keep the fused order when the reranker
             fails, the error in each hit's `rerank_error`.
-        vector_store: "memory" (default: exact in-process search) or "chroma" (an in-memory
+        vector_store: "memory" (default: in-process search, exact below `ann.ANN_THRESHOLD`
+            chunks, HNSW above) or "chroma" (an in-memory
             embedded Chroma collection, `ChromaVectorIndex`), or a ready index with
             ``add(ids, vectors)`` and ``search_many(vectors, k)``.
         show_progress: progress bar while embedding the chunks.
@@ -123,7 +124,7 @@ class HybridSearcher:
         if embedder is not None:
             vectors = embed_with_progress(embedder, texts, batch_size, show_progress)
             if vector_store == "memory":
-                self.vectors = VectorIndex(ids, vectors)
+                self.vectors = dense_index(ids, vectors)
             elif vector_store == "chroma":
                 from .chroma import ChromaVectorIndex
 

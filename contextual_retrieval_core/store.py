@@ -93,7 +93,7 @@ class ContextStore:
 
     Args:
         path: the SQLite file (created, with its parent folders, if missing); ":memory:" for a
-            per-process store.
+            per-process store; a ``postgresql://`` URL for a PostgreSQL server (store_postgres.py).
         timeout: seconds to wait for another writer's lock before giving up.
         read_only: open for reading only (writes raise `ContextStoreError`). A store whose file
             or folder is not writable is opened read-only on its own; `read_only_reason` says why.
@@ -101,6 +101,11 @@ class ContextStore:
     Safe to share across threads (one connection behind a lock) and across processes (WAL mode,
     busy timeout, one transaction per write).
     """
+
+    def __new__(cls, path: Any = None, *args: Any, **kwargs: Any) -> ContextStore:
+        if cls is ContextStore and str(path).startswith(("postgresql://", "postgres://")):
+            from .store_postgres import PostgresContextStore as cls  # noqa: N806 - same API, on a server
+        return super().__new__(cls)
 
     def __init__(self, path: str | os.PathLike[str], *, timeout: float = 30.0, read_only: bool = False) -> None:
         self.path = str(path)

@@ -2,7 +2,8 @@
 
 The core's own dense index, used by the evaluation runner and by anyone who needs no vector
 database. The framework adapters use the frameworks' vector stores (Chroma by default) instead.
-Saved as a `.npy` matrix plus JSON ids, read with ``allow_pickle=False``.
+Saved as a float32 `.npy` matrix plus JSON ids, memory-mapped on load with ``allow_pickle=False``.
+Above `ann.ANN_THRESHOLD` rows, `ann.dense_index` picks the approximate `HNSWIndex` instead.
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ class VectorIndex:
         if not matrix_file.is_file():
             raise IndexFileError(matrix_file, "missing")
         try:
-            vectors = np.load(matrix_file, allow_pickle=False)
+            vectors = np.load(matrix_file, allow_pickle=False, mmap_mode="r")  # pages shared, read on demand
         except (OSError, ValueError, EOFError) as exc:
             raise IndexFileError(matrix_file, f"truncated or corrupted ({type(exc).__name__}: {exc})") from None
         if vectors.ndim != 2 or vectors.dtype.kind != "f":

@@ -1,0 +1,159 @@
+"""Real servers on loopback for the tests: a Chroma server (`chroma run`) and PostgreSQL.
+
+Import the fixtures into a test module (``from servers import chroma_server``). Each starts its
+server on a free 127.0.0.1 port with its data in a temporary folder, waits until it answers, and
+stops it at the end of the session. Where the server binary is missing the test is skipped with
+the reason (and fails under ``--ci``, through conftest's `require`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+_TESTS = Path(__file__).resolve().parent
+
+
+def require(config: pytest.Config, ok: bool, reason: str) -> None:
+    """tests/conftest.py's `require` (skip locally, fail under --ci), found among the loaded plugins:
+    ``import conftest`` may name tests/langchain/conftest.py instead."""
+    for plugin in config.pluginmanager.get_plugins():
+        if getattr(plugin, "__file__", None) and Path(plugin.__file__).resolve() == _TESTS / "conftest.py":
+            return plugin.require(config, ok, reason)
+    raise RuntimeError("tests/conftest.py is not loaded: run pytest from the repository root")
+
+__all__ = ["chroma_server", "postgres_server", "free_port", "PG_BIN_DIRS"]
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _stop(proc: subprocess.Popen, timeout: float = 15.0) -> None:
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout)
+
+
+def _chroma_executable() -> str | None:
+    beside = Path(sys.executable).with_name("chroma")  # the venv's, installed by the chromadb package
+    return str(beside) if beside.is_file() else shutil.which("chroma")
+
+
+@pytest.fixture(scope="session")
+def chroma_server(pytestconfig: pytest.Config) -> Iterator[str]:
+    """URL (``http://127.0.0.1:PORT``) of a Chroma server started with the chromadb package's CLI."""
+    exe = _chroma_executable()
+    require(pytestconfig, exe is not None, "no `chroma` command: pip install 'contextual-retrieval-kit[chroma]'")
+    port = free_port()
+    data = tempfile.mkdtemp(prefix="chroma-server-")
+    log = open(Path(data) / "server.log", "wb")  # noqa: SIM115 - closed below
+    env = {**os.environ, "ANONYMIZED_TELEMETRY": "False"}
+    proc = subprocess.Popen(
+        [exe, "run", "--path", str(Path(data) / "db"), "--port", str(port), "--host", "127.0.0.1"],
+        stdout=log, stderr=subprocess.STDOUT, env=env,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"chroma run exited with {proc.returncode}: {(Path(data) / 'server.log').read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=2) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"chroma run did not answer on {url} within 90 s")
+            time.sleep(0.2)
+        yield url
+    finally:
+        _stop(proc)
+        log.close()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+#: Where Debian/Ubuntu's postgresql-NN packages put initdb and pg_ctl (newest first).
+PG_BIN_DIRS = [Path(f"/usr/lib/postgresql/{v}/bin") for v in (17, 16, 15, 14)]
+
+
+def _pg_bin() -> Path | None:
+    for folder in PG_BIN_DIRS:
+        if (folder / "initdb").is_file() and (folder / "pg_ctl").is_file():
+            return folder
+    found = shutil.which("initdb")
+    return Path(found).parent if found and shutil.which("pg_ctl") else None
+
+
+@pytest.fixture(scope="session")
+def postgres_server(pytestconfig: pytest.Config) -> Iterator[str]:
+    """URL (``postgresql://USER@127.0.0.1:PORT/postgres``) of a throwaway PostgreSQL cluster.
+
+    initdb into a temporary folder (trust authentication, loopback only), pg_ctl start on a free
+    port with the socket in the same folder, pg_ctl stop -m immediate at the end. PostgreSQL
+    refuses to run as root, so as root the cluster belongs to the `nobody`-like user named by
+    $CONTEXTUAL_RETRIEVAL_PG_USER (default "postgres", created by the Debian package).
+    """
+    bin_dir = _pg_bin()
+    require(
+        pytestconfig,
+        bin_dir is not None,
+        "no PostgreSQL server binaries (initdb, pg_ctl): apt-get install postgresql (Debian) or put them on PATH",
+    )
+    assert bin_dir is not None
+    data = Path(tempfile.mkdtemp(prefix="pg-test-"))
+    port = free_port()
+    run_as: list[str] = []
+    user = os.environ.get("USER") or "postgres"
+    if os.geteuid() == 0:
+        import pwd
+
+        user = os.environ.get("CONTEXTUAL_RETRIEVAL_PG_USER", "postgres")
+        try:
+            entry = pwd.getpwnam(user)
+        except KeyError:
+            require(pytestconfig, False, f"running as root and no user {user!r} to own the PostgreSQL cluster")
+        os.chown(data, entry.pw_uid, entry.pw_gid)
+        os.chmod(data, 0o700)
+        run_as = ["runuser", "-u", user, "--"]
+    db = data / "db"
+    env = {**os.environ, "LC_ALL": "C.UTF-8"}
+    subprocess.run(
+        [*run_as, str(bin_dir / "initdb"), "-D", str(db), "-U", user, "--auth=trust", "-E", "UTF8", "--no-sync"],
+        check=True, capture_output=True, env=env,
+    )
+    opts = f"-c listen_addresses=127.0.0.1 -p {port} -k {data} -c fsync=off"
+    start = subprocess.run(
+        [*run_as, str(bin_dir / "pg_ctl"), "-D", str(db), "-l", str(data / "server.log"), "-o", opts, "-w", "-t", "60", "start"],
+        capture_output=True, env=env,
+    )
+    if start.returncode != 0:
+        log = (data / "server.log").read_text(errors="replace") if (data / "server.log").exists() else ""
+        shutil.rmtree(data, ignore_errors=True)
+        pytest.fail(f"pg_ctl start failed: {start.stderr.decode(errors='replace')}{log[-2000:]}")
+    try:
+        yield f"postgresql://{user}@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run([*run_as, str(bin_dir / "pg_ctl"), "-D", str(db), "-m", "immediate", "stop"], capture_output=True, env=env)
+        shutil.rmtree(data, ignore_errors=True)
