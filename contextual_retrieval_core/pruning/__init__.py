@@ -6,6 +6,7 @@ an LLM extract passages, each verified against the retrieved text.
 """
 
 
+from .llm import LLMContextCompressor
 from .pruner import (
     ELISION,
     ContextPruner,
@@ -20,7 +21,6 @@ from .units import Unit, guess_kind, kind_for_path, split_units
 
 __all__ = [
     "ELISION",
-    "CompressionResult",
     "ContextPruner",
     "LLMContextCompressor",
     "Piece",

@@ -125,6 +125,9 @@ class PruningReport:
         chunks_dropped: ids of chunks the coarse filter (or the budget) left empty.
         fallbacks: safety valves taken ("standout:<chunk id>", "min_tokens").
         unchanged_reason: why the input came back unchanged (None when it was pruned).
+        unverified: passages an LLM returned that were not found in the retrieved text, dropped
+            (`LLMContextCompressor` only).
+        usage: the LLM's token usage (`LLMContextCompressor` only).
         elapsed_s: seconds spent.
     """
 
@@ -135,6 +138,8 @@ class PruningReport:
     chunks_dropped: list[str] = field(default_factory=list)
     fallbacks: list[str] = field(default_factory=list)
     unchanged_reason: str | None = None
+    unverified: int = 0
+    usage: dict[str, int] = field(default_factory=dict)
     elapsed_s: float = 0.0
 
     @property
@@ -147,7 +152,7 @@ class PruningReport:
             "tokenizer": self.tokenizer, "tokens_before": self.tokens_before, "tokens_after": self.tokens_after,
             "reduction": round(self.reduction, 4), "units_kept": {k: list(v) for k, v in self.units_kept.items()},
             "chunks_dropped": list(self.chunks_dropped), "fallbacks": list(self.fallbacks),
-            "unchanged_reason": self.unchanged_reason,
+            "unchanged_reason": self.unchanged_reason, "unverified": self.unverified, "usage": dict(self.usage),
         }
 
 
