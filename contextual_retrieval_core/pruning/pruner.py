@@ -42,10 +42,12 @@ from ..types import Chunk, ContextualChunk, format_for_llm
 from .select import bm25_scores, mmr_select, relevance, scale
 from .units import TextKind, Unit, kind_for_path, split_units
 
-__all__ = ["ContextPruner", "PruningResult", "PrunedChunk", "Piece", "PruningReport", "TokenCounter", "ELISION", "regex_token_counter"]
+__all__ = ["PRUNED_SPANS_KEY", "ContextPruner", "PruningResult", "PrunedChunk", "Piece", "PruningReport", "TokenCounter", "ELISION", "regex_token_counter"]
 
 #: what stands between two kept units that were not adjacent in the chunk
 ELISION = "\n[…]\n"
+#: metadata key both framework parts put on a pruned node / Document: its `PrunedChunk.spans`
+PRUNED_SPANS_KEY = "pruned_spans"
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,11 @@ class PrunedChunk:
     def text(self) -> str:
         """The kept source text: pieces joined by `ELISION`."""
         return ELISION.join(p.text for p in self.pieces)
+
+    @property
+    def spans(self) -> list[list[int]]:
+        """[start, end, start_line, end_line] of every piece: where the kept text is in the chunk."""
+        return [[p.start, p.end, p.start_line, p.end_line] for p in self.pieces]
 
     @property
     def whole(self) -> bool:
