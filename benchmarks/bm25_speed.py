@@ -214,13 +214,13 @@ def bench_fusion(
     }
     samples: dict[int, list[float]] = {n: [] for n in sizes}
     for n in sizes:  # warm-up
-        reciprocal_rank_fusion(inputs[n][0], [0.5, 0.5], k=0, depth=depth)
+        reciprocal_rank_fusion(inputs[n][0], [0.5, 0.5], rrf_k=0, depth=depth)
     for p in range(pairs):
         for n in sizes:
             lists = inputs[n][p]
             t0 = time.perf_counter()
             for _ in range(repeats):
-                reciprocal_rank_fusion(lists, [0.5, 0.5], k=0, depth=depth)
+                reciprocal_rank_fusion(lists, [0.5, 0.5], rrf_k=0, depth=depth)
             samples[n].append((time.perf_counter() - t0) / repeats)
     out = {n: statistics.median(samples[n]) for n in sizes}
     return {

@@ -113,7 +113,7 @@ def build(dataset: EvalDataset, contexts_jsonl: Path, embedder: Any, workdir: Pa
     report = parser.last_report
     assert report is not None and report.generated == 0 and report.store_hits == len(dataset.chunks), report
     index = VectorStoreIndex.from_vector_store(vector_store, embed_model=embed_model)
-    return HybridRetriever.from_defaults(index, nodes=nodes, candidates=DEPTH, similarity_top_k=TOP_K), nodes, index
+    return HybridRetriever.from_defaults(index, nodes=nodes, depth=DEPTH, similarity_top_k=TOP_K), nodes, index
 
 
 def stock_fusion(index: Any, nodes: list) -> Any:

@@ -7,6 +7,7 @@ backends.
 
 from .bm25 import BM25Index
 from .fusion import FusedHit, fuse, reciprocal_rank_fusion, relative_score_fusion
+from .fusion_config import FusionConfig
 from .hybrid import DEFAULT_RRF_K, DEFAULT_TOP_K, DEFAULT_WEIGHTS, HybridSearcher, SearchHit
 from .tokenizer import Tokenizer, TokenizerConfig
 from .types import Chunk, ContextualChunk, Document, compose_indexed_text
@@ -23,6 +24,7 @@ __all__ = [
     "DEFAULT_WEIGHTS",
     "Document",
     "FusedHit",
+    "FusionConfig",
     "HybridSearcher",
     "SearchHit",
     "Tokenizer",

@@ -15,6 +15,7 @@ from typing import Iterable, Literal, Sequence
 import bm25s
 import numpy as np
 
+from .checks import IndexFileError, not_a_string, positive_int, string_list
 from .tokenizer import Tokenizer, TokenizerConfig
 
 __all__ = ["BM25Index", "save_with_records", "load_with_records", "BM25Method"]
@@ -67,12 +68,18 @@ class BM25Index:
 
     def index(self, ids: Sequence[str], texts: Sequence[str]) -> "BM25Index":
         """Index `texts` under `ids` (replacing anything indexed before); returns self."""
+        not_a_string("ids", ids, "ids")
+        not_a_string("texts", texts, "texts")
         if len(ids) != len(texts):
             raise ValueError(f"got {len(ids)} ids for {len(texts)} texts; pass one id per text")
         return self.index_tokens(ids, self.tokenizer.tokenize_many(texts))
 
     def index_tokens(self, ids: Sequence[str], tokens: Sequence[Sequence[str]]) -> "BM25Index":
         """Index already-tokenized texts (the tokenizer is then only used for queries)."""
+        not_a_string("ids", ids, "ids")
+        not_a_string("tokens", tokens, "token lists")
+        for i, terms in enumerate(tokens):
+            not_a_string(f"tokens[{i}]", terms, "terms")
         ids = [str(i) for i in ids]
         if len(ids) != len(tokens):
             raise ValueError(f"got {len(ids)} ids for {len(tokens)} token lists; pass one id per text")
@@ -128,7 +135,7 @@ class BM25Index:
     def get_scores(self, query: str | Sequence[str]) -> np.ndarray:
         """BM25 scores of every indexed text for a query (text, or a list of terms)."""
         engine = self._require()
-        terms = self.tokenizer.tokenize(query) if isinstance(query, str) else list(query)
+        terms = self.tokenizer.tokenize(query) if isinstance(query, str) else string_list("query", query, "terms")
         term_ids = [self.vocab[t] for t in terms if t in self.vocab]
         if not term_ids:
             return np.zeros(len(self.ids), dtype=np.float64)
@@ -144,8 +151,7 @@ class BM25Index:
         array, one entry per indexed text in `ids` order) restricts the search to a subset, as
         metadata filters do.
         """
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
-            raise ValueError(f"k must be a positive integer, got {k!r}")
+        k = positive_int("k", k)
         if isinstance(query, str) and not query.strip():
             return []
         scores = self.get_scores(query)
@@ -163,6 +169,8 @@ class BM25Index:
         return [(self.ids[i], float(scores[i])) for i in hits]
 
     def search_many(self, queries: Iterable[str | Sequence[str]], k: int = 10) -> list[list[tuple[str, float]]]:
+        """`search` for each query in a list (a bare string is a TypeError, not one query per character)."""
+        not_a_string("queries", queries, "queries")
         return [self.search(q, k) for q in queries]
 
     # -- persistence ------------------------------------------------------------------------
@@ -193,24 +201,34 @@ class BM25Index:
 
     @classmethod
     def load(cls, path: str | Path) -> "BM25Index":
-        """Load an index written by `save` (never unpickles anything)."""
+        """Load an index written by `save` (never unpickles anything).
+
+        Every file is checked before the index is returned: a missing, truncated, corrupted or
+        inconsistent file (array shapes, document numbers out of range, non-finite weights, an id
+        or term list of the wrong length) is an `IndexFileError` naming it.
+        """
         path = Path(path)
         meta_file = path / "bm25.json"
         if not meta_file.is_file():
             raise FileNotFoundError(f"{meta_file} not found: {path} is not a saved BM25Index directory")
-        meta = json.loads(meta_file.read_text(encoding="utf-8"))
-        if meta.get("format") != _FORMAT or meta.get("format_version", 0) > _FORMAT_VERSION:
+        meta = read_json(meta_file)
+        if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
             raise ValueError(f"{meta_file} is not a BM25 index this version of contextual-retrieval can read")
-        index = cls(
-            Tokenizer(TokenizerConfig.from_dict(meta["tokenizer"])),
-            k1=meta["k1"],
-            b=meta["b"],
-            method=meta["method"],
-            epsilon=meta["epsilon"],
-        )
-        arrays = {n: np.load(path / f"{n}.npy", allow_pickle=False) for n in ("data", "indices", "indptr")}
-        index.ids = list(meta["ids"])
-        index.vocab = {t: i for i, t in enumerate(meta["vocab"])}
+        if not isinstance(meta.get("format_version"), int) or meta["format_version"] > _FORMAT_VERSION:
+            raise ValueError(f"{meta_file} is not a BM25 index this version of contextual-retrieval can read")
+        missing = [key for key in ("k1", "b", "method", "epsilon", "tokenizer", "ids", "vocab") if key not in meta]
+        if missing:
+            raise IndexFileError(meta_file, f"missing {', '.join(missing)}")
+        ids, vocab = _strings(meta_file, meta, "ids"), _strings(meta_file, meta, "vocab")
+        try:
+            tokenizer = Tokenizer(TokenizerConfig.from_dict(meta["tokenizer"]))
+            index = cls(tokenizer, k1=meta["k1"], b=meta["b"], method=meta["method"], epsilon=meta["epsilon"])
+        except (TypeError, ValueError) as exc:
+            raise IndexFileError(meta_file, f"bad settings ({exc})") from None
+        arrays = {n: _load_array(path / f"{n}.npy") for n in ("data", "indices", "indptr")}
+        _check_arrays(path, arrays, len(ids), len(vocab))
+        index.ids = ids
+        index.vocab = {t: i for i, t in enumerate(vocab)}
         index._engine = _engine(arrays["data"], arrays["indices"], arrays["indptr"], len(index.ids), index.vocab)
         return index
 
@@ -218,6 +236,53 @@ class BM25Index:
         if self._engine is None:
             raise RuntimeError("the index is empty: call index(ids, texts) or BM25Index.load(path) first")
         return self._engine
+
+
+def read_json(file: Path) -> object:
+    """A JSON file's content; `IndexFileError` naming the file when it cannot be read or parsed."""
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise IndexFileError(file, f"not readable JSON ({type(exc).__name__}: {exc})") from None
+
+
+def _strings(file: Path, meta: dict, key: str) -> list[str]:
+    values = meta[key]
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise IndexFileError(file, f"{key!r} must be a list of strings")
+    if len(set(values)) != len(values):
+        raise IndexFileError(file, f"{key!r} lists an entry twice")
+    return values
+
+
+def _load_array(file: Path) -> np.ndarray:
+    if not file.is_file():
+        raise IndexFileError(file, "missing")
+    try:
+        return np.load(file, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise IndexFileError(file, f"truncated or corrupted ({type(exc).__name__}: {exc})") from None
+
+
+def _check_arrays(path: Path, arrays: dict[str, np.ndarray], n_docs: int, n_terms: int) -> None:
+    """The term-major sparse matrix is whole: shapes agree, document numbers are in range,
+    postings are ordered and every weight is finite."""
+    data, indices, indptr = arrays["data"], arrays["indices"], arrays["indptr"]
+    for name, array, kinds in (("data", data, "f"), ("indices", indices, "iu"), ("indptr", indptr, "iu")):
+        if array.ndim != 1 or array.dtype.kind not in kinds:
+            raise IndexFileError(path / f"{name}.npy", f"expected a 1-D {'float' if kinds == 'f' else 'integer'} array, got {array.dtype} of shape {array.shape}")
+    if n_docs == 0:
+        raise IndexFileError(path / "bm25.json", "no ids: an index holds at least one text")
+    if indices.shape != data.shape:
+        raise IndexFileError(path / "indices.npy", f"{indices.size} entries for {data.size} weights in data.npy")
+    if indptr.size != n_terms + 1:
+        raise IndexFileError(path / "indptr.npy", f"{indptr.size} entries for {n_terms} terms in bm25.json (expected {n_terms + 1})")
+    if indptr[0] != 0 or indptr[-1] != data.size or np.any(np.diff(indptr) < 0):
+        raise IndexFileError(path / "indptr.npy", f"offsets are not ordered from 0 to {data.size} (the size of data.npy)")
+    if indices.size and (indices.min() < 0 or indices.max() >= n_docs):
+        raise IndexFileError(path / "indices.npy", f"a document number outside 0..{n_docs - 1} (bm25.json lists {n_docs} ids)")
+    if not np.all(np.isfinite(data)):
+        raise IndexFileError(path / "data.npy", "a weight is NaN or infinite")
 
 
 def _engine(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, n_docs: int, vocab: dict[str, int]) -> bm25s.BM25:
@@ -255,10 +320,22 @@ def load_with_records(path: str | Path) -> tuple[BM25Index, list[dict], dict]:
             f"{path / _RECORDS_FILE} not found: {path} is not a saved BM25 retriever (write one with the retriever's save() / persist())"
         )
     index = BM25Index.load(path)
-    with open(path / _RECORDS_FILE, encoding="utf-8") as fh:
-        records = [json.loads(line) for line in fh if line.strip()]
+    records_file = path / _RECORDS_FILE
+    records = []
+    try:
+        with open(records_file, encoding="utf-8") as fh:
+            for number, line in enumerate(fh, start=1):
+                if line.strip():
+                    record = json.loads(line)
+                    if not isinstance(record, dict):
+                        raise ValueError(f"line {number} is a {type(record).__name__}, not a JSON object")
+                    records.append(record)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise IndexFileError(records_file, f"not readable ({exc})", "save the retriever again") from None
     if len(records) != len(index.ids):
-        raise ValueError(f"{path}: {len(index.ids)} indexed texts but {len(records)} records; save the retriever again")
+        raise IndexFileError(records_file, f"{len(records)} records for {len(index.ids)} indexed texts", "save the retriever again")
     settings_file = path / _SETTINGS_FILE
-    settings = json.loads(settings_file.read_text(encoding="utf-8")) if settings_file.is_file() else {}
+    settings = read_json(settings_file) if settings_file.is_file() else {}
+    if not isinstance(settings, dict):
+        raise IndexFileError(settings_file, "not a JSON object", "save the retriever again")
     return index, records, settings

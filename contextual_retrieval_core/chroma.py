@@ -14,6 +14,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .checks import finite_vectors, not_a_string, positive_int
+
 __all__ = ["chroma_client", "chroma_collection", "ChromaVectorIndex", "CHROMA_HNSW"]
 
 #: cosine space, and a search beam wide enough that the 150 candidates a side match exact search
@@ -87,9 +89,11 @@ class ChromaVectorIndex:
         metadatas: Sequence[dict] | None = None,
     ) -> None:
         """Upsert rows, in batches under the client's limit."""
+        not_a_string("ids", ids, "ids")
         vectors = np.asarray(vectors, dtype=np.float32)
         if vectors.ndim != 2 or len(ids) != vectors.shape[0]:
             raise ValueError(f"got {len(ids)} ids for vectors of shape {vectors.shape}; pass one id per row")
+        finite_vectors("vectors", vectors)
         step = self.max_batch_size
         for start in range(0, len(ids), step):
             part = slice(start, start + step)
@@ -121,8 +125,8 @@ class ChromaVectorIndex:
 
     def search_many(self, queries: np.ndarray, k: int = 10) -> list[list[tuple[str, float]]]:
         """The `k` nearest (id, cosine similarity) pairs for each query vector."""
-        if isinstance(k, bool) or k <= 0:
-            raise ValueError(f"k must be a positive integer, got {k!r}")
+        k = positive_int("k", k)
+        queries = finite_vectors("query vectors", np.asarray(queries, dtype=np.float32))
         total = len(self)
         if total == 0:
             return [[] for _ in range(len(queries))]

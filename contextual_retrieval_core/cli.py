@@ -2,11 +2,13 @@
 
     contextual-retrieval demo [--offline] [--save-corpus DIR]
     contextual-retrieval index PATH... [--index-dir DIR] [--contexts auto|structural|anthropic]
+    contextual-retrieval remove PATH... [--index-dir DIR]
     contextual-retrieval query INDEX "question" [-k N] [--rerank auto|none|cohere|voyage]
     contextual-retrieval eval --dataset DIR [--contexts FILE] [--json PATH] [--plot PATH]
 
-Every subcommand has --help. Exit codes: 0 success, 2 bad usage or input (with a message that
-names the fix).
+Every subcommand has --help. Exit codes: 0 success (also when the output pipe closes early, as
+with ``| head``), 2 bad usage, input or a damaged file (with a message that names the file and the
+fix), 130 interrupted. Library warnings are gathered into one line at the end of the run.
 """
 
 from __future__ import annotations
@@ -14,10 +16,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import sys
 import time
+import warnings
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 __all__ = ["main", "build_parser"]
 
@@ -41,9 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
         "eval",
         help="score retrieval configurations on a labelled dataset (cookbook format)",
         description=(
-            "Run the configurations dense, bm25, hybrid and, with --contexts, contextual-dense, "
-            "contextual-bm25, contextual-hybrid with the library's defaults, and print Pass@k "
-            "(the cookbook's definition), recall@k and MRR. Offline: the local MiniLM embedder."
+            "Run the configurations dense, bm25, hybrid (no contexts), structural-dense, structural-bm25, "
+            "structural-hybrid (the offline structural contexts, computed here) and, with --contexts, "
+            "contextual-dense, contextual-bm25, contextual-hybrid (the file's LLM contexts) with the library's "
+            "defaults, and print Pass@k (the cookbook's definition), recall@k and MRR. Offline: the local "
+            "MiniLM embedder; each distinct text is embedded once per run."
         ),
     )
     ev.add_argument(
@@ -54,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument("--contexts", metavar="FILE", help="JSONL of precomputed contexts (doc_id, original_index, context)")
     ev.add_argument("--json", metavar="PATH", help="also write the results as JSON")
-    ev.add_argument("--plot", metavar="PATH", help="also write a PNG bar chart of Pass@k")
+    ev.add_argument("--plot", metavar="PATH", help="also write a PNG bar chart of Pass@k (needs matplotlib: "
+                    "the `plot` extra, pip install 'contextual-retrieval-kit[plot]')")
     ev.add_argument(
         "--configs",
         metavar="NAME,...",
@@ -70,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.set_defaults(func=_cmd_eval)
     _add_demo(sub)
     _add_index(sub)
+    _add_remove(sub)
     _add_query(sub)
     return parser
 
@@ -98,7 +107,8 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_index(sub: argparse._SubParsersAction) -> None:
-    from .indexing import DEFAULT_CHUNK_CHARS
+    from .chunking import DEFAULT_CHUNK_CHARS
+    from .files import MAX_FILE_BYTES, TEXT_EXTENSIONS
 
     ix = sub.add_parser(
         "index",
@@ -108,6 +118,14 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
             "and store contextual embeddings (embedded Chroma) and contextual BM25 in --index-dir. "
             "Incremental: unchanged files cost nothing; changed and deleted files are replaced and "
             "removed. Prints a file, chunk, cost and cache report. " + _KEYS_NOTE
+        ),
+        epilog=(
+            f"Indexed extensions (in folders; a file named explicitly is indexed whatever its name): "
+            f"{' '.join(sorted(TEXT_EXTENSIONS))}. Binary files (NUL bytes) and files over --max-file-size are "
+            "skipped and named in the report. Decoding: UTF-8; else UTF-16 when the file starts with a "
+            "byte-order mark; else cp1252 (Windows Latin-1); files read as UTF-16 or cp1252 are named in the "
+            "report, files that are none of these are skipped as undecodable. The index folder may not be "
+            "inside a PATH (nor a PATH inside it). One update at a time: an update locks the index folder."
         ),
     )
     ix.add_argument("paths", nargs="+", metavar="PATH", help="files or folders to index (hidden folders, "
@@ -126,9 +144,34 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
     ix.add_argument("--concurrency", type=int, default=8, metavar="N", help="generation requests in flight (default 8)")
     ix.add_argument("--rebuild", action="store_true", help="build the index from scratch (e.g. with another "
                     "embedder); stored contexts and cached embeddings are reused")
+    ix.add_argument("--max-file-size", type=float, default=MAX_FILE_BYTES / 1e6, metavar="MB",
+                    help=f"skip files larger than MB megabytes, naming them in the report (default {MAX_FILE_BYTES / 1e6:.1f})")
+    ix.add_argument("--prune-missing", action="store_true", help="also drop indexed files that no longer exist, "
+                    "wherever they were indexed from (`remove` drops chosen ones)")
+    ix.add_argument("--lock-wait", type=float, default=0.0, metavar="SECONDS",
+                    help="when another run is updating the index, wait up to SECONDS for it (default 0: stop at "
+                    "once with a message)")
     ix.add_argument("--json", metavar="PATH", help="also write the report as JSON")
     ix.add_argument("--no-progress", action="store_true", help="hide progress bars")
     ix.set_defaults(func=_cmd_index)
+
+
+def _add_remove(sub: argparse._SubParsersAction) -> None:
+    rm = sub.add_parser(
+        "remove",
+        help="drop files or folders from a contextual index (e.g. ones deleted from disk)",
+        description=(
+            "Drop every indexed file at or under PATH... (paths on disk, existing or not, or the paths "
+            "`query` shows) from --index-dir. Nothing is re-embedded or re-situated. "
+            "`index --prune-missing` drops every indexed file that no longer exists."
+        ),
+    )
+    rm.add_argument("paths", nargs="+", metavar="PATH", help="files or folders to drop from the index")
+    rm.add_argument("--index-dir", "-o", metavar="DIR", default="contextual-index",
+                    help="the index (default: ./contextual-index)")
+    rm.add_argument("--lock-wait", type=float, default=0.0, metavar="SECONDS",
+                    help="wait up to SECONDS for another run updating the index (default 0)")
+    rm.set_defaults(func=_cmd_remove)
 
 
 def _add_query(sub: argparse._SubParsersAction) -> None:
@@ -162,6 +205,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     from .evaluation import (evaluate, format_table, load_contexts_jsonl, load_cookbook, plot_results, resolve_dataset,
                               results_to_json)
 
+    if args.plot:
+        _require_plotting()
     folder = resolve_dataset(args.dataset)
     dataset = load_cookbook(folder)
     contexts = load_contexts_jsonl(args.contexts, dataset) if args.contexts else None
@@ -190,12 +235,21 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             dataset=folder.resolve().name,
             embedder=embedder.model_name,
             contexts=Path(args.contexts).name if args.contexts else None,
+            elapsed_s=round(elapsed, 1),
         )
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     if args.plot:
         plot_results(results, args.plot, title=f"Pass@k, {len(dataset.queries)} queries, {embedder.model_name}")
     return 0
+
+
+def _require_plotting() -> None:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise ImportError("--plot needs matplotlib, which is not installed: pip install 'contextual-retrieval-kit[plot]' "
+                          "(from a clone: pip install '.[plot]'), or leave out --plot") from None
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -206,8 +260,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_index(args: argparse.Namespace) -> int:
-    from .indexing import (DEFAULT_CHUNK_CHARS, MANIFEST_NAME, ContextualIndex, choose_embedder, choose_generator,
-                           unused_keys, weights_for)
+    from .chunking import DEFAULT_CHUNK_CHARS
+    from .contextual_index import ContextualIndex
+    from .factories import choose_embedder, choose_generator, unused_keys, weights_for
+    from .index_manifest import MANIFEST_NAME
 
     index_dir = Path(args.index_dir)
     if args.rebuild and index_dir.exists():
@@ -219,13 +275,13 @@ def _cmd_index(args: argparse.Namespace) -> int:
     embedder_kind, contexts, model = args.embedder, args.contexts, args.model
     if old is not None:
         if embedder_kind == "auto":
-            embedder_kind = old["embedder"]["kind"]
+            embedder_kind = old.embedder["kind"]
         if contexts == "auto":
-            contexts = old["generator"]["name"]
-            model = model or old["generator"]["model"] or None
-    embedder = choose_embedder(embedder_kind, old["embedder"]["model"] if old and embedder_kind == old["embedder"]["kind"] else None)
+            contexts = old.generator["name"]
+            model = model or old.generator["model"] or None
+    embedder = choose_embedder(embedder_kind, old.embedder["model"] if old and embedder_kind == old.embedder["kind"] else None)
     generator = choose_generator(contexts, model)
-    chunk_chars = args.chunk_chars or (old or {}).get("chunk_chars") or DEFAULT_CHUNK_CHARS
+    chunk_chars = args.chunk_chars or (old.chunk_chars if old else None) or DEFAULT_CHUNK_CHARS
     index = ContextualIndex(index_dir, embedder=embedder, generator=generator, chunk_chars=chunk_chars,
                             concurrency=args.concurrency, weights=weights_for(embedder))
     for note in unused_keys():
@@ -233,7 +289,10 @@ def _cmd_index(args: argparse.Namespace) -> int:
     print(f"indexing {', '.join(args.paths)} into {index_dir} — contexts: "
           f"{getattr(generator, 'label', generator.name)}{' / ' + generator.model if generator.model else ''}; "
           f"embedder: {embedder.model_name}", file=sys.stderr)
-    report = index.update(args.paths, show_progress=not args.no_progress)
+    if not args.max_file_size > 0:
+        raise ValueError(f"--max-file-size must be a positive number of megabytes, got {args.max_file_size}")
+    report = index.update(args.paths, show_progress=not args.no_progress, max_file_bytes=int(args.max_file_size * 1e6),
+                          prune_missing=args.prune_missing, lock_wait=args.lock_wait)
     print(report.format())
     print(f'search it: contextual-retrieval query {index_dir} "your question"')
     if args.json:
@@ -242,12 +301,26 @@ def _cmd_index(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_remove(args: argparse.Namespace) -> int:
+    from .contextual_index import ContextualIndex
+    from .factories import choose_embedder
+
+    manifest = ContextualIndex.read_manifest(args.index_dir)
+    embedder = choose_embedder(manifest.embedder["kind"], manifest.embedder["model"])
+    index = ContextualIndex(args.index_dir, embedder=embedder, weights=manifest.weights)
+    report = index.remove(args.paths, lock_wait=args.lock_wait)
+    print(f"removed {report.files_removed} files ({report.chunks_removed} chunks); {report.chunks_total} chunks "
+          f"remain in {args.index_dir}")
+    return 0
+
+
 def _cmd_query(args: argparse.Namespace) -> int:
-    from .indexing import ContextualIndex, choose_embedder, choose_reranker, weights_for
+    from .contextual_index import ContextualIndex
+    from .factories import choose_embedder, choose_reranker, weights_for
 
     manifest = ContextualIndex.read_manifest(args.index)
-    embedder = choose_embedder(manifest["embedder"]["kind"], manifest["embedder"]["model"])
-    index = ContextualIndex(args.index, embedder=embedder, weights=manifest.get("weights") or weights_for(embedder))
+    embedder = choose_embedder(manifest.embedder["kind"], manifest.embedder["model"])
+    index = ContextualIndex(args.index, embedder=embedder, weights=manifest.weights or weights_for(embedder))
     reranker = choose_reranker(args.rerank)
     hits = index.search(args.question, k=args.k, reranker=reranker)
     if args.json:
@@ -271,6 +344,60 @@ def _cmd_query(args: argparse.Namespace) -> int:
     return 0
 
 
+def _error_classes() -> tuple[type[BaseException], ...]:
+    """What a run reports as "error:" and exit 2: bad input, damaged or unreadable files, missing
+    extras, locks, services. A bug (TypeError, AttributeError, ...) keeps its traceback."""
+    classes: list[type[BaseException]] = [ValueError, OSError, ImportError, RuntimeError, sqlite3.Error]
+    errors = sys.modules.get("chromadb.errors")
+    if errors is not None:
+        classes.append(errors.ChromaError)
+    return tuple(classes)
+
+
+@contextmanager
+def _gathered_warnings() -> Iterator[None]:
+    """Record library warnings during a run and print them as one line at its end (run totals
+    for the local embedder's truncation warning), instead of raw `warnings` output."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        finally:
+            line = _warnings_line(caught)
+            if line:
+                print(line, file=sys.stderr)
+
+
+def _warnings_line(caught: list[warnings.WarningMessage]) -> str:
+    embedders: dict[int, object] = {}
+    others: dict[str, int] = {}
+    for w in caught:
+        embedder = getattr(w.message, "embedder", None)
+        if embedder is not None:
+            embedders[id(embedder)] = embedder
+        else:
+            text = f"{w.category.__name__}: {w.message}"
+            others[text] = others.get(text, 0) + 1
+    parts = []
+    for e in embedders.values():
+        parts.append(f"{getattr(e, 'truncated_count', 0)} of {getattr(e, 'embedded_count', 0)} texts embedded in this "
+                     f"run were longer than {getattr(e, 'model_name', 'the embedder')}'s "
+                     f"{getattr(e, 'max_tokens', '?')}-token window and were truncated (split chunks smaller, or use "
+                     "a hosted embedder with a longer window)")
+    parts.extend(text if n == 1 else f"{text} ({n} times)" for text, n in others.items())
+    return ("warnings: " + "; ".join(parts)) if parts else ""
+
+
+def _quiet_broken_pipe() -> int:
+    # the reader went away (``| head``): stop quietly, and keep Python's exit-time flush quiet too
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -278,13 +405,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return args.func(args)
-    except (ValueError, FileNotFoundError, ImportError, RuntimeError) as exc:
-        print(f"contextual-retrieval {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        with _gathered_warnings():
+            code = args.func(args)
+            sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except _error_classes() as exc:
+        print(f"contextual-retrieval {args.command}: error: {_describe(exc)}", file=sys.stderr)
+        return 2
+
+
+def _describe(exc: BaseException) -> str:
+    """The message, with the file an OSError or SQLite error is about when the message lacks it."""
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, OSError) and exc.filename and str(exc.filename) not in text:
+        text = f"{exc.filename}: {text}"
+    if isinstance(exc, sqlite3.Error):
+        text = (f"SQLite: {text}; an index's databases are chroma/chroma.sqlite3, contexts.sqlite3 and "
+                "embeddings.sqlite3: check the disk and permissions, or rebuild the index (--rebuild)")
+    return text
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -26,7 +26,8 @@ from typing import TextIO
 from .contextualizer import Contextualizer
 from .demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES, DemoQuery
 from .hybrid import HybridSearcher, SearchHit
-from .indexing import _installed, choose_embedder, choose_generator, choose_reranker, split_text, unused_keys, weights_for
+from .chunking import split_text
+from .factories import choose_embedder, choose_generator, choose_reranker, installed, unused_keys, weights_for
 from .tokenizer import Tokenizer
 from .types import Chunk, ContextualChunk, Document, stable_chunk_id
 from .usage import UsageReport
@@ -93,7 +94,7 @@ class DemoResult:
 
 
 def demo_chunks(chunk_chars: int = DEMO_CHUNK_CHARS) -> tuple[list[Document], list[Chunk]]:
-    """The demo corpus as Documents and their Chunks (split by `indexing.split_text`)."""
+    """The demo corpus as Documents and their Chunks (split by `chunking.split_text`)."""
     documents, chunks = [], []
     for path, text in DEMO_DOCUMENTS:
         documents.append(Document(path, text))
@@ -179,7 +180,7 @@ def run_demo(
 
     say("Contextual Retrieval demo")
     say("=" * 25)
-    vectors = "chroma" if _installed("chromadb") else "memory"
+    vectors = "chroma" if installed("chromadb") else "memory"
     say(f"contexts: {gen_label}; embedder: {embedder.model_name}; "
         f"reranker: {reranker.model_name if reranker else 'none'}; "
         f"vectors: {'embedded Chroma' if vectors == 'chroma' else 'in-process (pip install chromadb for Chroma)'}; "
@@ -218,8 +219,8 @@ def run_demo(
 
     queries = [q.query for q in DEMO_QUERIES]
     depth = len(chunks)
-    plain_hits = plain_search.search_many(queries, k=depth)
-    ctx_hits = ctx_search.search_many(queries, k=depth)
+    plain_hits = plain_search.search_many(queries, top_k=depth)
+    ctx_hits = ctx_search.search_many(queries, top_k=depth)
     tokenizer = Tokenizer()
     by_id = {c.id: c for c in contextual}
     outcomes = []

@@ -8,16 +8,20 @@ Example:
     >>> [(h.id, h.ranks) for h in hits]
     [('b', {'dense': 2, 'bm25': 1}), ('a', {'dense': 1, 'bm25': None})]
     >>> from contextual_retrieval_core.rerank import PassThroughReranker
-    >>> [h.id for h in rerank_hits("q", hits, {"a": "A", "b": "B"}.__getitem__, PassThroughReranker(), k=1)]
+    >>> [h.id for h in rerank_hits("q", hits, {"a": "A", "b": "B"}.__getitem__, PassThroughReranker(), top_k=1)]
     ['b']
 """
 
 from __future__ import annotations
 
-from typing import Callable, Hashable, NamedTuple, Sequence
+import logging
+from typing import Any, Callable, Hashable, NamedTuple, Sequence
 
-from .fusion import DEFAULT_DEPTH, FusionMode, fuse
-from .rerank.base import Reranker
+from .checks import positive_int, renamed_keyword
+from .fusion import DEFAULT_DEPTH, DEFAULT_RRF_K, FusionMode, fuse
+from .rerank.base import ON_RERANK_ERROR, OnRerankError, Reranker, describe_error
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "RankedHit",
@@ -35,14 +39,13 @@ __all__ = [
     "FUSED_SCORE_KEY",
     "RANKS_KEY",
     "RERANK_SCORE_KEY",
+    "RERANK_ERROR_KEY",
 ]
 
 #: Dense and BM25 get an equal say by default. Anthropic's cookbook uses 0.8 / 0.2 with a strong
 #: hosted embedder (voyage-2); a small local embedder is no stronger than BM25, so neither side is
 #: favoured. Pass `weights=(0.8, 0.2)` with a hosted embedder to follow the cookbook.
 DEFAULT_WEIGHTS: tuple[float, float] = (0.5, 0.5)
-#: RRF constant: 0 is the cookbook's ``w / rank`` (1-based ranks).
-DEFAULT_RRF_K: float = 0.0
 #: results returned, as in the cookbook's top-20 evaluation.
 DEFAULT_TOP_K: int = 20
 
@@ -52,6 +55,9 @@ SCORE_KEY = "score"
 FUSED_SCORE_KEY = "fused_score"
 RANKS_KEY = "ranks"
 RERANK_SCORE_KEY = "rerank_score"
+#: metadata key of the reranker's failure ("Type: message") when on_rerank_error="fused" kept the
+#: fused order
+RERANK_ERROR_KEY = "rerank_error"
 
 #: (source name, [(id, score), ...] best first, weight); a score may be None when the source
 #: reports none (relative-score fusion then uses 1 / rank)
@@ -67,6 +73,8 @@ class RankedHit(NamedTuple):
         ranks: 1-based rank in each source by name, None where the source missed it.
         fused_score: the fusion score.
         rerank_score: the reranker's score (None when not reranked).
+        rerank_error: why the reranker failed ("Type: message", secrets masked) when the fused
+            order was kept instead (``on_rerank_error="fused"``); None otherwise.
     """
 
     id: Hashable
@@ -74,6 +82,7 @@ class RankedHit(NamedTuple):
     ranks: dict[str, int | None]
     fused_score: float
     rerank_score: float | None = None
+    rerank_error: str | None = None
 
 
 def default_weights(n: int) -> list[float]:
@@ -116,7 +125,7 @@ def fuse_sources(
     if len(set(names)) != len(names):
         raise ValueError(f"source names must be unique, got {names}")
     lists = [_first_occurrences(hits) for _, hits, _ in sources]
-    fused = fuse(lists, [w for _, _, w in sources], mode=mode, k=rrf_k, depth=depth, top_k=top_k)
+    fused = fuse(lists, [w for _, _, w in sources], mode=mode, rrf_k=rrf_k, depth=depth, top_k=top_k)
     return [RankedHit(h.id, h.score, dict(zip(names, h.ranks)), h.score) for h in fused]
 
 
@@ -136,15 +145,26 @@ def rerank_hits(
     text_of: Callable[[Hashable], str],
     reranker: Reranker | None,
     *,
-    k: int = DEFAULT_TOP_K,
+    top_k: int | None = None,
     rerank_depth: int | None = None,
+    on_rerank_error: OnRerankError = "raise",
+    k: Any = None,
 ) -> list[RankedHit]:
-    """The top `k`: reranked from the first `rerank_depth` fused hits, or the fused order cut."""
-    _check_depth(rerank_depth)
-    if reranker is None or not hits:
-        return list(hits[:k])
-    pool = list(hits[: rerank_depth or len(hits)])
-    return _reranked(pool, reranker.rerank(query, [text_of(h.id) for h in pool], top_n=k))
+    """The top `top_k` (default 20): reranked from the first `rerank_depth` fused hits (default:
+    all), or the fused order cut.
+
+    When the reranker raises and `on_rerank_error` is "fused", the fused order is returned instead,
+    each hit carrying the error in `rerank_error`; with "raise" (the default) the error propagates.
+    `k` is the old name of `top_k` (deprecated).
+    """
+    top_k, pool = _rerank_args(hits, reranker, top_k, rerank_depth, on_rerank_error, k)
+    if reranker is None or not pool:
+        return list(hits[:top_k])
+    try:
+        results = reranker.rerank(query, [text_of(h.id) for h in pool], top_n=top_k)
+    except Exception as exc:
+        return _fallback(exc, pool, top_k, on_rerank_error)
+    return _reranked(pool, results)
 
 
 async def arerank_hits(
@@ -153,21 +173,45 @@ async def arerank_hits(
     text_of: Callable[[Hashable], str],
     reranker: Reranker | None,
     *,
-    k: int = DEFAULT_TOP_K,
+    top_k: int | None = None,
     rerank_depth: int | None = None,
+    on_rerank_error: OnRerankError = "raise",
+    k: Any = None,
 ) -> list[RankedHit]:
     """Async `rerank_hits` (the reranker's `arerank`)."""
-    _check_depth(rerank_depth)
-    if reranker is None or not hits:
-        return list(hits[:k])
-    pool = list(hits[: rerank_depth or len(hits)])
-    return _reranked(pool, await reranker.arerank(query, [text_of(h.id) for h in pool], top_n=k))
+    top_k, pool = _rerank_args(hits, reranker, top_k, rerank_depth, on_rerank_error, k)
+    if reranker is None or not pool:
+        return list(hits[:top_k])
+    try:
+        results = await reranker.arerank(query, [text_of(h.id) for h in pool], top_n=top_k)
+    except Exception as exc:
+        return _fallback(exc, pool, top_k, on_rerank_error)
+    return _reranked(pool, results)
+
+
+def _rerank_args(
+    hits: Sequence[RankedHit], reranker: Reranker | None, top_k: Any, rerank_depth: Any, on_rerank_error: str, k: Any
+) -> tuple[int, list[RankedHit]]:
+    top_k = positive_int("top_k", renamed_keyword("rerank_hits", "k", "top_k", k, top_k), allow_none=True)
+    rerank_depth = positive_int("rerank_depth", rerank_depth, allow_none=True)
+    if on_rerank_error not in ON_RERANK_ERROR:
+        raise ValueError(f"on_rerank_error must be 'raise' or 'fused', not {on_rerank_error!r}")
+    top_k = DEFAULT_TOP_K if top_k is None else top_k
+    return top_k, (list(hits[: rerank_depth or len(hits)]) if reranker is not None else [])
+
+
+def fallback_hits(exc: BaseException, hits: Sequence[RankedHit], top_k: int) -> list[RankedHit]:
+    """The fused order cut to `top_k`, each hit marked with why the reranker failed (and logged)."""
+    error = describe_error(exc)
+    logger.warning("the reranker failed (%s); keeping the fused order", error)
+    return [h._replace(rerank_error=error) for h in hits[:top_k]]
+
+
+def _fallback(exc: Exception, pool: list[RankedHit], top_k: int, on_rerank_error: str) -> list[RankedHit]:
+    if on_rerank_error != "fused":
+        raise exc
+    return fallback_hits(exc, pool, top_k)
 
 
 def _reranked(pool: list[RankedHit], results: Sequence) -> list[RankedHit]:
     return [pool[r.index]._replace(score=float(r.score), rerank_score=float(r.score)) for r in results]
-
-
-def _check_depth(rerank_depth: int | None) -> None:
-    if rerank_depth is not None and (isinstance(rerank_depth, bool) or rerank_depth <= 0):
-        raise ValueError(f"rerank_depth must be a positive integer or None, got {rerank_depth!r}")

@@ -7,7 +7,10 @@
 - Metrics: `pass_at_k` exactly as the cookbook defines "Pass@k" (mean over queries of the fraction
   of golden chunks found in the top k), `recall_at_k` (golden chunks found in the top k over all
   golden chunks, pooled across queries) and `mrr` (reciprocal rank of the first golden chunk).
-- `evaluate(...)`: runs the named configurations with the library's defaults.
+- `evaluate(...)`: runs the named configurations with the library's defaults: plain chunks,
+  chunks with the offline structural contexts (`structural-*`), and chunks with precomputed
+  LLM contexts (`contextual-*`). Each distinct text (chunk or query) is embedded once per run,
+  shared by every configuration that needs it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
+
+import numpy as np
 
 from .embeddings.base import Embedder
 from .hybrid import HybridSearcher
@@ -28,6 +33,7 @@ __all__ = [
     "EvalDataset",
     "ConfigResult",
     "CONFIGS",
+    "structural_contexts",
     "load_cookbook",
     "load_contexts_jsonl",
     "pass_at_k",
@@ -197,15 +203,55 @@ class ConfigResult:
         }
 
 
-#: configuration name -> (uses contexts, uses dense, uses BM25)
-CONFIGS: dict[str, tuple[bool, bool, bool]] = {
-    "dense": (False, True, False),
-    "bm25": (False, False, True),
-    "hybrid": (False, True, True),
-    "contextual-dense": (True, True, False),
-    "contextual-bm25": (True, False, True),
-    "contextual-hybrid": (True, True, True),
+#: configuration name -> (contexts: None, "structural" (offline, computed here) or "llm" (the
+#: precomputed `contexts`), uses dense, uses BM25)
+CONFIGS: dict[str, tuple[str | None, bool, bool]] = {
+    "dense": (None, True, False),
+    "bm25": (None, False, True),
+    "hybrid": (None, True, True),
+    "structural-dense": ("structural", True, False),
+    "structural-bm25": ("structural", False, True),
+    "structural-hybrid": ("structural", True, True),
+    "contextual-dense": ("llm", True, False),
+    "contextual-bm25": ("llm", False, True),
+    "contextual-hybrid": ("llm", True, True),
 }
+
+
+class _EmbedOnce:
+    """An in-run memo in front of an `Embedder`: each distinct text reaches it once per kind
+    (document, query), whichever configuration asks first."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+        self.model_name = embedder.model_name
+        self.normalized = embedder.normalized
+        self._seen: dict[tuple[str, str], np.ndarray] = {}
+
+    def _embed(self, kind: str, texts: Sequence[str], compute) -> np.ndarray:
+        todo = list(dict.fromkeys(t for t in texts if (kind, t) not in self._seen))
+        if todo:
+            for text, vector in zip(todo, np.asarray(compute(todo), dtype=np.float32)):
+                self._seen[(kind, text)] = vector
+        if not texts:
+            return np.asarray(compute([]), dtype=np.float32)
+        return np.stack([self._seen[(kind, t)] for t in texts])
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return self._embed("document", texts, self.embedder.embed_documents)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._embed("query", texts, self.embedder.embed_queries)
+
+
+def structural_contexts(dataset: EvalDataset, *, show_progress: bool = False) -> dict[str, str]:
+    """Chunk id -> the offline `StructuralContextGenerator`'s context (no LLM, no network)."""
+    from .contextualizer import Contextualizer
+    from .generators.structural import StructuralContextGenerator
+
+    result = Contextualizer(StructuralContextGenerator(), None, show_progress=show_progress).contextualize(
+        dataset.documents, dataset.chunks)
+    return {c.id: c.context for c in result.chunks}
 
 
 def score_rankings(name: str, ranked: Sequence[Sequence[str]], golden: Sequence[Sequence[str]], ks: Iterable[int] = K_VALUES) -> ConfigResult:
@@ -229,10 +275,12 @@ def evaluate(
 ) -> list[ConfigResult]:
     """Run configurations (default: all that the inputs allow) with the library's defaults.
 
-    Contextual configurations need `contexts` (chunk id -> context) covering every chunk.
+    `contextual-*` configurations need `contexts` (chunk id -> LLM context) covering every chunk;
+    `structural-*` ones compute the offline structural contexts here. Each distinct text is
+    embedded once per call, whichever configurations share it.
     """
     if configs is None:
-        configs = [c for c, (ctx, _, _) in CONFIGS.items() if contexts is not None or not ctx]
+        configs = [c for c, (ctx, _, _) in CONFIGS.items() if contexts is not None or ctx != "llm"]
     unknown = [c for c in configs if c not in CONFIGS]
     if unknown:
         raise ValueError(f"unknown configurations {unknown}; choose from {list(CONFIGS)}")
@@ -246,14 +294,20 @@ def evaluate(
     golden = [q.golden for q in dataset.queries]
     queries = [q.query for q in dataset.queries]
     depth = max(max(ks), 20)
+    for name in configs:
+        if CONFIGS[name][0] == "llm" and contexts is None:
+            raise ValueError(f"configuration {name!r} needs contexts: pass --contexts FILE")
+    sources: dict[str | None, Mapping[str, str] | None] = {None: None, "llm": contexts}
+    if any(CONFIGS[name][0] == "structural" for name in configs):
+        sources["structural"] = structural_contexts(dataset, show_progress=show_progress)
+    once = _EmbedOnce(embedder)
     results = []
     for name in configs:
-        use_ctx, use_dense, use_bm25 = CONFIGS[name]
-        if use_ctx and contexts is None:
-            raise ValueError(f"configuration {name!r} needs contexts: pass --contexts FILE")
-        chunks = [ContextualChunk(c, contexts[c.id] if use_ctx else "") for c in dataset.chunks]  # type: ignore[index]
-        searcher = HybridSearcher(chunks, embedder if use_dense else None, use_bm25=use_bm25, show_progress=show_progress)
-        ranked = [[h.id for h in hits] for hits in searcher.search_many(queries, k=depth)]
+        source, use_dense, use_bm25 = CONFIGS[name]
+        found = sources[source]
+        chunks = [ContextualChunk(c, found[c.id] if found is not None else "") for c in dataset.chunks]
+        searcher = HybridSearcher(chunks, once if use_dense else None, use_bm25=use_bm25, show_progress=show_progress)
+        ranked = [[h.id for h in hits] for hits in searcher.search_many(queries, top_k=depth)]
         results.append(score_rankings(name, ranked, golden, ks))
     return results
 

@@ -2,8 +2,9 @@
 
 Two modes:
 
-- `reciprocal_rank_fusion`: score(d) = sum_i w_i / (k + rank_i(d)), ranks 1-based. ``k=0``
-  reproduces Anthropic's cookbook (``w / rank``); ``k=60`` is classic RRF.
+- `reciprocal_rank_fusion`: score(d) = sum_i w_i / (rrf_k + rank_i(d)), ranks 1-based.
+  ``rrf_k=0`` (the default everywhere in this library) reproduces Anthropic's cookbook
+  (``w / rank``); ``rrf_k=60`` is classic RRF.
 - `relative_score_fusion`: each list's scores min-max normalised to [0, 1], then weighted and
   summed (LlamaIndex's "relative_score" mode).
 
@@ -15,13 +16,28 @@ any source gave, then by the order of first appearance: the result never depends
 from __future__ import annotations
 
 import math
-from typing import Hashable, Literal, NamedTuple, Sequence
+from typing import Any, Hashable, Literal, NamedTuple, Sequence
 
-__all__ = ["FusedHit", "reciprocal_rank_fusion", "relative_score_fusion", "fuse", "FusionMode"]
+from .checks import fusion_weights, non_negative_number, not_a_string, positive_int, renamed_keyword
+
+__all__ = [
+    "FusedHit",
+    "reciprocal_rank_fusion",
+    "relative_score_fusion",
+    "fuse",
+    "FusionMode",
+    "FUSION_MODES",
+    "DEFAULT_DEPTH",
+    "DEFAULT_RRF_K",
+]
 
 FusionMode = Literal["rrf", "relative_score"]
+FUSION_MODES: tuple[str, ...] = ("rrf", "relative_score")
 
+#: candidates taken from each ranked list (the cookbook's 150)
 DEFAULT_DEPTH = 150
+#: the RRF constant: 0 is the cookbook's ``w / rank`` (1-based ranks)
+DEFAULT_RRF_K: float = 0.0
 
 
 class FusedHit(NamedTuple):
@@ -42,26 +58,28 @@ def reciprocal_rank_fusion(
     ranked_lists: Sequence[Sequence[Hashable]],
     weights: Sequence[float] | None = None,
     *,
-    k: float = 60.0,
+    rrf_k: float | None = None,
     depth: int | None = DEFAULT_DEPTH,
     top_k: int | None = None,
+    k: Any = None,
 ) -> list[FusedHit]:
     """Weighted reciprocal-rank fusion of ranked id lists (best first).
 
     Args:
         ranked_lists: one list of ids per retriever, best first. An id may appear once per list.
         weights: one non-negative weight per list (default: all equal). They need not sum to 1.
-        k: the RRF constant; 0 gives the cookbook's ``w / rank``, 60 classic RRF.
+        rrf_k: the RRF constant (default 0, the cookbook's ``w / rank``; 60 is classic RRF).
         depth: candidates taken from each list (None: all).
         top_k: how many fused hits to return (None: all).
+        k: the old name of `rrf_k` (deprecated).
 
     Example:
-        >>> [h.id for h in reciprocal_rank_fusion([["a", "b"], ["b", "c"]], [0.8, 0.2], k=0)]
+        >>> [h.id for h in reciprocal_rank_fusion([["a", "b"], ["b", "c"]], [0.8, 0.2])]
         ['a', 'b', 'c']
     """
+    rrf_k = renamed_keyword("reciprocal_rank_fusion", "k", "rrf_k", k, rrf_k)
+    k = non_negative_number("rrf_k", DEFAULT_RRF_K if rrf_k is None else rrf_k)
     lists, weights = _check(ranked_lists, weights, depth, top_k)
-    if k < 0 or not math.isfinite(k):
-        raise ValueError(f"k must be a finite number >= 0, got {k}")
     scores: dict[Hashable, float] = {}
     ranks: dict[Hashable, list[int | None]] = {}
     n = len(lists)
@@ -94,6 +112,9 @@ def relative_score_fusion(
 
     A list whose scores are all equal contributes its full weight to each of its items.
     """
+    not_a_string("scored_lists", scored_lists, "(id, score) lists")
+    for i, pairs in enumerate(scored_lists):
+        not_a_string(f"scored_lists[{i}]", pairs, "(id, score) pairs")
     ids_only = [[item for item, _ in pairs] for pairs in scored_lists]
     lists, weights = _check(ids_only, weights, depth, top_k)
     scores: dict[Hashable, float] = {}
@@ -120,14 +141,19 @@ def fuse(
     weights: Sequence[float] | None = None,
     *,
     mode: FusionMode = "rrf",
-    k: float = 60.0,
+    rrf_k: float | None = None,
     depth: int | None = DEFAULT_DEPTH,
     top_k: int | None = None,
+    k: Any = None,
 ) -> list[FusedHit]:
-    """Fuse (id, score) lists with either mode; the one entry point the retrievers use."""
+    """Fuse (id, score) lists with either mode; the one entry point the retrievers use.
+
+    `rrf_k` (default 0) is used by "rrf" only; `k` is its old name (deprecated)."""
+    rrf_k = renamed_keyword("fuse", "k", "rrf_k", k, rrf_k)
     if mode == "rrf":
+        not_a_string("scored_lists", scored_lists, "(id, score) lists")
         return reciprocal_rank_fusion(
-            [[item for item, _ in pairs] for pairs in scored_lists], weights, k=k, depth=depth, top_k=top_k
+            [[item for item, _ in pairs] for pairs in scored_lists], weights, rrf_k=rrf_k, depth=depth, top_k=top_k
         )
     if mode == "relative_score":
         return relative_score_fusion(scored_lists, weights, depth=depth, top_k=top_k)
@@ -140,19 +166,14 @@ def _check(
     depth: int | None,
     top_k: int | None,
 ) -> tuple[list[Sequence[Hashable]], list[float]]:
-    if isinstance(lists, (str, bytes)) or not isinstance(lists, Sequence):
-        raise TypeError("ranked_lists must be a sequence of ranked id lists")
-    if depth is not None and (isinstance(depth, bool) or depth <= 0):
-        raise ValueError(f"depth must be a positive integer or None, got {depth!r}")
-    if top_k is not None and (isinstance(top_k, bool) or top_k <= 0):
-        raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")
-    if weights is None:
-        weights = [1.0] * len(lists)
-    weights = [float(w) for w in weights]
-    if len(weights) != len(lists):
-        raise ValueError(f"got {len(weights)} weights for {len(lists)} ranked lists; pass one weight per list")
-    if any(w < 0 or not math.isfinite(w) for w in weights):
-        raise ValueError(f"weights must be finite and >= 0, got {weights}")
+    not_a_string("ranked_lists", lists, "ranked id lists")
+    if not isinstance(lists, Sequence):
+        raise TypeError(f"ranked_lists must be a list of ranked id lists, got {type(lists).__name__}")
+    for i, ids in enumerate(lists):
+        not_a_string(f"ranked_lists[{i}]", ids, "ids")
+    depth = positive_int("depth", depth, allow_none=True)
+    top_k = positive_int("top_k", top_k, allow_none=True)
+    weights = list(fusion_weights([1.0] * len(lists) if weights is None else weights, len(lists)))
     cut: list[Sequence[Hashable]] = []
     for i, ids in enumerate(lists):
         ids = list(ids)[:depth] if depth is not None else list(ids)

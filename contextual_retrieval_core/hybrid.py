@@ -14,13 +14,15 @@ import numpy as np
 
 from .bm25 import BM25Index
 from .embeddings.base import Embedder
-from .ensemble import DEFAULT_RRF_K, DEFAULT_TOP_K, DEFAULT_WEIGHTS, _check_depth, fuse_sources, rerank_hits
-from .fusion import DEFAULT_DEPTH, FusionMode
-from .rerank.base import Reranker
+from .checks import is_blank, positive_int, renamed_keyword, string_list
+from .ensemble import DEFAULT_TOP_K, DEFAULT_WEIGHTS
+from .fusion import DEFAULT_RRF_K, FusionMode
+from .fusion_config import FusionConfig
+from .rerank.base import OnRerankError, Reranker
 from .types import ContextualChunk
 from .vectors import VectorIndex
 
-__all__ = ["HybridSearcher", "SearchHit", "DEFAULT_WEIGHTS", "DEFAULT_RRF_K", "DEFAULT_TOP_K"]
+__all__ = ["HybridSearcher", "SearchHit", "FusionConfig", "DEFAULT_WEIGHTS", "DEFAULT_RRF_K", "DEFAULT_TOP_K"]
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,9 @@ class SearchHit:
         chunk: the ContextualChunk.
         ranks: 1-based rank per source ("dense", "bm25"), None where the source missed it.
         fused_score: the fusion score before reranking.
+        rerank_score: the reranker's score (None when not reranked).
+        rerank_error: why the reranker failed, when ``on_rerank_error="fused"`` kept the fused
+            order ("Type: message"); None otherwise.
     """
 
     id: str
@@ -40,6 +45,8 @@ class SearchHit:
     chunk: ContextualChunk
     ranks: dict[str, int | None] = field(default_factory=dict)
     fused_score: float = 0.0
+    rerank_score: float | None = None
+    rerank_error: str | None = None
 
 
 class HybridSearcher:
@@ -51,23 +58,27 @@ class HybridSearcher:
         use_bm25: build the BM25 side (False for dense only).
         bm25: a prebuilt BM25Index over exactly the chunks' ids (default: built here); an index
             over other ids is a ValueError.
-        weights: (dense, BM25) fusion weights.
+        config: a `FusionConfig` with every fusion setting below (default: `FusionConfig()`);
+            the settings passed here (not None) override its own.
+        weights: (dense, BM25) fusion weights (default 0.5 / 0.5).
         mode: "rrf" (default) or "relative_score".
-        rrf_k: the RRF constant (0: the cookbook's w / rank; 60: classic RRF).
+        rrf_k: the RRF constant (default 0: the cookbook's w / rank; 60: classic RRF).
         depth: candidates taken from each side before fusion (default 150, as the cookbook).
+        top_k: results per query when `search` is not told (default 20).
         reranker: an optional `Reranker` applied to the fused candidates.
+        rerank_depth: how many fused candidates the reranker sees (default: `depth`).
+        on_rerank_error: "raise" (default) or "fused": keep the fused order when the reranker
+            fails, the error in each hit's `rerank_error`.
         vector_store: "memory" (default: exact in-process search) or "chroma" (an in-memory
             embedded Chroma collection, `ChromaVectorIndex`), or a ready index with
             ``add(ids, vectors)`` and ``search_many(vectors, k)``.
-        rerank_depth: how many fused candidates the reranker sees: a positive integer, or None
-            for `depth`.
         show_progress: progress bar while embedding the chunks.
 
     Example:
         >>> from contextual_retrieval_core import Chunk, ContextualChunk
         >>> chunks = [ContextualChunk(Chunk("c1", "d1", "Revenue grew 3%."), "ACME's Q2 2023 filing.")]
         >>> searcher = HybridSearcher(chunks, embedder=None)  # BM25 only
-        >>> [hit.id for hit in searcher.search("ACME revenue", k=5)]
+        >>> [hit.id for hit in searcher.search("ACME revenue", top_k=5)]
         ['c1']
     """
 
@@ -78,12 +89,15 @@ class HybridSearcher:
         *,
         use_bm25: bool = True,
         bm25: BM25Index | None = None,
-        weights: Sequence[float] = DEFAULT_WEIGHTS,
-        mode: FusionMode = "rrf",
-        rrf_k: float = DEFAULT_RRF_K,
-        depth: int = DEFAULT_DEPTH,
+        config: FusionConfig | None = None,
+        weights: Sequence[float] | None = None,
+        mode: FusionMode | None = None,
+        rrf_k: float | None = None,
+        depth: int | None = None,
+        top_k: int | None = None,
         reranker: Reranker | None = None,
         rerank_depth: int | None = None,
+        on_rerank_error: OnRerankError | None = None,
         show_progress: bool = False,
         batch_size: int = 64,
         vector_store: Any = "memory",
@@ -92,24 +106,22 @@ class HybridSearcher:
             raise ValueError("no chunks to search: pass at least one ContextualChunk")
         if embedder is None and not use_bm25:
             raise ValueError("nothing to search with: pass an embedder, or keep use_bm25=True")
-        if len(weights) != 2:
-            raise ValueError(f"weights is (dense, bm25): got {len(weights)} values")
-        _check_depth(rerank_depth)  # 0 is a mistake, not "the default"
+        self.config = FusionConfig.merged(
+            config, weights=weights, mode=mode, rrf_k=rrf_k, depth=depth, top_k=top_k, reranker=reranker,
+            rerank_depth=rerank_depth, on_rerank_error=on_rerank_error,
+        )
+        self.weights = self.config.weights_for(2)  # (dense, bm25), whichever sides are used
         self.chunks = {c.id: c for c in chunks}
         if len(self.chunks) != len(chunks):
             raise ValueError("duplicate chunk ids: every chunk needs a unique id")
         ids = list(self.chunks)
         texts = [c.indexed_text for c in chunks]
         self.embedder = embedder
-        self.weights = tuple(float(w) for w in weights)
-        self.mode, self.rrf_k, self.depth = mode, float(rrf_k), int(depth)
-        self.reranker = reranker
-        self.rerank_depth = self.depth if rerank_depth is None else rerank_depth
         if use_bm25 and bm25 is not None:
             _check_bm25_ids(bm25, ids)
         self.vectors: Any = None
         if embedder is not None:
-            vectors = _embed_with_progress(embedder, texts, batch_size, show_progress)
+            vectors = embed_with_progress(embedder, texts, batch_size, show_progress)
             if vector_store == "memory":
                 self.vectors = VectorIndex(ids, vectors)
             elif vector_store == "chroma":
@@ -124,42 +136,54 @@ class HybridSearcher:
         self.bm25: BM25Index | None = None
         if use_bm25:
             self.bm25 = bm25 if bm25 is not None else BM25Index().index(ids, texts)
+        # the config with the weights of the sides in use, in query order (dense, then bm25)
+        used = [w for w, on in zip(self.weights, (self.vectors is not None, self.bm25 is not None)) if on]
+        self._sides = self.config.replace(weights=tuple(used))
 
-    def search(self, query: str, k: int = DEFAULT_TOP_K) -> list[SearchHit]:
-        """The top `k` chunks for one query."""
-        return self.search_many([query], k)[0]
+    # the settings, read from `config` (one place)
+    mode = property(lambda self: self.config.mode)
+    rrf_k = property(lambda self: self.config.rrf_k)
+    depth = property(lambda self: self.config.depth)
+    top_k = property(lambda self: self.config.top_k)
+    reranker = property(lambda self: self.config.reranker)
+    rerank_depth = property(lambda self: self.config.effective_rerank_depth)
 
-    def search_many(self, queries: Sequence[str], k: int = DEFAULT_TOP_K) -> list[list[SearchHit]]:
-        """The top `k` chunks for each query (query vectors embedded in one batch)."""
-        if isinstance(k, bool) or k <= 0:
-            raise ValueError(f"k must be a positive integer, got {k!r}")
-        queries = list(queries)
-        for q in queries:
-            if not isinstance(q, str):
-                raise TypeError(f"queries must be str, got {type(q).__name__}")
+    def search(self, query: str, top_k: int | None = None, *, k: int | None = None) -> list[SearchHit]:
+        """The top `top_k` chunks for one query (default: the config's 20); a blank query finds
+        nothing. `k` is the old name of `top_k` (deprecated)."""
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a str, got {type(query).__name__}; for several queries use search_many")
+        return self.search_many([query], renamed_keyword("HybridSearcher.search", "k", "top_k", k, top_k))[0]
+
+    def search_many(self, queries: Sequence[str], top_k: int | None = None, *, k: int | None = None) -> list[list[SearchHit]]:
+        """The top `top_k` chunks for each query (query vectors embedded in one batch)."""
+        top_k = renamed_keyword("HybridSearcher.search_many", "k", "top_k", k, top_k)
+        top_k = self.config.top_k if top_k is None else positive_int("top_k", top_k)
+        queries = string_list("queries", queries, "query strings")
         dense: list[list[tuple[str, float]]] = [[] for _ in queries]
         if self.vectors is not None and queries:
-            nonempty = [i for i, q in enumerate(queries) if q.strip()]
+            nonempty = [i for i, q in enumerate(queries) if not is_blank(q)]
             if nonempty:
                 qv = self.embedder.embed_queries([queries[i] for i in nonempty])  # type: ignore[union-attr]
                 for i, hits in zip(nonempty, self.vectors.search_many(qv, self.depth)):
                     dense[i] = hits
         results = []
         for qi, query in enumerate(queries):
-            sources: list[tuple[str, list[tuple[str, float]], float]] = []
+            sources: list[tuple[str, list[tuple[str, float]]]] = []
             if self.vectors is not None:
-                sources.append(("dense", dense[qi], self.weights[0]))
+                sources.append(("dense", dense[qi]))
             if self.bm25 is not None:
-                sources.append(("bm25", self.bm25.search(query, self.depth) if query.strip() else [], self.weights[1]))
-            results.append(self._finish(query, sources, k))
+                sources.append(("bm25", self.bm25.search(query, self.depth) if not is_blank(query) else []))
+            results.append(self._finish(query, sources, top_k))
         return results
 
-    def _finish(self, query: str, sources: list[tuple[str, list[tuple[str, float]], float]], k: int) -> list[SearchHit]:
-        fused = fuse_sources(sources, mode=self.mode, rrf_k=self.rrf_k, depth=self.depth)
-        ranked = rerank_hits(
-            query, fused, lambda i: self.chunks[i].indexed_text, self.reranker, k=k, rerank_depth=self.rerank_depth
-        )
-        return [SearchHit(h.id, h.score, self.chunks[h.id], h.ranks, h.fused_score) for h in ranked]  # type: ignore[index]
+    def _finish(self, query: str, sources: list[tuple[str, list[tuple[str, float]]]], top_k: int) -> list[SearchHit]:
+        config = self._sides
+        ranked = config.rerank(query, config.fuse(sources), lambda i: self.chunks[i].indexed_text, top_k=top_k)
+        return [
+            SearchHit(h.id, h.score, self.chunks[h.id], h.ranks, h.fused_score, h.rerank_score, h.rerank_error)  # type: ignore[index]
+            for h in ranked
+        ]
 
 
 def _check_bm25_ids(bm25: BM25Index, ids: list[str]) -> None:
@@ -178,7 +202,7 @@ def _check_bm25_ids(bm25: BM25Index, ids: list[str]) -> None:
     )
 
 
-def _embed_with_progress(embedder: Embedder, texts: list[str], batch_size: int, show_progress: bool) -> np.ndarray:
+def embed_with_progress(embedder: Embedder, texts: list[str], batch_size: int, show_progress: bool) -> np.ndarray:
     from tqdm.auto import tqdm
 
     parts = []

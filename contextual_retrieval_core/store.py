@@ -6,6 +6,11 @@ the prompt never serves a stale context. Each `put` is its own committed transac
 WAL-mode database: a context is durable the moment it arrives, and several threads or processes
 may write the same file at once. No pickle anywhere; usage is stored as JSON text.
 
+A store whose file or folder cannot be written (or one opened with ``read_only=True``) is opened
+read-only: it serves every stored context, and a write raises `ContextStoreError` saying why.
+Every error of the database underneath (a damaged page, a lock held too long, a full disk) is a
+`ContextStoreError` naming the file, the reason and the fix.
+
 Example:
     >>> from contextual_retrieval_core.prompts import DEFAULT_PROMPT
     >>> with ContextStore(":memory:") as store:
@@ -25,11 +30,15 @@ import json
 import os
 import sqlite3
 import threading
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
+from urllib.parse import quote
 
-__all__ = ["ContextStore", "ImportResult", "SCHEMA_VERSION"]
+from .store_errors import ContextStoreError, check_store_path, explain
+
+__all__ = ["ContextStore", "ContextStoreError", "ImportResult", "SCHEMA_VERSION"]
 
 SCHEMA_VERSION = 1
 _BATCH = 500
@@ -86,37 +95,64 @@ class ContextStore:
         path: the SQLite file (created, with its parent folders, if missing); ":memory:" for a
             per-process store.
         timeout: seconds to wait for another writer's lock before giving up.
+        read_only: open for reading only (writes raise `ContextStoreError`). A store whose file
+            or folder is not writable is opened read-only on its own; `read_only_reason` says why.
 
     Safe to share across threads (one connection behind a lock) and across processes (WAL mode,
     busy timeout, one transaction per write).
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 30.0) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 30.0, read_only: bool = False) -> None:
         self.path = str(path)
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
-        # isolation_level=None: autocommit; writes open their own explicit transactions.
-        self._conn: sqlite3.Connection | None = sqlite3.connect(
-            self.path, timeout=timeout, check_same_thread=False, isolation_level=None
-        )
+        self._conn: sqlite3.Connection | None = None
+        #: why writes are refused (None: the store is writable)
+        self.read_only_reason: str | None = "opened with read_only=True" if read_only else None
+        if self.path != ":memory:":
+            self.read_only_reason = check_store_path(Path(self.path), read_only) or self.read_only_reason
         try:
+            self._conn = self._connect(timeout)
             self._init_db(timeout)
         except sqlite3.DatabaseError as exc:
-            self._conn.close()
-            self._conn = None
+            self.close()
             raise ValueError(f"{self.path}: not a usable context store: {exc}") from exc
         except BaseException:
-            self._conn.close()
-            self._conn = None
+            self.close()
             raise
 
+    @property
+    def read_only(self) -> bool:
+        """True when writes are refused (see `read_only_reason`)."""
+        return self.read_only_reason is not None
+
     # -- setup -------------------------------------------------------------------------------
+
+    def _connect(self, timeout: float) -> sqlite3.Connection:
+        # isolation_level=None: autocommit; writes open their own explicit transactions.
+        options: dict[str, Any] = dict(timeout=timeout, check_same_thread=False, isolation_level=None)
+        if not self.read_only:
+            return sqlite3.connect(self.path, **options)
+        uri = "file:" + quote(str(Path(self.path).resolve()))
+        conn = sqlite3.connect(uri + "?mode=ro", uri=True, **options)
+        try:
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+            return conn
+        except sqlite3.OperationalError:
+            # a WAL database in a read-only folder without its -shm file: read the file as it is
+            conn.close()
+            return sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, **options)
 
     def _init_db(self, timeout: float) -> None:
         conn = self._conn
         assert conn is not None
         conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+        if self.read_only:
+            names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if not {"meta", "contexts", "batches"} <= names:
+                raise sqlite3.DatabaseError("it has no context store tables")
+            row = conn.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone()
+            self._check_schema(row)
+            return
         if self.path != ":memory:":
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
@@ -132,18 +168,48 @@ class ContextStore:
                     (str(SCHEMA_VERSION),),
                 )
             else:
-                found = int(row[0])
-                if found > SCHEMA_VERSION:
-                    raise RuntimeError(
-                        f"{self.path}: this context store has schema version {found}, written by "
-                        f"a newer contextual-retrieval; this version reads schema "
-                        f"{SCHEMA_VERSION} at most. Upgrade contextual-retrieval "
-                        "(pip install -U contextual-retrieval) to open it."
-                    )
+                self._check_schema(row)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+
+    def _check_schema(self, row: tuple | None) -> None:
+        found = int(row[0]) if row is not None else SCHEMA_VERSION
+        if found > SCHEMA_VERSION:
+            raise RuntimeError(
+                f"{self.path}: this context store has schema version {found}, written by "
+                f"a newer contextual-retrieval; this version reads schema "
+                f"{SCHEMA_VERSION} at most. Upgrade contextual-retrieval "
+                "(pip install -U contextual-retrieval-kit) to open it."
+            )
+
+    @contextmanager
+    def _errors(self, doing: str) -> Iterator[None]:
+        """Database errors as `ContextStoreError` naming the file, the reason and the fix."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise ContextStoreError(explain(self.path, doing, exc), self.path) from exc
+
+    def _refuse_if_read_only(self) -> None:
+        if self.read_only_reason is not None:
+            raise ContextStoreError(
+                f"context store {self.path} is open read-only ({self.read_only_reason}): contexts "
+                "cannot be stored in it — make the file and its folder writable, or pass another "
+                "store path", self.path)
+
+    def check_writable(self) -> None:
+        """Raise `ContextStoreError` unless a context can be written now (a write lock taken and a
+        row written, then rolled back): a generation run calls it before its first request."""
+        self._refuse_if_read_only()
+        with self._lock, self._errors("a test write"):
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('write_check', ?)", (_now(),))
+            finally:
+                db.execute("ROLLBACK")
 
     @property
     def _db(self) -> sqlite3.Connection:
@@ -178,7 +244,7 @@ class ContextStore:
 
     def get(self, key: str) -> str | None:
         """The context stored under `key`, or None."""
-        with self._lock:
+        with self._lock, self._errors("reading a context"):
             row = self._db.execute("SELECT context FROM contexts WHERE key=?", (key,)).fetchone()
         return None if row is None else row[0]
 
@@ -186,7 +252,7 @@ class ContextStore:
         """{key: context} for those of `keys` that are stored (missing keys are left out)."""
         unique = list(dict.fromkeys(keys))
         found: dict[str, str] = {}
-        with self._lock:
+        with self._lock, self._errors("reading contexts"):
             for start in range(0, len(unique), _BATCH):
                 part = unique[start : start + _BATCH]
                 marks = ",".join("?" * len(part))
@@ -198,7 +264,7 @@ class ContextStore:
 
     def record(self, key: str) -> dict[str, Any] | None:
         """Everything stored under `key` (context, generator, model, ids, usage, created_at)."""
-        with self._lock:
+        with self._lock, self._errors("reading a context"):
             cur = self._db.execute(
                 "SELECT key, context, generator, model, doc_id, chunk_id, original_index, usage, "
                 "created_at FROM contexts WHERE key=?",
@@ -215,14 +281,14 @@ class ContextStore:
     def __contains__(self, key: object) -> bool:
         if not isinstance(key, str):
             return False
-        with self._lock:
+        with self._lock, self._errors("reading a context"):
             return (
                 self._db.execute("SELECT 1 FROM contexts WHERE key=?", (key,)).fetchone()
                 is not None
             )
 
     def __len__(self) -> int:
-        with self._lock:
+        with self._lock, self._errors("counting contexts"):
             return self._db.execute("SELECT COUNT(*) FROM contexts").fetchone()[0]
 
     # -- writes ------------------------------------------------------------------------------
@@ -258,7 +324,8 @@ class ContextStore:
         self._write([row])
 
     def _write(self, rows: list[tuple]) -> None:
-        with self._lock:
+        self._refuse_if_read_only()
+        with self._lock, self._errors("storing a context" if len(rows) == 1 else f"storing {len(rows)} contexts"):
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
@@ -280,7 +347,8 @@ class ContextStore:
         A process that dies while the batch runs finds it with `pending_batches` and collects its
         results instead of paying for the requests again.
         """
-        with self._lock:
+        self._refuse_if_read_only()
+        with self._lock, self._errors(f"recording Message Batch {batch_id}"):
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
@@ -296,7 +364,7 @@ class ContextStore:
 
     def pending_batches(self, *, generator: str, model: str) -> list[tuple[str, dict[str, Any]]]:
         """Batches submitted by this generator and model whose results are not yet collected."""
-        with self._lock:
+        with self._lock, self._errors("reading pending Message Batches"):
             rows = self._db.execute(
                 "SELECT batch_id, manifest FROM batches WHERE status='pending' AND generator=? AND model=? "
                 "ORDER BY created_at",
@@ -306,8 +374,23 @@ class ContextStore:
 
     def finish_batch(self, batch_id: str) -> None:
         """Mark a batch's results as collected."""
-        with self._lock:
-            self._db.execute("UPDATE batches SET status='done' WHERE batch_id=?", (batch_id,))
+        self._set_batch_status(batch_id, "done")
+
+    def abandon_batch(self, batch_id: str) -> None:
+        """Mark a batch the API no longer knows (or whose results are gone) as abandoned: it is
+        never polled again, and its chunks are generated anew."""
+        self._set_batch_status(batch_id, "abandoned")
+
+    def batch_status(self, batch_id: str) -> str | None:
+        """"pending", "done" or "abandoned"; None for a batch never recorded."""
+        with self._lock, self._errors("reading Message Batches"):
+            row = self._db.execute("SELECT status FROM batches WHERE batch_id=?", (batch_id,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def _set_batch_status(self, batch_id: str, status: str) -> None:
+        self._refuse_if_read_only()
+        with self._lock, self._errors(f"updating Message Batch {batch_id}"):
+            self._db.execute("UPDATE batches SET status=? WHERE batch_id=?", (status, batch_id))
 
     # -- JSONL -------------------------------------------------------------------------------
 
@@ -316,17 +399,9 @@ class ContextStore:
 
         Each line has doc_id, chunk_id, original_index, context, plus key, generator and model.
         """
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT doc_id, chunk_id, original_index, context, key, generator, model "
-                "FROM contexts ORDER BY rowid"
-            ).fetchall()
-        names = ("doc_id", "chunk_id", "original_index", "context", "key", "generator", "model")
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
-            for row in rows:
-                f.write(json.dumps(dict(zip(names, row)), ensure_ascii=False) + "\n")
-        return len(rows)
+        from .store_jsonl import export_jsonl
+
+        return export_jsonl(self, path)
 
     def import_jsonl(
         self,
@@ -348,46 +423,13 @@ class ContextStore:
             (imported, skipped). The whole file is validated first and written in one
             transaction: a malformed line (ValueError naming file and line) imports nothing.
         """
-        rows: list[tuple] = []
-        skipped = 0
-        created = _now()
-        with open(path, encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    item = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}, line {lineno}: malformed JSON: {exc}") from exc
-                if not isinstance(item, dict) or not isinstance(item.get("context"), str):
-                    raise ValueError(
-                        f"{path}, line {lineno}: expected a JSON object with a string 'context'"
-                    )
-                key = resolve(item)
-                if key is None:
-                    skipped += 1
-                    continue
-                if not isinstance(key, str) or not key:
-                    raise ValueError(
-                        f"{path}, line {lineno}: resolve returned {key!r}, not a key or None"
-                    )
-                index = item.get("original_index")
-                rows.append(
-                    (
-                        key,
-                        item["context"],
-                        item.get("generator") or generator,
-                        item.get("model") or model,
-                        item.get("doc_id"),
-                        item.get("chunk_id"),
-                        index if isinstance(index, int) else None,
-                        None,
-                        created,
-                    )
-                )
-        if rows:
-            self._write(rows)
-        return ImportResult(len(rows), skipped)
+        from .store_jsonl import import_jsonl
+
+        return import_jsonl(self, path, resolve, generator=generator, model=model)
+
+    def _rows(self, sql: str) -> list[tuple]:
+        with self._lock, self._errors("reading contexts"):
+            return self._db.execute(sql).fetchall()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -404,4 +446,4 @@ class ContextStore:
         self.close()
 
     def __repr__(self) -> str:
-        return f"ContextStore({self.path!r})"
+        return f"ContextStore({self.path!r}{', read_only=True' if self.read_only else ''})"

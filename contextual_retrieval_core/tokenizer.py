@@ -2,8 +2,11 @@
 
 `Tokenizer` turns text into index terms:
 
-- Unicode NFKC normalisation, then words are runs of letters, digits and underscores; combining
-  marks (the vowel signs and viramas of Devanagari, Thai, Arabic, ...) stay inside their word.
+- Unicode NFKC normalisation, then accents and compatibility forms are folded (version 3: NFKD,
+  marks of the combining diacritical blocks dropped, NFC again: "café" and "cafe", "ﬁle" and
+  "file" match; Devanagari vowel signs, kana voicing marks and Hangul are kept as they are); words
+  are runs of letters, digits and underscores; combining marks (the vowel signs and viramas of
+  Devanagari, Thai, Arabic, ...) stay inside their word.
 - Code identifiers are split into their parts (``DiffExecutor`` -> ``diff``, ``executor``;
   ``run_target`` -> ``run``, ``target``; ``HTTPServer2`` -> ``http``, ``server``, ``2``) and the
   whole identifier is kept too (``diffexecutor``, ``run_target``), so an exact identifier in a
@@ -38,7 +41,7 @@ ENGLISH_STOP_WORDS: frozenset[str] = frozenset(
 )
 
 #: the tokenizer version written by this release; see `TokenizerConfig.version`
-TOKENIZER_VERSION = 2
+TOKENIZER_VERSION = 3
 
 
 def _mark_class() -> str:
@@ -67,10 +70,22 @@ def _word_pattern(part: str) -> re.Pattern[str]:
 
 # version 1 (indexes saved before marks were kept): runs of letters and digits only
 # version 2: a letter or digit, then letters, digits and combining marks
+# version 3: version 2's words, after folding accents and compatibility forms (`_fold`)
 _WORDS = {
     1: _word_pattern(r"[^\W_]+"),
     2: _word_pattern(rf"[^\W_](?:[^\W_]|{_MARK})*"),
+    3: _word_pattern(rf"[^\W_](?:[^\W_]|{_MARK})*"),
 }
+_FOLDING_VERSIONS = frozenset({3})
+# the combining diacritical blocks: Combining Diacritical Marks, its Extended and Supplement
+# blocks, marks for symbols, half marks. Other scripts' marks (vowel signs, viramas, kana voicing)
+# change the letter, not its accent, and are kept.
+_DIACRITICS = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]+")
+
+
+def _fold(text: str) -> str:
+    """Accents and compatibility forms folded: NFKD, diacritical marks dropped, NFC."""
+    return unicodedata.normalize("NFC", _DIACRITICS.sub("", unicodedata.normalize("NFKD", text)))
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 # Han, Hiragana, Katakana, CJK compatibility and extension blocks: scripts written without spaces.
 _NO_SPACE = re.compile(
@@ -91,9 +106,10 @@ class TokenizerConfig:
         stemmer: a PyStemmer language ("english", "french", ...) or None for no stemming.
         cjk_bigrams: index text without spaces as overlapping character bigrams.
         min_token_length: drop shorter terms (CJK terms are exempt).
-        version: the tokenization rules. New configs get the current one (2: combining marks
-            stay in their word); an index saved with version 1 keeps splitting words at marks,
-            so its queries are tokenized exactly as its corpus was. Rebuild it to get version 2.
+        version: the tokenization rules. New configs get the current one (3: accents and
+            compatibility forms folded; 2: combining marks stay in their word, no folding; 1: words
+            split at marks). An index keeps the version it was saved with, so its queries are
+            tokenized exactly as its corpus was; rebuild it to get the current one.
     """
 
     lowercase: bool = True
@@ -141,6 +157,7 @@ class Tokenizer:
                 f"{sorted(_WORDS)}); an index saved by a newer release needs an upgrade"
             )
         self._word = _WORDS[c.version]
+        self._fold = c.version in _FOLDING_VERSIONS
         if c.stopwords is None:
             self._stop: frozenset[str] = frozenset()
         elif c.stopwords == "en":
@@ -166,7 +183,7 @@ class Tokenizer:
         if isinstance(text, (bytes, bytearray)):
             raise TypeError("text is bytes; decode it first, e.g. data.decode('utf-8', errors='replace')")
         c = self.config
-        text = unicodedata.normalize("NFKC", text)
+        text = _fold(text) if self._fold else unicodedata.normalize("NFKC", text)
         words: list[str] = []
         cjk: list[str] = []
         for match in self._word.finditer(text):

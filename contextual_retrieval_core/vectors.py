@@ -13,6 +13,8 @@ from typing import Sequence
 
 import numpy as np
 
+from .checks import IndexFileError, finite_vectors, not_a_string, positive_int
+
 __all__ = ["VectorIndex"]
 
 
@@ -33,6 +35,7 @@ class VectorIndex:
     """
 
     def __init__(self, ids: Sequence[str], vectors: np.ndarray, *, normalize: bool = True) -> None:
+        not_a_string("ids", ids, "ids")
         vectors = np.asarray(vectors, dtype=np.float32)
         if vectors.ndim != 2:
             raise ValueError(f"vectors must be a 2-D array (n, d), got shape {vectors.shape}")
@@ -40,6 +43,7 @@ class VectorIndex:
             raise ValueError(f"got {len(ids)} ids for {vectors.shape[0]} vectors; pass one id per vector")
         if len(set(ids)) != len(ids):
             raise ValueError("duplicate ids: every vector needs a unique id")
+        finite_vectors("vectors", vectors)
         self.ids = [str(i) for i in ids]
         if normalize:
             vectors = vectors / np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
@@ -54,14 +58,14 @@ class VectorIndex:
 
     def search_many(self, queries: np.ndarray, k: int = 10) -> list[list[tuple[str, float]]]:
         """`search` for a matrix of query vectors at once (one matrix product)."""
-        if isinstance(k, bool) or k <= 0:
-            raise ValueError(f"k must be a positive integer, got {k!r}")
+        k = positive_int("k", k)
         queries = np.asarray(queries, dtype=np.float32)
         if queries.ndim != 2 or queries.shape[1] != self.vectors.shape[1]:
             raise ValueError(
                 f"query vectors have shape {queries.shape}; the index holds {self.vectors.shape[1]}-d "
                 "vectors: embed queries with the embedder that built the index"
             )
+        finite_vectors("query vectors", queries)
         if not len(self.ids):
             return [[] for _ in range(len(queries))]
         qn = queries / np.clip(np.linalg.norm(queries, axis=1, keepdims=True), 1e-12, None)
@@ -83,8 +87,28 @@ class VectorIndex:
 
     @classmethod
     def load(cls, path: str | Path) -> "VectorIndex":
+        """Load what `save` wrote; a missing, truncated, corrupted or inconsistent file is an
+        `IndexFileError` naming it."""
+        from .bm25 import read_json
+
         path = Path(path)
-        if not (path / "vectors.json").is_file():
+        ids_file, matrix_file = path / "vectors.json", path / "vectors.npy"
+        if not ids_file.is_file():
             raise FileNotFoundError(f"{path} is not a saved VectorIndex directory (no vectors.json)")
-        ids = json.loads((path / "vectors.json").read_text(encoding="utf-8"))["ids"]
-        return cls(ids, np.load(path / "vectors.npy", allow_pickle=False), normalize=False)
+        meta = read_json(ids_file)
+        ids = meta.get("ids") if isinstance(meta, dict) else None
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or len(set(ids)) != len(ids):
+            raise IndexFileError(ids_file, "'ids' must be a list of distinct strings")
+        if not matrix_file.is_file():
+            raise IndexFileError(matrix_file, "missing")
+        try:
+            vectors = np.load(matrix_file, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as exc:
+            raise IndexFileError(matrix_file, f"truncated or corrupted ({type(exc).__name__}: {exc})") from None
+        if vectors.ndim != 2 or vectors.dtype.kind != "f":
+            raise IndexFileError(matrix_file, f"expected a 2-D float array, got {vectors.dtype} of shape {vectors.shape}")
+        if vectors.shape[0] != len(ids):
+            raise IndexFileError(matrix_file, f"{vectors.shape[0]} rows for {len(ids)} ids in vectors.json")
+        if not np.all(np.isfinite(vectors)):
+            raise IndexFileError(matrix_file, "a vector holds NaN or infinity")
+        return cls(ids, vectors, normalize=False)

@@ -3,7 +3,7 @@
 Ingestion: `ContextualDocumentTransformer` (splits, situates each chunk, returns
 context + chunk Documents). Query: `ContextualBM25Retriever`, `ContextualEnsembleRetriever`
 (weighted RRF over any retrievers, optional reranking) and `RerankCompressor` (Cohere, Voyage,
-local). `LocalMiniLMEmbeddings` / `VoyageEmbeddings` / `EmbedderEmbeddings` wrap the core
+local). `LocalMiniLMEmbeddings` / `ContextualVoyageEmbeddings` / `EmbedderEmbeddings` wrap the core
 embedders; `chroma_from_documents` builds an embedded Chroma; `format_docs_for_llm` marks context
 and source apart in prompts.
 
@@ -48,7 +48,7 @@ from ._documents import (
 )
 from .bm25 import ContextualBM25Retriever
 from .chat import chat_model_generator
-from .embeddings import EmbedderEmbeddings, LocalMiniLMEmbeddings, VoyageEmbeddings
+from .embeddings import ContextualVoyageEmbeddings, EmbedderEmbeddings, LocalMiniLMEmbeddings
 from .ensemble import ContextualEnsembleRetriever
 from .pruning import ContextPruningCompressor
 from .rerank import RerankCompressor
@@ -65,10 +65,10 @@ __all__ = [
     "ContextualBM25Retriever",
     "ContextualDocumentTransformer",
     "ContextualEnsembleRetriever",
+    "ContextualVoyageEmbeddings",
     "EmbedderEmbeddings",
     "LocalMiniLMEmbeddings",
     "RerankCompressor",
-    "VoyageEmbeddings",
     "chat_model_generator",
     "chroma_from_documents",
     "format_docs_for_llm",

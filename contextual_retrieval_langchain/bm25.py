@@ -9,9 +9,10 @@ from typing import Any, Iterable, Optional, Union
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document as LCDocument
 from langchain_core.retrievers import BaseRetriever
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator
 
 from contextual_retrieval_core.bm25 import BM25Index, load_with_records, save_with_records
+from contextual_retrieval_core.checks import not_a_string, positive_int
 from contextual_retrieval_core.ensemble import DEFAULT_TOP_K
 
 from ._documents import CHUNK_ID_KEY, chunk_id_of
@@ -49,7 +50,12 @@ class ContextualBM25Retriever(BaseRetriever):
 
     index: BM25Index
     documents: dict[str, LCDocument] = Field(repr=False)
-    k: int = Field(default=DEFAULT_TOP_K, gt=0)
+    k: int = DEFAULT_TOP_K
+
+    @field_validator("k", mode="before")
+    @classmethod
+    def _positive_k(cls, k: Any) -> int:
+        return positive_int("k", k)
 
     @classmethod
     def from_documents(
@@ -62,7 +68,7 @@ class ContextualBM25Retriever(BaseRetriever):
         **kwargs: Any,
     ) -> "ContextualBM25Retriever":
         """Index `documents` (their page_content) with a new `BM25Index` (or the empty `bm25` given)."""
-        docs = list(documents)
+        docs = list(not_a_string("documents", documents, "Documents"))
         if not docs:
             raise ValueError("no documents to index: pass at least one Document")
         by_id: dict[str, LCDocument] = {}
@@ -85,9 +91,7 @@ class ContextualBM25Retriever(BaseRetriever):
         return self._search(query, k)  # in-process and vectorised: no I/O to await
 
     def _search(self, query: str, k: Optional[int]) -> list[LCDocument]:
-        k = self.k if k is None else k
-        if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
-            raise ValueError(f"k must be a positive integer, got {k!r}")
+        k = self.k if k is None else positive_int("k", k)
         out = []
         for cid, score in self.index.search(query, k):
             doc = self.documents[cid]

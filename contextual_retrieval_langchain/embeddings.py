@@ -1,7 +1,7 @@
 """LangChain `Embeddings` over the core's embedders.
 
 `EmbedderEmbeddings` wraps any core `Embedder` (documents and queries embedded differently where
-the model distinguishes them); `LocalMiniLMEmbeddings` (offline default) and `VoyageEmbeddings`
+the model distinguishes them); `LocalMiniLMEmbeddings` (offline default) and `ContextualVoyageEmbeddings`
 (``input_type="document"`` for chunks, ``"query"`` for queries) build one for you.
 """
 
@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from contextual_retrieval_core.embeddings.base import aembed_documents, aembed_queries
 
-__all__ = ["EmbedderEmbeddings", "LocalMiniLMEmbeddings", "VoyageEmbeddings"]
+__all__ = ["ContextualVoyageEmbeddings", "EmbedderEmbeddings", "LocalMiniLMEmbeddings"]
 
 
 class EmbedderEmbeddings(BaseModel, Embeddings):
@@ -93,8 +93,10 @@ class LocalMiniLMEmbeddings(EmbedderEmbeddings):
         super().__init__(**kwargs)
 
 
-class VoyageEmbeddings(EmbedderEmbeddings):
+class ContextualVoyageEmbeddings(EmbedderEmbeddings):
     """Voyage AI embeddings through the core `VoyageEmbedder`.
+
+    Named so that it does not clash with `langchain_community.embeddings.VoyageEmbeddings`.
 
     Chunks are embedded with ``input_type="document"``, queries with ``"query"``; requests are
     packed under the API's 1,000-text and token limits.
@@ -108,7 +110,7 @@ class VoyageEmbeddings(EmbedderEmbeddings):
 
     Example:
         >>> import voyageai
-        >>> embeddings = VoyageEmbeddings(client=voyageai.Client(api_key="..."))  # doctest: +SKIP
+        >>> embeddings = ContextualVoyageEmbeddings(client=voyageai.Client(api_key="..."))  # doctest: +SKIP
         >>> embeddings.embed_query("what is BM25?")[:2]  # doctest: +SKIP
         [0.012, -0.034]
     """

@@ -20,30 +20,40 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import patch_config
 from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
-from pydantic import ConfigDict, Field, PrivateAttr
+from pydantic import ConfigDict, PrivateAttr, model_validator
 
+from contextual_retrieval_core.checks import is_blank, positive_int, renamed_keyword
 from contextual_retrieval_core.ensemble import (
-    DEFAULT_DEPTH,
-    DEFAULT_RRF_K,
     DEFAULT_TOP_K,
     FUSED_SCORE_KEY,
     RANKS_KEY,
+    RERANK_ERROR_KEY,
     RERANK_SCORE_KEY,
     SCORE_KEY,
     RankedHit,
-    arerank_hits,
-    default_weights,
-    fuse_sources,
-    rerank_hits,
     unique_names,
 )
-from contextual_retrieval_core.fusion import FusionMode
+from contextual_retrieval_core.fusion import DEFAULT_DEPTH, DEFAULT_RRF_K, FusionMode
+from contextual_retrieval_core.fusion_config import FusionConfig
+from contextual_retrieval_core.rerank.base import OnRerankError
 
 from ._documents import CHUNK_ID_KEY, chunk_id_of
 from .bm25 import BM25_SCORE_KEY, ContextualBM25Retriever
 from .rerank import RELEVANCE_SCORE_KEY
 
-__all__ = ["ContextualEnsembleRetriever", "SCORE_KEY", "FUSED_SCORE_KEY", "RANKS_KEY", "SOURCE_SCORES_KEY", "RERANK_SCORE_KEY"]
+__all__ = [
+    "ContextualEnsembleRetriever",
+    "SCORE_KEY",
+    "FUSED_SCORE_KEY",
+    "RANKS_KEY",
+    "SOURCE_SCORES_KEY",
+    "RERANK_SCORE_KEY",
+    "RERANK_ERROR_KEY",
+]
+
+#: the fields that are `FusionConfig` settings (LangChain's `k` is its `top_k`)
+_FUSION_FIELDS = {"weights": "weights", "mode": "mode", "rrf_k": "rrf_k", "depth": "depth", "k": "top_k",
+                  "reranker": "reranker", "rerank_depth": "rerank_depth", "on_rerank_error": "on_rerank_error"}
 
 #: {source name: the source's own score (cosine, BM25, ...)} for the sources that returned it
 SOURCE_SCORES_KEY = "source_scores"
@@ -56,15 +66,21 @@ _Scored = list[tuple[str, Optional[float], LCDocument]]
 class ContextualEnsembleRetriever(BaseRetriever):
     """Fuses ranked lists from any retrievers (or runnables) by chunk id; optionally reranks.
 
-    Each retriever returns `candidates` Documents; the lists are fused with weighted reciprocal
+    Each retriever returns `depth` Documents; the lists are fused with weighted reciprocal
     rank fusion (``w / (rrf_k + rank)``) or relative-score fusion, the best `rerank_depth` fused
     candidates go to the reranker when there is one, and the top `k` come back. Returned
     Documents carry ``score``, ``fused_score``, ``ranks`` (per source), ``source_scores`` and,
-    when reranked, ``rerank_score`` in their metadata. Async runs the retrievers concurrently.
+    when reranked, ``rerank_score`` in their metadata (``rerank_error`` instead when a failing
+    reranker was skipped with ``on_rerank_error="fused"``). A blank query returns no Documents.
+    Async runs the retrievers concurrently.
+
+    The fusion settings are the core's `FusionConfig`, validated there once: pass one as
+    `config`, or the fields themselves; a field given explicitly overrides `config`'s setting, and
+    after construction every field holds the setting in force.
 
     A `VectorStoreRetriever` (search_type "similarity") is queried through its vector store's
     ``similarity_search_with_score`` so its scores are kept (in a child run of its own, so
-    callbacks and tracing still see it); other `BaseRetriever`s get ``k=candidates``
+    callbacks and tracing still see it); other `BaseRetriever`s get ``k=depth``
     at invoke time (set ``candidates_kwarg=None`` for retrievers that take no such argument).
 
     Args:
@@ -72,13 +88,17 @@ class ContextualEnsembleRetriever(BaseRetriever):
         names: one unique name per source (default: "dense" for a vector-store retriever, "bm25"
             for `ContextualBM25Retriever`, else the runnable's name; repeats numbered "_2", ...).
         weights: one weight per source (default: 0.5 / 0.5 for two, else equal).
+        config: a core `FusionConfig` (its `top_k` is `k` here).
         mode: "rrf" (default) or "relative_score".
         rrf_k: the RRF constant (default 0, the cookbook's; LangChain's EnsembleRetriever uses 60).
-        candidates: Documents taken from each source (default 150, as the cookbook).
+        depth: Documents taken from each source (default 150, as the cookbook); `candidates` is
+            its old name (deprecated).
         k: Documents returned (default 20); ``invoke(query, k=...)`` overrides it per call.
         reranker: a core `Reranker` or a `RerankCompressor` (None: no reranking); a compressor's
             `top_n` caps what comes back.
-        rerank_depth: fused candidates the reranker sees (default: `candidates`).
+        rerank_depth: fused candidates the reranker sees (default: `depth`).
+        on_rerank_error: "raise" (default) or "fused": when the reranker fails, return the fused
+            order with ``rerank_error`` (the error's type and message) in each Document's metadata.
         id_key: metadata key of the chunk id for Documents without `Document.id`.
         candidates_kwarg: the invoke keyword that sets a `BaseRetriever`'s result count.
 
@@ -97,19 +117,32 @@ class ContextualEnsembleRetriever(BaseRetriever):
     retrievers: list[Any]
     names: Optional[list[str]] = None
     weights: Optional[list[float]] = None
+    config: Optional[FusionConfig] = None
     mode: FusionMode = "rrf"
-    rrf_k: float = Field(default=DEFAULT_RRF_K, ge=0)
-    candidates: int = Field(default=DEFAULT_DEPTH, gt=0)
-    k: int = Field(default=DEFAULT_TOP_K, gt=0)
+    rrf_k: float = DEFAULT_RRF_K
+    depth: int = DEFAULT_DEPTH
+    k: int = DEFAULT_TOP_K
     reranker: Optional[Any] = None
-    rerank_depth: Optional[int] = Field(default=None, gt=0)
+    rerank_depth: Optional[int] = None
+    on_rerank_error: OnRerankError = "raise"
     id_key: str = CHUNK_ID_KEY
     candidates_kwarg: Optional[str] = "k"
 
     _relevance_fns: dict[int, Callable[[float], float]] = PrivateAttr(default_factory=dict)
     _top_n: Optional[int] = PrivateAttr(default=None)
 
-    def model_post_init(self, context: Any) -> None:
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_fields(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "candidates" in data:
+            data = dict(data)
+            data["depth"] = renamed_keyword("ContextualEnsembleRetriever", "candidates", "depth", data.pop("candidates"), data.get("depth"))
+        return data
+
+    @model_validator(mode="after")
+    def _fusion_settings(self) -> "ContextualEnsembleRetriever":
+        """Names and weights one per retriever; the fusion fields resolved through one
+        `FusionConfig` (validated there) and written back, so each field holds what is used."""
         n = len(self.retrievers)
         if n == 0:
             raise ValueError("no retrievers: pass at least one (e.g. a vector store retriever and a ContextualBM25Retriever)")
@@ -117,19 +150,24 @@ class ContextualEnsembleRetriever(BaseRetriever):
             self.names = _default_names(self.retrievers)
         if len(self.names) != n or len(set(self.names)) != n:
             raise ValueError(f"names must be {n} unique names, one per retriever; got {self.names}")
-        if self.weights is None:
-            self.weights = default_weights(n)
-        if len(self.weights) != n:
-            raise ValueError(f"got {len(self.weights)} weights for {n} retrievers; pass one weight per retriever")
-        if self.reranker is not None and not callable(getattr(self.reranker, "rerank", None)):
-            inner = getattr(self.reranker, "reranker", None)  # a RerankCompressor: use its core reranker
+        reranker = self.reranker
+        if reranker is not None and not callable(getattr(reranker, "rerank", None)):
+            inner = getattr(reranker, "reranker", None)  # a RerankCompressor: use its core reranker
             if inner is None or not callable(getattr(inner, "rerank", None)):
                 raise TypeError(
-                    f"reranker must be a core Reranker or a RerankCompressor, got {type(self.reranker).__name__}; "
+                    f"reranker must be a core Reranker or a RerankCompressor, got {type(reranker).__name__}; "
                     "wrap other compressors in ContextualCompressionRetriever(base_retriever=this, ...)"
                 )
-            self._top_n = getattr(self.reranker, "top_n", None)
-            self.reranker = inner
+            self._top_n, reranker = getattr(reranker, "top_n", None), inner
+        given = {setting: getattr(self, name) for name, setting in _FUSION_FIELDS.items() if name in self.model_fields_set}
+        given["reranker"] = reranker
+        config = FusionConfig.merged(self.config, **given)
+        config = config.replace(weights=config.weights_for(n, per="retriever"))
+        self.__dict__.update(
+            config=config, weights=list(config.weights), mode=config.mode, rrf_k=config.rrf_k, depth=config.depth,
+            k=config.top_k, reranker=config.reranker, rerank_depth=config.rerank_depth, on_rerank_error=config.on_rerank_error,
+        )
+        return self
 
     @classmethod
     def from_documents(
@@ -148,7 +186,7 @@ class ContextualEnsembleRetriever(BaseRetriever):
             embeddings: LangChain `Embeddings` for a new embedded Chroma collection (e.g.
                 `LocalMiniLMEmbeddings()`); not needed when `vectorstore` is given.
             vectorstore: a vector store that already holds `documents` under the same ids.
-            **kwargs: fields of this class (weights, k, candidates, reranker, ...).
+            **kwargs: fields of this class (weights, k, depth, reranker, config, ...).
         """
         docs = list(documents)
         if vectorstore is None:
@@ -157,9 +195,11 @@ class ContextualEnsembleRetriever(BaseRetriever):
             from .vectorstores import chroma_from_documents
 
             vectorstore = chroma_from_documents(docs, embeddings, id_key=id_key)
-        candidates = kwargs.get("candidates", DEFAULT_DEPTH)
-        dense = vectorstore.as_retriever(search_kwargs={"k": candidates})
-        bm25 = ContextualBM25Retriever.from_documents(docs, k=candidates, id_key=id_key)
+        if "candidates" in kwargs:
+            kwargs["depth"] = renamed_keyword("ContextualEnsembleRetriever.from_documents", "candidates", "depth", kwargs.pop("candidates"), kwargs.get("depth"))
+        config = FusionConfig.merged(kwargs.get("config"), depth=kwargs.get("depth"))  # validated before anything is built
+        dense = vectorstore.as_retriever(search_kwargs={"k": config.depth})
+        bm25 = ContextualBM25Retriever.from_documents(docs, k=config.depth, id_key=id_key)
         return cls(retrievers=[dense, bm25], names=["dense", "bm25"], id_key=id_key, **kwargs)
 
     # -- retrieval --------------------------------------------------------------------------------
@@ -168,18 +208,22 @@ class ContextualEnsembleRetriever(BaseRetriever):
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: Optional[int] = None
     ) -> list[LCDocument]:
         k = self._check_k(k)
+        if is_blank(query):
+            return []
         lists = [
             self._run(i, r, query, patch_config(None, callbacks=run_manager.get_child(tag=f"retriever_{i + 1}")))
             for i, r in enumerate(self.retrievers)
         ]
         fused, docs = self._fuse(lists)
-        hits = rerank_hits(query, fused, lambda i: docs[i].page_content, self.reranker, k=k, rerank_depth=self.rerank_depth or self.candidates)
+        hits = self.config.rerank(query, fused, lambda i: docs[i].page_content, top_k=k)  # type: ignore[union-attr]
         return self._documents(hits, docs, lists)
 
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, k: Optional[int] = None
     ) -> list[LCDocument]:
         k = self._check_k(k)
+        if is_blank(query):
+            return []
         lists = await asyncio.gather(
             *(
                 self._arun(i, r, query, patch_config(None, callbacks=run_manager.get_child(tag=f"retriever_{i + 1}")))
@@ -187,7 +231,7 @@ class ContextualEnsembleRetriever(BaseRetriever):
             )
         )
         fused, docs = self._fuse(lists)
-        hits = await arerank_hits(query, fused, lambda i: docs[i].page_content, self.reranker, k=k, rerank_depth=self.rerank_depth or self.candidates)
+        hits = await self.config.arerank(query, fused, lambda i: docs[i].page_content, top_k=k)  # type: ignore[union-attr]
         return self._documents(hits, docs, lists)
 
     # -- one source -------------------------------------------------------------------------------
@@ -198,7 +242,7 @@ class ContextualEnsembleRetriever(BaseRetriever):
             # retriever visible to callbacks and tracing, as invoke would
             run = _child_run(retriever, query, config)
             try:
-                kwargs = {**retriever.search_kwargs, "k": self.candidates}
+                kwargs = {**retriever.search_kwargs, "k": self.depth}
                 pairs = retriever.vectorstore.similarity_search_with_score(query, **kwargs)
             except BaseException as exc:
                 run.on_retriever_error(exc)
@@ -211,7 +255,7 @@ class ContextualEnsembleRetriever(BaseRetriever):
         if _scored_vectorstore(retriever):
             run = await _achild_run(retriever, query, config)
             try:
-                kwargs = {**retriever.search_kwargs, "k": self.candidates}
+                kwargs = {**retriever.search_kwargs, "k": self.depth}
                 pairs = await retriever.vectorstore.asimilarity_search_with_score(query, **kwargs)
             except BaseException as exc:
                 await run.on_retriever_error(exc)
@@ -222,7 +266,7 @@ class ContextualEnsembleRetriever(BaseRetriever):
 
     def _invoke_kwargs(self, retriever: Any) -> dict[str, Any]:
         if isinstance(retriever, BaseRetriever) and self.candidates_kwarg:
-            return {self.candidates_kwarg: self.candidates}
+            return {self.candidates_kwarg: self.depth}
         return {}
 
     def _from_distances(self, store: VectorStore, pairs: list[tuple[LCDocument, float]]) -> _Scored:
@@ -247,8 +291,8 @@ class ContextualEnsembleRetriever(BaseRetriever):
         for scored in lists:
             for cid, _, doc in scored:
                 docs.setdefault(cid, doc)
-        sources = [(name, [(cid, s) for cid, s, _ in scored], w) for name, scored, w in zip(self.names, lists, self.weights)]  # type: ignore[arg-type]
-        return fuse_sources(sources, mode=self.mode, rrf_k=self.rrf_k, depth=self.candidates), docs
+        sources = [(name, [(cid, s) for cid, s, _ in scored]) for name, scored in zip(self.names, lists)]  # type: ignore[arg-type]
+        return self.config.fuse(sources), docs  # type: ignore[union-attr]
 
     def _documents(self, hits: Sequence[RankedHit], docs: dict[str, LCDocument], lists: Sequence[_Scored]) -> list[LCDocument]:
         own: list[dict[str, float]] = [{} for _ in lists]
@@ -268,13 +312,13 @@ class ContextualEnsembleRetriever(BaseRetriever):
             }
             if hit.rerank_score is not None:
                 meta[RERANK_SCORE_KEY] = hit.rerank_score
+            if hit.rerank_error is not None:
+                meta[RERANK_ERROR_KEY] = hit.rerank_error
             out.append(doc.model_copy(update={"metadata": meta, "id": hit.id}))
         return out
 
     def _check_k(self, k: Optional[int]) -> int:
-        k = self.k if k is None else k
-        if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
-            raise ValueError(f"k must be a positive integer, got {k!r}")
+        k = self.k if k is None else positive_int("k", k)
         return min(k, self._top_n) if self._top_n else k
 
 

@@ -12,14 +12,14 @@ from typing import Hashable
 
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, TextNode
 
-from contextual_retrieval_core.ensemble import FUSED_SCORE_KEY, RANKS_KEY, RERANK_SCORE_KEY, RankedHit
+from contextual_retrieval_core.ensemble import FUSED_SCORE_KEY, RANKS_KEY, RERANK_ERROR_KEY, RERANK_SCORE_KEY, RankedHit
 from contextual_retrieval_core.types import CONTEXT_KEY, CONTEXT_LABEL, SOURCE_LABEL
 
 _CONTEXT_LABEL_KEY = "context_label"
 _SOURCE_LABEL_KEY = "source_label"
 _LAYOUT_KEYS = (_CONTEXT_LABEL_KEY, CONTEXT_KEY, _SOURCE_LABEL_KEY)
 #: metadata keys a fused / reranked result carries (excluded from what is embedded or shown)
-RESULT_KEYS = (FUSED_SCORE_KEY, RANKS_KEY, RERANK_SCORE_KEY)
+RESULT_KEYS = (FUSED_SCORE_KEY, RANKS_KEY, RERANK_SCORE_KEY, RERANK_ERROR_KEY)
 
 
 def set_context(node: TextNode, context: str) -> TextNode:
@@ -49,6 +49,8 @@ def with_result(node: BaseNode, hit: RankedHit) -> NodeWithScore:
     copy.metadata = {**node.metadata, FUSED_SCORE_KEY: hit.fused_score, RANKS_KEY: dict(hit.ranks)}
     if hit.rerank_score is not None:
         copy.metadata[RERANK_SCORE_KEY] = hit.rerank_score
+    if hit.rerank_error is not None:
+        copy.metadata[RERANK_ERROR_KEY] = hit.rerank_error
     for attr in ("excluded_embed_metadata_keys", "excluded_llm_metadata_keys"):
         keys = list(getattr(node, attr))
         setattr(copy, attr, keys + [k for k in RESULT_KEYS if k not in keys])

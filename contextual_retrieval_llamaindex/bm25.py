@@ -15,6 +15,7 @@ from llama_index.core.vector_stores.types import MetadataFilters
 from llama_index.core.vector_stores.utils import build_metadata_filter_fn
 
 from contextual_retrieval_core.bm25 import BM25Index, load_with_records, save_with_records
+from contextual_retrieval_core.checks import not_a_string, positive_int
 from contextual_retrieval_core.ensemble import DEFAULT_TOP_K
 from contextual_retrieval_core.tokenizer import Tokenizer
 
@@ -32,7 +33,7 @@ class ContextualBM25Retriever(BaseRetriever):
     Args:
         nodes: the nodes to index (or use `from_defaults(docstore=...)`).
         similarity_top_k: results per query (default 20; `HybridRetriever.from_defaults` asks for its
-            `candidates`, 150).
+            `depth`, 150).
         filters: `MetadataFilters` applied to every query (node metadata, as vector stores do).
         tokenizer: a core `Tokenizer` (default settings otherwise).
         k1, b, method: BM25 parameters (see `BM25Index`).
@@ -63,8 +64,8 @@ class ContextualBM25Retriever(BaseRetriever):
         callback_manager: Optional[CallbackManager] = None,
         verbose: bool = False,
     ) -> None:
-        if isinstance(similarity_top_k, bool) or similarity_top_k <= 0:
-            raise ValueError(f"similarity_top_k must be a positive integer, got {similarity_top_k!r}")
+        positive_int("similarity_top_k", similarity_top_k)
+        not_a_string("nodes", nodes, "nodes")
         nodes = list(nodes)
         if not nodes:
             raise ValueError("no nodes to index: pass the nodes from your node parser (or a docstore)")

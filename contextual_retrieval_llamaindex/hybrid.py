@@ -10,19 +10,11 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
-from contextual_retrieval_core.ensemble import (
-    DEFAULT_DEPTH,
-    DEFAULT_RRF_K,
-    DEFAULT_TOP_K,
-    RankedHit,
-    arerank_hits,
-    default_weights,
-    fuse_sources,
-    rerank_hits,
-    unique_names,
-)
+from contextual_retrieval_core.checks import is_blank, renamed_keyword
+from contextual_retrieval_core.ensemble import RankedHit, fallback_hits, unique_names
 from contextual_retrieval_core.fusion import FusionMode
-from contextual_retrieval_core.rerank.base import Reranker
+from contextual_retrieval_core.fusion_config import FusionConfig
+from contextual_retrieval_core.rerank.base import OnRerankError, Reranker
 
 from ._convert import indexed_text, scored_ids, with_result
 from .rerank import ContextualRerank
@@ -34,30 +26,37 @@ class HybridRetriever(BaseRetriever):
     """Fuses the rankings of any LlamaIndex retrievers with weighted RRF (or relative-score fusion).
 
     The design card's ensemble retriever: by default a vector index retriever over contextual
-    embeddings and a `ContextualBM25Retriever` (`from_defaults`), each asked for `candidates`
+    embeddings and a `ContextualBM25Retriever` (`from_defaults`), each asked for `depth`
     results, fused with the core's `fuse_sources` (weights honoured in both modes, unlike
     LlamaIndex's `QueryFusionRetriever`, whose RRF ignores them), optionally reranked, cut to
     `similarity_top_k`. Results are deduplicated by node id. Each returned node is a copy that
     carries, in its metadata (excluded from embedding and LLM text), ``fused_score``, ``ranks``
     (1-based rank per retriever name, None where one missed it) and ``rerank_score`` when
-    reranked; the NodeWithScore's score is the final one. These keys and the default names
-    ("dense", "bm25") are the core's, shared with LangChain's `ContextualEnsembleRetriever`. Async
-    queries its retrievers concurrently.
+    reranked (``rerank_error`` when a failing reranker was skipped); the NodeWithScore's score is
+    the final one. These keys and the default names ("dense", "bm25") are the core's, shared with
+    LangChain's `ContextualEnsembleRetriever`. A blank query returns no nodes. Async queries its
+    retrievers concurrently.
+
+    The fusion settings are the core's `FusionConfig` (validated there, once): pass one as
+    `config`, or the settings themselves; a setting passed here (not None) overrides `config`'s.
 
     Args:
         retrievers: the retrievers, as a list (named "dense" for a vector index retriever,
             "bm25" for `ContextualBM25Retriever`, else the class name) or a dict name -> retriever.
         weights: one per retriever (default: (0.5, 0.5) for two, equal otherwise).
+        config: a core `FusionConfig` (its `top_k` is `similarity_top_k` here).
         mode: "rrf" (default) or "relative_score".
         rrf_k: the RRF constant (default 0: the cookbook's ``w / rank``; 60: classic RRF).
-        candidates: results fused from each retriever (default 150, as the cookbook). Your
+        depth: results fused from each retriever (default 150, as the cookbook). Your
             retrievers are not changed: build them with their own top-k at least this large
-            (`from_defaults` does).
+            (`from_defaults` does). `candidates` is its old name (deprecated).
         similarity_top_k: results returned (default 20).
         reranker: a core `Reranker` (Cohere, Voyage, cross-encoder) or `ContextualRerank` (its
             reranker and `top_n` are used), or any other LlamaIndex node postprocessor, applied to
             the fused candidates.
-        rerank_depth: fused candidates the reranker sees (default: `candidates`).
+        rerank_depth: fused candidates the reranker sees (default: `depth`).
+        on_rerank_error: "raise" (default) or "fused": when the reranker fails, return the fused
+            order, each node's metadata carrying ``rerank_error`` (the error's type and message).
 
     Example:
         >>> from llama_index.core.schema import TextNode
@@ -74,14 +73,17 @@ class HybridRetriever(BaseRetriever):
         retrievers: Union[Sequence[BaseRetriever], Mapping[str, BaseRetriever]],
         weights: Optional[Sequence[float]] = None,
         *,
-        mode: FusionMode = "rrf",
-        rrf_k: float = DEFAULT_RRF_K,
-        candidates: int = DEFAULT_DEPTH,
-        similarity_top_k: int = DEFAULT_TOP_K,
+        config: Optional[FusionConfig] = None,
+        mode: Optional[FusionMode] = None,
+        rrf_k: Optional[float] = None,
+        depth: Optional[int] = None,
+        similarity_top_k: Optional[int] = None,
         reranker: Union[Reranker, BaseNodePostprocessor, None] = None,
         rerank_depth: Optional[int] = None,
+        on_rerank_error: Optional[OnRerankError] = None,
         callback_manager: Optional[CallbackManager] = None,
         verbose: bool = False,
+        candidates: Optional[int] = None,
     ) -> None:
         named = dict(retrievers) if isinstance(retrievers, Mapping) else _name(list(retrievers))
         if not named:
@@ -89,30 +91,29 @@ class HybridRetriever(BaseRetriever):
         for name, r in named.items():
             if not isinstance(r, BaseRetriever):
                 raise TypeError(f"retriever {name!r} is a {type(r).__name__}, not a LlamaIndex BaseRetriever")
-        if weights is None:
-            weights = default_weights(len(named))
-        if len(weights) != len(named):
-            raise ValueError(f"got {len(weights)} weights for {len(named)} retrievers; pass one weight per retriever")
-        if mode not in ("rrf", "relative_score"):
-            raise ValueError(f"mode must be 'rrf' or 'relative_score', not {mode!r}")
-        checks = [("candidates", candidates), ("similarity_top_k", similarity_top_k)]
-        for arg, value in checks + ([("rerank_depth", rerank_depth)] if rerank_depth is not None else []):
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{arg} must be a positive integer, got {value!r}")
-        if reranker is not None and not isinstance(reranker, (Reranker, BaseNodePostprocessor)):
-            raise TypeError(
-                f"reranker must be a contextual_retrieval_core Reranker or a LlamaIndex node postprocessor, got {type(reranker).__name__}"
-            )
-        self.retrievers: Dict[str, BaseRetriever] = named
-        self.weights = [float(w) for w in weights]
-        self.mode, self.rrf_k = mode, float(rrf_k)
-        self.candidates, self.similarity_top_k = candidates, similarity_top_k
-        self.rerank_depth = rerank_depth or candidates
+        depth = renamed_keyword("HybridRetriever", "candidates", "depth", candidates, depth)
         self._top_n: Optional[int] = None
+        self._postprocessor: Optional[BaseNodePostprocessor] = None
         if isinstance(reranker, ContextualRerank):  # its core reranker, through the core's rerank_hits
             self._top_n, reranker = reranker.top_n, reranker.reranker
-        self.reranker = reranker
+        elif isinstance(reranker, BaseNodePostprocessor):  # any other postprocessor runs as it is
+            self._postprocessor, reranker = reranker, None
+        self.config = FusionConfig.merged(
+            config, weights=weights, mode=mode, rrf_k=rrf_k, depth=depth, top_k=similarity_top_k,
+            reranker=reranker, rerank_depth=rerank_depth, on_rerank_error=on_rerank_error,
+        )
+        self.weights = list(self.config.weights_for(len(named), per="retriever"))  # the count checked here, up front
+        self._weighted = self.config.replace(weights=tuple(self.weights))
+        self.retrievers: Dict[str, BaseRetriever] = named
         super().__init__(callback_manager=callback_manager, verbose=verbose)
+
+    # the settings, read from `config` (one place)
+    mode = property(lambda self: self.config.mode)
+    rrf_k = property(lambda self: self.config.rrf_k)
+    depth = property(lambda self: self.config.depth)
+    similarity_top_k = property(lambda self: self.config.top_k)
+    rerank_depth = property(lambda self: self.config.effective_rerank_depth)
+    reranker = property(lambda self: self._postprocessor or self.config.reranker)
 
     @classmethod
     def from_defaults(
@@ -121,21 +122,26 @@ class HybridRetriever(BaseRetriever):
         *,
         nodes: Optional[Sequence[BaseNode]] = None,
         bm25: Optional[BaseRetriever] = None,
-        candidates: int = DEFAULT_DEPTH,
+        depth: Optional[int] = None,
+        config: Optional[FusionConfig] = None,
+        candidates: Optional[int] = None,
         **kwargs: Any,
     ) -> "HybridRetriever":
         """Vector retriever of `index` (a `VectorStoreIndex`, named "dense") + contextual BM25
-        ("bm25"), each returning `candidates` results.
+        ("bm25"), each returning `depth` results (default: `config`'s, 150).
 
         BM25 indexes `nodes` (default: the index's docstore; with a vector store that keeps text
-        only, such as Chroma, pass the nodes from your pipeline) unless `bm25` is given.
+        only, such as Chroma, pass the nodes from your pipeline) unless `bm25` is given. Other
+        keyword arguments are the constructor's.
         """
         from .bm25 import ContextualBM25Retriever
 
+        depth = renamed_keyword("HybridRetriever.from_defaults", "candidates", "depth", candidates, depth)
+        depth = FusionConfig.merged(config, depth=depth).depth  # validated before anything is built
         if bm25 is None:
-            bm25 = ContextualBM25Retriever.from_defaults(nodes=nodes, index=None if nodes else index, similarity_top_k=candidates)
-        vector = index.as_retriever(similarity_top_k=candidates)
-        return cls({"dense": vector, "bm25": bm25}, candidates=candidates, **kwargs)
+            bm25 = ContextualBM25Retriever.from_defaults(nodes=nodes, index=None if nodes else index, similarity_top_k=depth)
+        vector = index.as_retriever(similarity_top_k=depth)
+        return cls({"dense": vector, "bm25": bm25}, config=config, depth=depth, **kwargs)
 
     # -- retrieval ----------------------------------------------------------------------------------
 
@@ -145,31 +151,41 @@ class HybridRetriever(BaseRetriever):
         for (name, _), weight, hits in zip(self.retrievers.items(), self.weights, results):
             for r in hits:
                 nodes.setdefault(r.node.node_id, r.node)
-            sources.append((name, scored_ids(hits), weight))
-        return fuse_sources(sources, mode=self.mode, rrf_k=self.rrf_k, depth=self.candidates), nodes
+            sources.append((name, scored_ids(hits)))
+        return self._weighted.fuse(sources), nodes
 
     def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+        if _blank(query_bundle):
+            return []
         results = [r.retrieve(query_bundle) for r in self.retrievers.values()]
         fused, nodes = self._fuse(results)
-        if isinstance(self.reranker, BaseNodePostprocessor):
-            return self._postprocess(fused, nodes, self.reranker.postprocess_nodes(self._pool(fused, nodes), query_bundle))
-        hits = rerank_hits(
-            query_bundle.query_str, fused, lambda i: indexed_text(nodes[i]), self.reranker,  # type: ignore[arg-type]
-            k=self._k(), rerank_depth=self.rerank_depth,
-        )
+        if self._postprocessor is not None:
+            try:
+                reranked = self._postprocessor.postprocess_nodes(self._pool(fused, nodes), query_bundle)
+            except Exception as exc:
+                return self._postprocessor_failed(exc, fused, nodes)
+            return self._postprocess(fused, nodes, reranked)
+        hits = self.config.rerank(query_bundle.query_str, fused, lambda i: indexed_text(nodes[i]), top_k=self._k())  # type: ignore[index]
         return [with_result(nodes[h.id], h) for h in hits]  # type: ignore[index]
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+        if _blank(query_bundle):
+            return []
         results = list(await asyncio.gather(*(r.aretrieve(query_bundle) for r in self.retrievers.values())))
         fused, nodes = self._fuse(results)
-        if isinstance(self.reranker, BaseNodePostprocessor):
-            reranked = await self.reranker.apostprocess_nodes(self._pool(fused, nodes), query_bundle)
+        if self._postprocessor is not None:
+            try:
+                reranked = await self._postprocessor.apostprocess_nodes(self._pool(fused, nodes), query_bundle)
+            except Exception as exc:
+                return self._postprocessor_failed(exc, fused, nodes)
             return self._postprocess(fused, nodes, reranked)
-        hits = await arerank_hits(
-            query_bundle.query_str, fused, lambda i: indexed_text(nodes[i]), self.reranker,  # type: ignore[arg-type]
-            k=self._k(), rerank_depth=self.rerank_depth,
-        )
+        hits = await self.config.arerank(query_bundle.query_str, fused, lambda i: indexed_text(nodes[i]), top_k=self._k())  # type: ignore[index]
         return [with_result(nodes[h.id], h) for h in hits]  # type: ignore[index]
+
+    def _postprocessor_failed(self, exc: Exception, fused: list[RankedHit], nodes: Dict[str, BaseNode]) -> List[NodeWithScore]:
+        if self.config.on_rerank_error != "fused":
+            raise exc
+        return [with_result(nodes[h.id], h) for h in fallback_hits(exc, fused, self.similarity_top_k)]  # type: ignore[index]
 
     def _k(self) -> int:
         return min(self.similarity_top_k, self._top_n) if self._top_n else self.similarity_top_k
@@ -189,6 +205,11 @@ class HybridRetriever(BaseRetriever):
             score = float(r.score) if r.score is not None else hit.score
             out.append(with_result(r.node, hit._replace(score=score)))  # any postprocessor: not labelled a rerank
         return out
+
+
+def _blank(query_bundle: QueryBundle) -> bool:
+    """A blank query string with no embedding of its own: it matches nothing."""
+    return is_blank(query_bundle.query_str) and query_bundle.embedding is None
 
 
 def _name(retrievers: List[BaseRetriever]) -> Dict[str, BaseRetriever]:

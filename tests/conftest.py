@@ -12,10 +12,40 @@ REPO = Path(__file__).resolve().parents[1]
 COOKBOOK = Path(os.environ.get("CONTEXTUAL_RETRIEVAL_DATASET", REPO.parent / "shared" / "data" / "cookbook-codebase"))
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--ci",
+        action="store_true",
+        help="run everything CI runs: the slow whole-corpus tests too, and fail (instead of skip) when "
+        "the cookbook data or a server a test needs is missing. .ci/run and the README's test command pass it.",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--ci") or config.option.markexpr:
+        return  # CI, or the caller chose with -m
+    later = pytest.mark.skip(reason="slow whole-corpus test: run with --ci (as .ci/run does) or -m slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(later)
+
+
+def require(config: pytest.Config, ok: bool, reason: str) -> None:
+    """Skip the test when a prerequisite is missing, naming it; under --ci (CI), fail instead."""
+    if ok:
+        return
+    if config.getoption("--ci") or os.environ.get("CONTEXTUAL_RETRIEVAL_REQUIRE_DATASET") == "1":
+        pytest.fail(f"{reason} (--ci makes this a failure)")
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
-def cookbook_dir() -> Path:
-    if not (COOKBOOK / "codebase_chunks.json").is_file():
-        pytest.fail(f"cookbook dataset not found at {COOKBOOK}; set CONTEXTUAL_RETRIEVAL_DATASET")
+def cookbook_dir(pytestconfig: pytest.Config) -> Path:
+    require(
+        pytestconfig,
+        (COOKBOOK / "codebase_chunks.json").is_file(),
+        f"cookbook dataset not found at {COOKBOOK}; put it at ../shared/data/cookbook-codebase or set CONTEXTUAL_RETRIEVAL_DATASET",
+    )
     return COOKBOOK
 
 

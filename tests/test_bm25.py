@@ -124,8 +124,8 @@ def test_bad_input():
     assert index.search("   ", k=5) == []
     assert index.search("zzzunknownterm", k=5) == []
     assert index.search("the of and", k=5) == []  # only stop words
-    for bad_k in (0, -1, 1.5, True):
-        with pytest.raises(ValueError, match="k must be a positive integer"):
+    for bad_k, error in ((0, ValueError), (-1, ValueError), (1.5, TypeError), (True, TypeError), ("3", TypeError)):
+        with pytest.raises(error, match="k must be a positive integer"):
             index.search("hello", k=bad_k)
     with pytest.raises(RuntimeError, match="call index"):
         BM25Index().search("hello")

@@ -45,7 +45,9 @@ def test_eval_writes_table_json_and_plot(tiny_dataset, tmp_path, capsys):
     assert "contextual-hybrid" in printed and "Pass@20" in printed
     payload = json.loads(out_json.read_text())
     names = [c["name"] for c in payload["configs"]]
-    assert names == ["dense", "bm25", "hybrid", "contextual-dense", "contextual-bm25", "contextual-hybrid"]
+    assert names == ["dense", "bm25", "hybrid", "structural-dense", "structural-bm25", "structural-hybrid",
+                     "contextual-dense", "contextual-bm25", "contextual-hybrid"]
+    assert payload["elapsed_s"] > 0
     first = payload["configs"][0]
     assert set(first["pass_at"]) == {"5", "10", "20"} and set(first["recall_at"]) == {"5", "10", "20"}
     assert 0 <= first["mrr"] <= 100
@@ -74,10 +76,11 @@ def test_programming_errors_are_not_reported_as_usage_errors(monkeypatch):
         main(["demo", "--offline"])
 
 
-def test_eval_without_contexts_runs_three_configs(tiny_dataset, tmp_path, capsys):
+def test_eval_without_contexts_runs_plain_and_structural_configs(tiny_dataset, tmp_path, capsys):
     assert main(["eval", "--dataset", str(tiny_dataset), "--embedding-cache", "none", "--no-progress",
                  "--json", str(tmp_path / "r.json")]) == 0
-    assert [c["name"] for c in json.loads((tmp_path / "r.json").read_text())["configs"]] == ["dense", "bm25", "hybrid"]
+    assert [c["name"] for c in json.loads((tmp_path / "r.json").read_text())["configs"]] == [
+        "dense", "bm25", "hybrid", "structural-dense", "structural-bm25", "structural-hybrid"]
 
 
 def test_eval_errors_name_the_fix(tmp_path, capsys, monkeypatch):

@@ -115,7 +115,7 @@ def test_cli_errors_name_the_fix(tmp_path, capsys):
     empty = tmp_path / "empty"
     empty.mkdir()
     assert main(["index", str(empty), "--index-dir", str(tmp_path / "ix"), "--no-progress"]) == 2
-    assert "no text, markdown or code files found" in capsys.readouterr().err
+    assert "nothing to index under" in capsys.readouterr().err
 
     assert main(["query", str(tmp_path), "anything"]) == 2
     assert "build one with: contextual-retrieval index" in capsys.readouterr().err

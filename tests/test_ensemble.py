@@ -47,13 +47,13 @@ def test_duplicate_source_names_are_an_error():
 async def test_rerank_depth_top_k_and_async_parity():
     hits = fuse_sources(SOURCES)
     reranker = ByLength()
-    out = rerank_hits("q", hits, TEXTS.__getitem__, reranker, k=2, rerank_depth=3)
+    out = rerank_hits("q", hits, TEXTS.__getitem__, reranker, top_k=2, rerank_depth=3)
     assert reranker.seen == [["a", "cc", "bbbb"]]  # only the first 3 fused hits are sent
     assert [h.id for h in out] == ["b", "c"]
     assert out[0].rerank_score == out[0].score == 4.0 and out[0].fused_score == hits[2].fused_score
     assert out[0].ranks == hits[2].ranks
-    assert await arerank_hits("q", hits, TEXTS.__getitem__, reranker, k=2, rerank_depth=3) == out
-    assert rerank_hits("q", hits, TEXTS.__getitem__, None, k=2) == hits[:2]
+    assert await arerank_hits("q", hits, TEXTS.__getitem__, reranker, top_k=2, rerank_depth=3) == out
+    assert rerank_hits("q", hits, TEXTS.__getitem__, None, top_k=2) == hits[:2]
     assert rerank_hits("q", [], TEXTS.__getitem__, reranker) == []
     assert isinstance(out[0], RankedHit)
 

@@ -66,7 +66,8 @@ def test_evaluate_tiny_dataset_contexts_help(tiny_dataset):
     ds = load_cookbook(tiny_dataset)
     contexts = load_contexts_jsonl(tiny_dataset / "contexts.jsonl", ds)
     results = {r.name: r for r in evaluate(ds, LocalMiniLMEmbedder(), contexts)}
-    assert list(results) == ["dense", "bm25", "hybrid", "contextual-dense", "contextual-bm25", "contextual-hybrid"]
+    assert list(results) == ["dense", "bm25", "hybrid", "structural-dense", "structural-bm25", "structural-hybrid",
+                             "contextual-dense", "contextual-bm25", "contextual-hybrid"]
     assert results["contextual-hybrid"].pass_at[5] == 100.0
     # the ACME question can only be answered through the context
     assert results["contextual-bm25"].mrr > results["bm25"].mrr
@@ -93,3 +94,65 @@ def test_cookbook_figures(cookbook_dir, cookbook_embedder):
     ours = results["contextual-hybrid"].pass_at
     assert ours[5] >= 85.4 and ours[10] >= 89.6 and ours[20] >= 93.7, ours
     assert ours[20] > results["contextual-bm25"].pass_at[20]
+
+
+class CountingEmbedder:
+    """A hashed bag of words that records every text it is asked to embed."""
+
+    model_name = "toy-bow"
+    normalized = True
+
+    def __init__(self) -> None:
+        self.documents: list[str] = []
+        self.queries: list[str] = []
+
+    @staticmethod
+    def _vec(texts):
+        import hashlib
+        import re
+
+        import numpy as np
+
+        out = np.zeros((len(texts), 64), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for w in re.findall(r"\w+", t.lower()):
+                out[i, int(hashlib.md5(w.encode()).hexdigest(), 16) % 64] += 1.0
+        return out / np.clip(np.linalg.norm(out, axis=1, keepdims=True), 1e-9, None)
+
+    def embed_documents(self, texts):
+        self.documents.extend(texts)
+        return self._vec(texts)
+
+    def embed_queries(self, texts):
+        self.queries.extend(texts)
+        return self._vec(texts)
+
+
+def test_evaluate_embeds_each_distinct_text_once_per_run(tiny_dataset):
+    """Nine configurations, three text sets (plain, structural, Claude contexts) and one query set:
+    the embedder sees each distinct text exactly once."""
+    from contextual_retrieval_core.evaluation import structural_contexts
+    from contextual_retrieval_core.types import ContextualChunk
+
+    ds = load_cookbook(tiny_dataset)
+    contexts = load_contexts_jsonl(tiny_dataset / "contexts.jsonl", ds)
+    embedder = CountingEmbedder()
+    results = evaluate(ds, embedder, contexts)
+    assert len(results) == 9
+    structural = structural_contexts(ds)
+    distinct = {c.text for c in ds.chunks}
+    distinct |= {ContextualChunk(c, structural[c.id]).indexed_text for c in ds.chunks}
+    distinct |= {ContextualChunk(c, contexts[c.id]).indexed_text for c in ds.chunks}
+    assert len(embedder.documents) == len(set(embedder.documents)) == len(distinct)
+    assert set(embedder.documents) == distinct
+    assert sorted(embedder.queries) == sorted({q.query for q in ds.queries})
+
+
+def test_structural_configurations_use_the_offline_contexts(tiny_dataset):
+    from contextual_retrieval_core.evaluation import structural_contexts
+
+    ds = load_cookbook(tiny_dataset)
+    structural = structural_contexts(ds)
+    assert set(structural) == {c.id for c in ds.chunks} and all(structural.values())
+    names = [r.name for r in evaluate(ds, CountingEmbedder(), None)]
+    assert names == ["dense", "bm25", "hybrid", "structural-dense", "structural-bm25", "structural-hybrid"]

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_k0_reproduces_the_cookbook_formula():
     dense = ["a", "b", "c"]
     sparse = ["c", "d", "a"]
-    hits = reciprocal_rank_fusion([dense, sparse], [0.8, 0.2], k=0)
+    hits = reciprocal_rank_fusion([dense, sparse], [0.8, 0.2], rrf_k=0)
     # cookbook: score = 0.8 / (dense_rank + 1) + 0.2 / (sparse_rank + 1) with 0-based ranks
     expected = {"a": 0.8 / 1 + 0.2 / 3, "b": 0.8 / 2, "c": 0.8 / 3 + 0.2 / 1, "d": 0.2 / 2}
     assert {h.id: h.score for h in hits} == pytest.approx(expected)
@@ -25,15 +25,15 @@ def test_k0_reproduces_the_cookbook_formula():
 
 
 def test_classic_rrf_with_k60_and_equal_weights():
-    hits = reciprocal_rank_fusion([["x", "y"], ["y", "x"], ["y"]], k=60)
+    hits = reciprocal_rank_fusion([["x", "y"], ["y", "x"], ["y"]], rrf_k=60)
     assert hits[0].id == "y"
     assert hits[0].score == pytest.approx(1 / 62 + 1 / 61 + 1 / 61)
 
 
 def test_any_number_of_lists_and_weights_matter():
     lists = [["a", "b"], ["b", "a"], ["b", "c"]]
-    assert reciprocal_rank_fusion(lists, [10, 1, 1], k=0)[0].id == "a"
-    assert reciprocal_rank_fusion(lists, [1, 1, 1], k=0)[0].id == "b"
+    assert reciprocal_rank_fusion(lists, [10, 1, 1], rrf_k=0)[0].id == "a"
+    assert reciprocal_rank_fusion(lists, [1, 1, 1], rrf_k=0)[0].id == "b"
 
 
 def test_depth_cuts_each_list_and_top_k_cuts_output():
@@ -47,10 +47,10 @@ def test_depth_cuts_each_list_and_top_k_cuts_output():
 
 def test_ties_are_deterministic():
     # "p" and "q" tie on score; both have best rank 1; first seen wins
-    hits = reciprocal_rank_fusion([["p", "x"], ["q", "y"]], k=0)
+    hits = reciprocal_rank_fusion([["p", "x"], ["q", "y"]], rrf_k=0)
     assert [h.id for h in hits] == ["p", "q", "x", "y"]
     # equal score, better best-rank first
-    hits = reciprocal_rank_fusion([["m", "n"], ["n"]], [1.0, 0.0], k=0)
+    hits = reciprocal_rank_fusion([["m", "n"], ["n"]], [1.0, 0.0], rrf_k=0)
     assert [h.id for h in hits] == ["m", "n"]
 
 
@@ -58,7 +58,7 @@ def test_tie_order_does_not_depend_on_string_hashing():
     # set or hash order would show up as a different order of these 16 ids under another seed
     code = (
         "from contextual_retrieval_core.fusion import reciprocal_rank_fusion as fuse\n"
-        "print(' '.join(h.id for h in fuse([[c + '1', c + '2'] for c in 'hgfedcba'], k=0)))"
+        "print(' '.join(h.id for h in fuse([[c + '1', c + '2'] for c in 'hgfedcba'], rrf_k=0)))"
     )
     expected = [f"{c}{n}" for n in "12" for c in "hgfedcba"]
     for seed in ("1", "2"):
@@ -82,7 +82,7 @@ def test_relative_score_fusion():
 
 def test_fuse_dispatches_both_modes():
     lists = [[("a", 1.0), ("b", 0.5)], [("b", 2.0)]]
-    assert [h.id for h in fuse(lists, mode="rrf", k=0)] == ["b", "a"]
+    assert [h.id for h in fuse(lists, mode="rrf", rrf_k=0)] == ["b", "a"]
     assert isinstance(fuse(lists, mode="relative_score")[0], FusedHit)
     with pytest.raises(ValueError, match="mode"):
         fuse(lists, mode="borda")
@@ -93,9 +93,9 @@ def test_bad_input():
         reciprocal_rank_fusion([["a"], ["b"]], [1.0])
     with pytest.raises(ValueError, match="holds id 'a' twice"):
         reciprocal_rank_fusion([["a", "b", "a"]])
-    with pytest.raises(ValueError, match="k must be"):
-        reciprocal_rank_fusion([["a"]], k=-1)
-    with pytest.raises(ValueError, match="weights must be finite"):
+    with pytest.raises(ValueError, match="rrf_k must be"):
+        reciprocal_rank_fusion([["a"]], rrf_k=-1)
+    with pytest.raises(ValueError, match=r"weights\[0\] must be a finite number"):
         reciprocal_rank_fusion([["a"]], [-1.0])
     with pytest.raises(ValueError, match="depth"):
         reciprocal_rank_fusion([["a"]], depth=0)

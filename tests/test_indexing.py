@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -19,12 +20,9 @@ import numpy as np
 import pytest
 
 from contextual_retrieval_core.generators.base import Generation, TokenUsage
-from contextual_retrieval_core.indexing import (
-    ContextualIndex,
-    IndexMismatchError,
-    collect_files,
-    split_text,
-)
+from contextual_retrieval_core.chunking import split_text
+from contextual_retrieval_core.contextual_index import ContextualIndex, IndexMismatchError
+from contextual_retrieval_core.files import collect_files
 
 
 class CountingEmbedder:
@@ -133,10 +131,12 @@ def test_collect_files_skips_hidden_vendored_and_binary(tmp_path):
     (folder / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
     (folder / "data.txt").write_bytes(b"binary\x00content")
     (folder / ".hidden.md").write_text("# hidden\n")
-    files, skipped = collect_files([folder])
-    assert [f.doc_id for f in files] == ["notes/billing.md", "notes/readme.txt", "notes/sub/cache.py"]
-    assert skipped == 1  # data.txt: a text extension with binary content
-    explicit, _ = collect_files([folder / "billing.md", tmp_path / "notes" / "sub" / "cache.py"])
+    scan = collect_files([folder])
+    assert [f.doc_id for f in scan.files] == ["notes/billing.md", "notes/readme.txt", "notes/sub/cache.py"]
+    # data.txt: a text extension with binary content
+    assert [(s.path.name, s.reason) for s in scan.skipped] == [("data.txt", "binary (NUL bytes)")]
+    assert scan.other_extensions == {".png": 1}
+    explicit = collect_files([folder / "billing.md", tmp_path / "notes" / "sub" / "cache.py"]).files
     assert [f.doc_id for f in explicit] == ["billing.md", "cache.py"]
 
 
@@ -190,7 +190,7 @@ def test_weights_for_unwraps_the_embedding_cache(tmp_path):
     from contextual_retrieval_core.embeddings.cache import CachedEmbedder
     from contextual_retrieval_core.embeddings.voyage import VoyageEmbedder
     from contextual_retrieval_core.ensemble import DEFAULT_WEIGHTS
-    from contextual_retrieval_core.indexing import weights_for
+    from contextual_retrieval_core.factories import weights_for
     from tests.fakes.voyage_server import FakeVoyageServer
 
     with FakeVoyageServer() as server:
@@ -218,7 +218,9 @@ def test_index_then_search_from_a_fresh_process_object(tmp_path):
     assert (report.files_new, report.files_unchanged, report.chunks_total) == (3, 0, len(embedder.documents))
     assert report.embedded == report.chunks_added == report.chunks_total > 0
     assert report.contexts is not None and report.contexts.generated == report.chunks_total
-    assert {p.name for p in (tmp_path / "ix").iterdir()} >= {"chroma", "bm25", "manifest.json", "embeddings.sqlite3"}
+    names = {p.name for p in (tmp_path / "ix").iterdir()}
+    assert names >= {"chroma", "manifest.json", "embeddings.sqlite3", ".lock"}
+    assert [n for n in names if n.startswith("bm25")] == [ContextualIndex.read_manifest(tmp_path / "ix").bm25]
 
     reopened = ContextualIndex(tmp_path / "ix", embedder=CountingEmbedder())
     hits = reopened.search("how long do refunds take?", k=3)
@@ -260,7 +262,7 @@ def test_changed_and_deleted_files_are_replaced_and_removed(tmp_path):
     embedder, generator = CountingEmbedder(), CountingGenerator()
     index = ContextualIndex(tmp_path / "ix", embedder=embedder, generator=generator)
     first = index.update([folder], show_progress=False)
-    old_billing = set(index.manifest["files"]["notes/billing.md"]["chunks"])
+    old_billing = set(index.manifest.files["notes/billing.md"].chunks)
 
     generator.calls.clear()
     embedder.documents.clear()
@@ -269,11 +271,11 @@ def test_changed_and_deleted_files_are_replaced_and_removed(tmp_path):
     (folder / "readme.txt").unlink()
     report = index.update([folder], show_progress=False)
     assert (report.files_changed, report.files_removed, report.files_unchanged) == (1, 1, 1)
-    new_billing = index.manifest["files"]["notes/billing.md"]["chunks"]
+    new_billing = index.manifest.files["notes/billing.md"].chunks
     assert set(generator.calls) == set(new_billing)  # only the changed file was situated
     assert len(embedder.documents) == len(new_billing)
     assert report.chunks_total == first.chunks_total - report.chunks_removed + report.chunks_added
-    assert "notes/readme.txt" not in index.manifest["files"]
+    assert "notes/readme.txt" not in index.manifest.files
 
     stored = index._chroma().get(include=[])["ids"]
     assert not old_billing & set(stored) and set(new_billing) <= set(stored)
@@ -292,7 +294,7 @@ def test_files_from_other_paths_are_kept(tmp_path):
     index.update([folder], show_progress=False)
     report = index.update([other], show_progress=False)
     assert (report.files_new, report.files_removed) == (1, 0)
-    assert sorted(index.manifest["files"]) == ["more/faq.md", "notes/billing.md", "notes/readme.txt", "notes/sub/cache.py"]
+    assert sorted(index.manifest.files) == ["more/faq.md", "notes/billing.md", "notes/readme.txt", "notes/sub/cache.py"]
     assert index.search("when does the office open", k=1)[0].path == "more/faq.md"
 
 
@@ -306,24 +308,30 @@ def test_embedder_mismatch_and_non_index_errors_name_the_fix(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "photo.jpg").write_bytes(b"\xff\xd8")
-    with pytest.raises(ValueError, match="no text, markdown or code files"):
+    with pytest.raises(ValueError, match=r"nothing to index under .*no text, markdown or code file.*\.jpg \(1\)"):
         ContextualIndex(tmp_path / "ix2", embedder=CountingEmbedder()).update([empty], show_progress=False)
     index = ContextualIndex(tmp_path / "ix", embedder=CountingEmbedder())
     with pytest.raises(ValueError, match="the query is empty"):
         index.search("  ")
 
 
-def test_index_folder_inside_the_indexed_folder_is_skipped(tmp_path):
+def test_index_folder_inside_the_indexed_paths_or_around_them_is_refused(tmp_path):
     folder = make_corpus(tmp_path)
-    index = ContextualIndex(folder / "index", embedder=CountingEmbedder())
-    index.update([folder], show_progress=False)
-    report = index.update([folder], show_progress=False)
-    assert report.files_new == 0 and report.files_unchanged == 3
-    assert all(not d.startswith("notes/index") for d in index.manifest["files"])
+    for index_dir in (folder / "index", folder, folder / "sub" / "deeper"):
+        with pytest.raises(ValueError, match="the index would index itself; put the index elsewhere"):
+            ContextualIndex(index_dir, embedder=CountingEmbedder()).update([folder], show_progress=False)
+        assert not (index_dir / "manifest.json").exists()
+    with pytest.raises(ValueError, match="is inside the index folder"):
+        ContextualIndex(tmp_path, embedder=CountingEmbedder()).update([folder / "sub"], show_progress=False)
+    # another index folder found while walking is never indexed
+    ContextualIndex(tmp_path / "ix", embedder=CountingEmbedder()).update([folder], show_progress=False)
+    shutil.copytree(tmp_path / "ix", folder / "old-index")
+    report = ContextualIndex(tmp_path / "ix2", embedder=CountingEmbedder()).update([folder], show_progress=False)
+    assert report.files_new == 3
 
 
 def test_indexing_module_imports_no_framework_or_chroma():
-    code = ("import sys, contextual_retrieval_core.indexing, contextual_retrieval_core.demo, contextual_retrieval_core.cli\n"
+    code = ("import sys, contextual_retrieval_core.contextual_index, contextual_retrieval_core.demo, contextual_retrieval_core.cli\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "{'chromadb', 'llama_index', 'langchain', 'langchain_core', 'anthropic', 'voyageai', 'cohere'}))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -332,7 +340,7 @@ def test_indexing_module_imports_no_framework_or_chroma():
 
 
 def test_auto_choices_follow_keys_and_installed_sdks(monkeypatch):
-    from contextual_retrieval_core.indexing import choose_generator, choose_reranker, unused_keys
+    from contextual_retrieval_core.factories import choose_generator, choose_reranker, unused_keys
 
     for name in ("ANTHROPIC_API_KEY", "VOYAGE_API_KEY", "COHERE_API_KEY", "CO_API_KEY"):
         monkeypatch.delenv(name, raising=False)

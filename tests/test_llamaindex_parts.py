@@ -244,8 +244,8 @@ def test_bm25_contextual_text_is_what_is_searched(nodes):
 class Fixed(BaseRetriever):
     """A retriever that returns fixed nodes (after an optional delay)."""
 
-    def __init__(self, nodes: List[TextNode], delay: float = 0.0) -> None:
-        self.items, self.delay, self.similarity_top_k = nodes, delay, 5
+    def __init__(self, nodes: List[TextNode], delay: float = 0.0, gauge: "InFlight | None" = None) -> None:
+        self.items, self.delay, self.similarity_top_k, self.gauge = nodes, delay, 5, gauge
         super().__init__()
 
     def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
@@ -253,8 +253,20 @@ class Fixed(BaseRetriever):
         return [NodeWithScore(node=n, score=1.0 / (i + 1)) for i, n in enumerate(self.items)]
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+        if self.gauge is not None:
+            self.gauge.now += 1
+            self.gauge.most = max(self.gauge.most, self.gauge.now)
         await asyncio.sleep(self.delay)
+        if self.gauge is not None:
+            self.gauge.now -= 1
         return [NodeWithScore(node=n, score=1.0 / (i + 1)) for i, n in enumerate(self.items)]
+
+
+class InFlight:
+    """Counts retrievals in progress at once (concurrency shown by overlap, not by a clock)."""
+
+    def __init__(self) -> None:
+        self.now = self.most = 0
 
 
 def _n(i: str) -> TextNode:
@@ -281,10 +293,10 @@ def test_hybrid_weights_are_honoured_ranks_recorded_and_ids_deduped():
 
 async def test_hybrid_async_runs_retrievers_concurrently_and_matches_sync():
     a, b = _n("a"), _n("b")
-    hybrid = HybridRetriever([Fixed([a, b], delay=0.3), Fixed([b, a], delay=0.3)])
-    started = time.perf_counter()
+    gauge = InFlight()
+    hybrid = HybridRetriever([Fixed([a, b], delay=0.05, gauge=gauge), Fixed([b, a], delay=0.05, gauge=gauge)])
     got = await hybrid.aretrieve("q")
-    assert time.perf_counter() - started < 0.55
+    assert gauge.most == 2  # both retrievals were in flight at the same time
     assert [(r.node.node_id, r.score) for r in got] == [(r.node.node_id, r.score) for r in hybrid.retrieve("q")]
 
 
@@ -296,7 +308,7 @@ def test_hybrid_equals_the_core_hybrid_searcher(nodes, minilm):
     chunks = [ContextualChunk(Chunk(n.node_id, n.ref_doc_id, n.text), n.metadata["context"]) for n in nodes]
     core = HybridSearcher(chunks, minilm.embedder)
     for query in ("How did ACME revenue change?", "Which plant makes pumps?", "run the target on both executors"):
-        assert [r.node.node_id for r in hybrid.retrieve(query)] == [h.id for h in core.search(query, k=6)]
+        assert [r.node.node_id for r in hybrid.retrieve(query)] == [h.id for h in core.search(query, top_k=6)]
 
 
 def test_hybrid_with_a_core_reranker_and_with_a_postprocessor(nodes):

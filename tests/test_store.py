@@ -243,3 +243,155 @@ def test_not_a_database(tmp_path):
     path.write_bytes(b"this is not sqlite at all" * 100)
     with pytest.raises(ValueError, match="not a usable context store"):
         ContextStore(path)
+
+
+# -- read-only, damaged and locked stores (issue 12) -------------------------------------------
+
+from contextual_retrieval_core.store import ContextStoreError  # noqa: E402
+
+
+def _filled(path: Path, n: int = 3) -> list[str]:
+    keys = [_key(i) for i in range(n)]
+    with ContextStore(path) as store:
+        for i, k in enumerate(keys):
+            store.put(k, f"context {i}", generator="gen", model="model")
+    return keys
+
+
+def _unprivileged(fn):
+    """Run `fn()` as a user who cannot write root's files: the caller itself when it is not root,
+    else a forked child that drops to uid/gid 65534 (root writes read-only files regardless)."""
+    if os.geteuid() != 0:
+        return fn()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.close(read)
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            out = {"ok": fn()}
+        except BaseException as exc:  # noqa: BLE001 - handed to the parent
+            out = {"error": type(exc).__name__, "message": str(exc)}
+        with os.fdopen(write, "w") as f:
+            json.dump(out, f)
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as f:
+        data = f.read()
+    os.waitpid(pid, 0)
+    out = json.loads(data)
+    if "error" in out:
+        raise AssertionError(f"{out['error']}: {out['message']}")
+    return out["ok"]
+
+
+@pytest.fixture()
+def shared_dir():
+    """A folder outside pytest's private tmp tree (0700 for root), which uid 65534 can enter."""
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="cr-store-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_read_only_opening_reads_and_refuses_writes_naming_the_file(tmp_path):
+    path = tmp_path / "c.sqlite"
+    keys = _filled(path)
+    with ContextStore(path, read_only=True) as store:
+        assert store.read_only and store.get_many(keys) == {k: f"context {i}" for i, k in enumerate(keys)}
+        assert len(store) == 3 and keys[0] in store
+        for write in (
+            lambda: store.put(_key(9), "x", generator="gen", model="model"),
+            store.check_writable,
+            lambda: store.add_batch("b", generator="gen", model="model", manifest={}),
+        ):
+            with pytest.raises(ContextStoreError, match=r"read-only \(opened with read_only=True\)") as info:
+                write()
+            assert str(path) in str(info.value) and info.value.path == str(path)
+    assert len(ContextStore(path)) == 3  # nothing was written
+    with pytest.raises(ValueError, match="does not exist"):
+        ContextStore(tmp_path / "missing.sqlite", read_only=True)
+
+
+@pytest.mark.parametrize("what", ["file", "folder"])
+def test_an_unwritable_file_or_folder_opens_read_only(shared_dir, what):
+    folder = shared_dir / "store"
+    folder.mkdir()
+    path = folder / "c.sqlite"
+    keys = _filled(path)
+    if what == "file":
+        folder.chmod(0o777)
+        path.chmod(0o444)
+    else:
+        folder.chmod(0o555)
+        path.chmod(0o644)
+        if os.geteuid() == 0:  # the file is writable by the user who opens it; the folder is not
+            os.chown(path, 65534, 65534)
+
+    def probe():
+        store = ContextStore(path)
+        out = {"read_only": store.read_only, "reason": store.read_only_reason, "found": len(store.get_many(keys))}
+        try:
+            store.put(_key(9), "x", generator="gen", model="model")
+        except ContextStoreError as exc:
+            out["refused"] = str(exc)
+        try:
+            store.check_writable()
+        except ContextStoreError as exc:
+            out["check"] = str(exc)
+        store.close()
+        return out
+
+    out = _unprivileged(probe)
+    assert out["read_only"] and out["found"] == 3
+    assert out["reason"] == ("the file is not writable" if what == "file" else "its folder is not writable")
+    for message in (out["refused"], out["check"]):
+        assert str(path) in message and "read-only" in message and "writable" in message
+    folder.chmod(0o755)
+
+
+def test_a_folder_as_the_store_path_is_named(tmp_path):
+    with pytest.raises(ValueError, match=rf"{tmp_path}.* is a folder, not a file.*contexts\.sqlite3"):
+        ContextStore(tmp_path)
+
+
+def test_a_corrupted_page_names_the_file(tmp_path):
+    path = tmp_path / "c.sqlite"
+    keys = _filled(path, 400)  # several pages of contexts
+    size = path.stat().st_size
+    page = 4096
+    assert size >= 6 * page
+    with open(path, "r+b") as f:  # overwrite every page but the first (the header and schema)
+        for start in range(page, size, page):
+            f.seek(start + 8)
+            f.write(os.urandom(page - 16))
+    with pytest.raises((ContextStoreError, ValueError), match=rf"{path}.*(malformed|not a database|damaged)") as info:
+        with ContextStore(path) as store:
+            store.get_many(keys)
+    if isinstance(info.value, ContextStoreError):
+        assert "restore it from a backup" in str(info.value)
+
+
+def test_a_store_locked_by_another_writer_fails_its_write_check_naming_the_reason(tmp_path):
+    path = tmp_path / "c.sqlite"
+    _filled(path)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    # opening takes the write lock too (schema check): with the lock held it fails naming the file
+    with pytest.raises((ValueError, ContextStoreError), match=rf"{path}.*locked"):
+        ContextStore(path, timeout=0.1)
+    holder.execute("ROLLBACK")
+    store = ContextStore(path, timeout=0.1)
+    holder.execute("BEGIN IMMEDIATE")
+    with pytest.raises(ContextStoreError, match=rf"{path}: a test write failed: database is locked.*write lock"):
+        store.check_writable()
+    with pytest.raises(ContextStoreError, match=rf"{path}: storing a context failed"):
+        store.put(_key(7), "x", generator="gen", model="model")
+    holder.execute("ROLLBACK")
+    store.check_writable()
+    holder.close()
+    store.close()

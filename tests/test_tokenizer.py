@@ -89,15 +89,50 @@ def test_every_combining_mark_is_part_of_a_word():
     import unicodedata
 
     marks = [chr(cp) for cp in range(sys.maxunicode + 1) if unicodedata.category(chr(cp)).startswith("M")]
-    t = Tokenizer(stemmer=None, lowercase=False, split_identifiers=False, cjk_bigrams=False)
+    settings = dict(stemmer=None, lowercase=False, split_identifiers=False, cjk_bigrams=False)
+    v2 = Tokenizer(TokenizerConfig(**settings, version=2))
     words = [unicodedata.normalize("NFKC", "a" + m) for m in marks]
-    assert len(marks) > 2000 and [w for w in words if t.tokenize(w) != [w]] == []
+    assert len(marks) > 2000 and [w for w in words if v2.tokenize(w) != [w]] == []
+    # version 3 folds the combining diacritical blocks away and keeps every other mark in its word
+    v3 = Tokenizer(TokenizerConfig(**settings))
+    diacritic = [m for m in marks if any(lo <= ord(m) <= hi for lo, hi in
+                                         ((0x300, 0x36F), (0x1AB0, 0x1AFF), (0x1DC0, 0x1DFF), (0x20D0, 0x20FF), (0xFE20, 0xFE2F)))]
+    assert len(diacritic) > 200
+    assert [m for m in diacritic if v3.tokenize("x" + m) != ["x"]] == []
+    others = [m for m in marks if m not in set(diacritic)]
+    assert [m for m in others if len(v3.tokenize("x" + m)) != 1 or v3.tokenize("x" + m)[0] == "x"] == []
+
+
+def test_version_3_folds_accents_and_compatibility_forms():
+    t = Tokenizer(stemmer=None)
+    assert TokenizerConfig().version == 3
+    assert t.tokenize("Café crème à Noël") == t.tokenize("cafe creme a noel") == ["cafe", "creme", "noel"]
+    assert t.tokenize("ﬁle Ｈｅｌｌｏ ²") == ["file", "hello", "2"]  # ligature, full-width, superscript
+    assert t.tokenize("Ångström naïve façade") == ["angstrom", "naive", "facade"]
+    # marks that are not accents stay: kana voicing, Hangul syllables, Devanagari vowel signs
+    assert t.tokenize("が") == ["が"] and t.tokenize("한국어") == ["한국어"] and t.tokenize("हिन्दी") == ["हिन्दी"]
+    # version 2 (indexes saved before folding) keeps accents distinct
+    v2 = Tokenizer(TokenizerConfig(stemmer=None, version=2))
+    assert v2.tokenize("café") == ["café"] and v2.tokenize("cafe") == ["cafe"]
+
+
+def test_bm25_cafe_matches_café_and_a_saved_version_2_index_keeps_its_behaviour(tmp_path):
+    from contextual_retrieval_core.bm25 import BM25Index
+
+    texts = ["Le café est fermé le lundi.", "Tea is served all day."]
+    new = BM25Index().index(["fr", "en"], texts)
+    assert [i for i, _ in new.search("cafe ferme", k=2)] == ["fr"]
+    old = BM25Index(Tokenizer(TokenizerConfig(version=2))).index(["fr", "en"], texts)
+    loaded = BM25Index.load(old.save(tmp_path / "v2"))
+    assert loaded.tokenizer.config.version == 2
+    assert loaded.search("cafe ferme", k=2) == []  # as it behaved when it was saved
+    assert [i for i, _ in loaded.search("café", k=2)] == ["fr"]
+    assert BM25Index.load(new.save(tmp_path / "v3")).tokenizer.config.version == 3
 
 
 def test_version_1_keeps_the_old_splitting_for_indexes_saved_with_it(tmp_path):
     from contextual_retrieval_core.bm25 import BM25Index
 
-    assert TokenizerConfig().version == 2
     old = Tokenizer(TokenizerConfig(stemmer=None, version=1))
     assert old.tokenize("हिन्दी") == ["ह", "न", "द"]
     assert old.tokenize("DiffExecutor run_target") == Tokenizer(stemmer=None).tokenize("DiffExecutor run_target")

@@ -20,7 +20,7 @@ import numpy as np
 
 from .base import as_texts
 
-__all__ = ["LocalMiniLMEmbedder"]
+__all__ = ["LocalMiniLMEmbedder", "TruncationWarning"]
 
 _MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 _DIMENSION = 384
@@ -33,6 +33,16 @@ def _package_dir(name: str) -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ImportError(f"the package {name!r} is not installed; {_INSTALL_HINT}")
     return Path(next(iter(spec.submodule_search_locations)))
+
+
+class TruncationWarning(UserWarning):
+    """Texts were longer than the embedder's window; `embedder` is the embedder, whose
+    `truncated_count` and `embedded_count` give the totals so far (the CLI reports them once per
+    run)."""
+
+    def __init__(self, message: str, embedder: "LocalMiniLMEmbedder") -> None:
+        super().__init__(message)
+        self.embedder = embedder
 
 
 class LocalMiniLMEmbedder:
@@ -77,7 +87,8 @@ class LocalMiniLMEmbedder:
         self._tokenizer = None
         self._lock = threading.Lock()
         self._warned = False
-        self.truncated_count = 0
+        self.truncated_count = 0  # texts cut to the window, since creation
+        self.embedded_count = 0  # texts embedded, since creation
 
     # -- loading ----------------------------------------------------------------------------
 
@@ -130,15 +141,18 @@ class LocalMiniLMEmbedder:
         self._load()
         encodings = self._tokenizer.encode_batch(texts)  # type: ignore[union-attr]
         cut = sum(1 for e in encodings if e.overflowing)
+        self.embedded_count += len(texts)
         if cut:
             self.truncated_count += cut
             if not self._warned:
                 self._warned = True
                 warnings.warn(
-                    f"{cut} of {len(texts)} texts are longer than {_MAX_TOKENS} tokens and were "
-                    f"truncated by {_MODEL_ID}; split chunks smaller, or use a hosted embedder "
-                    "(VoyageEmbedder) with a longer window",
-                    UserWarning,
+                    TruncationWarning(
+                        f"{cut} of {len(texts)} texts are longer than {_MAX_TOKENS} tokens and were "
+                        f"truncated by {_MODEL_ID}; split chunks smaller, or use a hosted embedder "
+                        "(VoyageEmbedder) with a longer window",
+                        self,
+                    ),
                     stacklevel=2,
                 )
         out = np.empty((len(texts), _DIMENSION), dtype=np.float32)

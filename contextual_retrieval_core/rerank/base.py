@@ -2,10 +2,29 @@
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Literal, Protocol, Sequence, runtime_checkable
 
-__all__ = ["Reranker", "RerankResult", "PassThroughReranker", "check_top_n", "candidate_texts", "best_first"]
+from contextual_retrieval_core.checks import positive_int
+
+__all__ = [
+    "Reranker",
+    "RerankResult",
+    "PassThroughReranker",
+    "check_top_n",
+    "candidate_texts",
+    "best_first",
+    "OnRerankError",
+    "ON_RERANK_ERROR",
+    "describe_error",
+]
+
+#: what a query does when its reranker raises: "raise" (the default) or "fused" (return the fused
+#: order, the error reported on every hit)
+OnRerankError = Literal["raise", "fused"]
+ON_RERANK_ERROR: tuple[str, ...] = ("raise", "fused")
 
 
 @dataclass(frozen=True)
@@ -57,9 +76,8 @@ class PassThroughReranker:
 
 
 def check_top_n(top_n: int | None) -> None:
-    """ValueError unless `top_n` is None or a positive integer."""
-    if top_n is not None and (isinstance(top_n, bool) or top_n <= 0):
-        raise ValueError(f"top_n must be a positive integer or None, got {top_n}")
+    """TypeError / ValueError unless `top_n` is None or a positive integer."""
+    positive_int("top_n", top_n, allow_none=True)
 
 
 def candidate_texts(texts: Sequence[str]) -> list[str]:
@@ -73,3 +91,31 @@ def best_first(results: list[RerankResult], top_n: int | None) -> list[RerankRes
     """Results sorted by score (desc), ties by input position, cut to `top_n`."""
     ranked = sorted(results, key=lambda r: (-r.score, r.index))
     return ranked if top_n is None else ranked[:top_n]
+
+
+_KEY_VARS = ("ANTHROPIC_API_KEY", "COHERE_API_KEY", "CO_API_KEY", "VOYAGE_API_KEY")
+_SECRET = re.compile(r"(?i)(bearer\s+|api[_-]?key[\"']?\s*[=:]\s*[\"']?)[A-Za-z0-9._\-]{6,}")
+
+
+def describe_error(exc: BaseException, limit: int = 300) -> str:
+    """"Type: message" for a failed call, for result metadata and logs: an HTTP error as its status
+    and the API's message (never its headers), API keys from the environment and anything that
+    looks like a bearer token or api_key masked, cut to `limit` characters.
+
+    Example:
+        >>> describe_error(RuntimeError("upstream said no"))
+        'RuntimeError: upstream said no'
+    """
+    status, body = getattr(exc, "status_code", None), getattr(exc, "body", None)
+    if isinstance(status, int):
+        detail = body.get("message", body) if isinstance(body, dict) else body
+        text = f"HTTP {status}: {detail}" if detail not in (None, "") else f"HTTP {status}"
+    else:
+        text = str(exc)
+    for name in _KEY_VARS:
+        key = os.environ.get(name)
+        if key and len(key) >= 6:
+            text = text.replace(key, "***")
+    text = _SECRET.sub(lambda m: m.group(1) + "***", " ".join(text.split()))
+    out = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return out if len(out) <= limit else out[: limit - 3] + "..."

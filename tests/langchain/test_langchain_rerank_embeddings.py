@@ -16,10 +16,10 @@ from contextual_retrieval_core.embeddings.voyage import VoyageEmbedder
 from contextual_retrieval_core.rerank import CohereReranker, VoyageReranker
 from contextual_retrieval_langchain import (
     ContextualBM25Retriever,
+    ContextualVoyageEmbeddings,
     EmbedderEmbeddings,
     LocalMiniLMEmbeddings,
     RerankCompressor,
-    VoyageEmbeddings,
 )
 from tests.fakes.cohere_server import FakeCohereServer
 from tests.fakes.voyage_server import FakeVoyageServer
@@ -101,7 +101,7 @@ def test_missing_key_names_the_fix(monkeypatch) -> None:
 def test_voyage_embeddings_use_document_and_query_input_types(voyage_server) -> None:
     client = voyageai.Client(api_key=voyage_server.api_key, base_url=voyage_server.base_url, max_retries=0)
     aclient = voyageai.AsyncClient(api_key=voyage_server.api_key, base_url=voyage_server.base_url, max_retries=0)
-    embeddings = VoyageEmbeddings(client=client, async_client=aclient)
+    embeddings = ContextualVoyageEmbeddings(client=client, async_client=aclient)
     assert isinstance(embeddings, Embeddings)
     docs = embeddings.embed_documents(["BM25 ranks by term overlap", "dense vectors"])
     query = embeddings.embed_query("BM25 ranks by term overlap")
@@ -116,7 +116,7 @@ def test_voyage_embeddings_use_document_and_query_input_types(voyage_server) -> 
 async def test_voyage_embeddings_async(voyage_server) -> None:
     aclient = voyageai.AsyncClient(api_key=voyage_server.api_key, base_url=voyage_server.base_url, max_retries=0)
     client = voyageai.Client(api_key=voyage_server.api_key, base_url=voyage_server.base_url, max_retries=0)
-    embeddings = VoyageEmbeddings(client=client, async_client=aclient)
+    embeddings = ContextualVoyageEmbeddings(client=client, async_client=aclient)
     assert np.allclose(await embeddings.aembed_query("hi there"), embeddings.embed_query("hi there"))
     assert np.allclose(await embeddings.aembed_documents(["hi there"]), embeddings.embed_documents(["hi there"]))
 
@@ -130,3 +130,19 @@ async def test_minilm_embeddings_are_the_core_embedders(core_embedder) -> None:
     assert embeddings.embed_documents([]) == []
     with pytest.raises(TypeError, match="core Embedder"):
         EmbedderEmbeddings(embedder=LocalMiniLMEmbeddings())
+
+
+def test_no_public_name_clashes_with_langchain_community():
+    """A user importing from both packages never gets one class shadowing the other."""
+    import warnings
+
+    import contextual_retrieval_langchain
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # langchain-community announces its sunset
+        from langchain_community import document_compressors, document_transformers, embeddings, retrievers
+    theirs = set()
+    for module in (embeddings, retrievers, document_transformers, document_compressors):
+        theirs |= set(module.__all__)
+    assert "VoyageEmbeddings" in theirs and "ContextualVoyageEmbeddings" in contextual_retrieval_langchain.__all__
+    assert not set(contextual_retrieval_langchain.__all__) & theirs

@@ -1,0 +1,120 @@
+"""Argument checks shared by every query path: one function per kind of setting.
+
+Each raises with the parameter named and the fix, so a bad value fails where it is passed, not
+deep inside numpy or a slice.
+
+Example:
+    >>> positive_int("top_k", 5)
+    5
+    >>> positive_int("depth", 0)
+    Traceback (most recent call last):
+    ...
+    ValueError: depth must be a positive integer, got 0
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+
+__all__ = ["IndexFileError", "positive_int", "non_negative_number", "fusion_weights", "string_list", "not_a_string", "finite_vectors", "renamed_keyword", "is_blank"]
+
+
+def positive_int(name: str, value: Any, *, allow_none: bool = False) -> Any:
+    """`value` when it is a positive int (None too when `allow_none`); else TypeError for a
+    non-integer, ValueError for zero or less, naming `name`."""
+    if value is None and allow_none:
+        return None
+    what = "a positive integer or None" if allow_none else "a positive integer"
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be {what}, got {type(value).__name__} {value!r}")
+    if value <= 0:
+        raise ValueError(f"{name} must be {what}, got {value!r}")
+    return int(value)
+
+
+def not_a_string(name: str, value: Any, what: str = "items") -> Any:
+    """`value`, unless it is a str or bytes where a sequence of `what` is expected: TypeError naming
+    `name` (a bare string would otherwise be taken one character at a time)."""
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"{name} must be a list of {what}, not a single {type(value).__name__} ({value[:40]!r}); wrap it: [{value[:40]!r}]")
+    return value
+
+
+def string_list(name: str, values: Any, what: str = "strings") -> list[str]:
+    """`values` as a list of str; TypeError naming `name` for a bare string or a non-str item."""
+    not_a_string(name, values, what)
+    try:
+        out = list(values)
+    except TypeError:
+        raise TypeError(f"{name} must be a list of {what}, got {type(values).__name__}") from None
+    for i, value in enumerate(out):
+        if not isinstance(value, str):
+            raise TypeError(f"{name}[{i}] must be a str, got {type(value).__name__} {value!r}")
+    return out
+
+
+def finite_vectors(name: str, vectors: np.ndarray) -> np.ndarray:
+    """`vectors` unless a row holds NaN or infinity: ValueError naming `name` and the first bad row."""
+    finite = np.isfinite(vectors)
+    if not finite.all():
+        row = int(np.argwhere(~finite)[0][0]) if vectors.ndim > 1 else 0
+        raise ValueError(
+            f"{name} holds NaN or infinity (first in row {row}); the embedder returned a broken vector: "
+            "check its input and model, and re-embed"
+        )
+    return vectors
+
+
+def renamed_keyword(owner: str, old: str, new: str, old_value: Any, new_value: Any) -> Any:
+    """The value of a keyword renamed from `old` to `new`: `old_value` (with a DeprecationWarning)
+    when only the old name was passed; TypeError when both were."""
+    if old_value is None:
+        return new_value
+    if new_value is not None:
+        raise TypeError(f"{owner}: pass {new}= only ({old}= is its old name)")
+    warnings.warn(f"{owner}: {old}= is now called {new}=", DeprecationWarning, stacklevel=3)
+    return old_value
+
+
+def is_blank(query: Any) -> bool:
+    """True for a str query that is empty or only whitespace: it matches nothing, in every path."""
+    return isinstance(query, str) and not query.strip()
+
+
+
+def non_negative_number(name: str, value: Any) -> float:
+    """`value` as a float when it is a finite number >= 0; else TypeError / ValueError naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a finite number >= 0, got {type(value).__name__} {value!r}")
+    if not np.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def fusion_weights(weights: Any, n: int | None = None, per: str = "list") -> tuple[float, ...]:
+    """`weights` as a tuple of finite floats >= 0 (one per source when `n` is given); errors name
+    the parameter and the fix."""
+    not_a_string("weights", weights, "numbers")
+    try:
+        values = tuple(weights)
+    except TypeError:
+        raise TypeError(f"weights must be a list of numbers, got {type(weights).__name__}") from None
+    out = tuple(non_negative_number(f"weights[{i}]", w) for i, w in enumerate(values))
+    if n is not None and len(out) != n:
+        raise ValueError(f"got {len(out)} weights for {n} {per}{'' if n == 1 else 's'}; pass one weight per {per}")
+    return out
+
+
+class IndexFileError(ValueError):
+    """A saved index file that is missing, truncated, corrupted or inconsistent with the others.
+
+    Attributes:
+        path: the file at fault.
+    """
+
+    def __init__(self, path: Any, problem: str, fix: str = "the index is damaged or was written by something else: build and save it again") -> None:
+        super().__init__(f"{path}: {problem}; {fix}")
+        self.path = path

@@ -1,0 +1,432 @@
+"""`ContextualIndex`: a persistent, incremental contextual index of files on disk.
+
+What `contextual-retrieval index` and `contextual-retrieval query` run. One folder holds:
+
+- ``chroma/``: an embedded Chroma database with one collection of the chunks' contextual
+  embeddings (computed here and passed to Chroma: Chroma's own embedding function is never used),
+  the indexed text (context + chunk) as the Chroma document, and the path, context, chunk text
+  and line numbers as metadata;
+- ``bm25-<token>/``: a `BM25Index` over the same indexed texts (JSON + .npy, no pickle), the one
+  the manifest names;
+- ``contexts.sqlite3``: the `ContextStore` of LLM-written contexts (structural contexts cost
+  nothing and are not stored);
+- ``embeddings.sqlite3``: the `CachedEmbedder` cache, so a chunk whose indexed text is unchanged
+  is never embedded twice;
+- ``manifest.json``: which files were indexed (size, mtime, sha256, chunk ids) and with which
+  embedder, context generator and chunk size.
+
+Re-indexing skips every file whose size and mtime (or, failing that, content hash) are unchanged:
+an unchanged folder makes no generation request, embeds nothing and does not even open Chroma.
+
+Updates are atomic: new chunks are added to Chroma beside the old ones, a new BM25 index is
+written to a fresh ``bm25-<token>/`` folder, and only then does ``manifest.json`` (which names
+the BM25 folder and lists the chunk ids) replace the old one through `os.replace`; stale chunks
+and the old BM25 folder are removed after that. An update interrupted at any point leaves the
+previous index fully queryable (queries ignore Chroma rows the manifest does not list), and the
+next update finishes the clean-up. An update holds an OS lock on the folder (`folder_lock`).
+Queries open the folder read-only: they never create or change a file in it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from .bm25 import BM25Index
+from .chroma import ChromaVectorIndex
+from .chunking import DEFAULT_CHUNK_CHARS
+from .embeddings.base import Embedder
+from .ensemble import DEFAULT_RRF_K, DEFAULT_TOP_K, DEFAULT_WEIGHTS, fuse_sources, rerank_hits
+from .factories import embedder_kind
+from .files import MAX_FILE_BYTES, TEXT_EXTENSIONS, collect_files
+from .folder_lock import folder_lock
+from .fusion import DEFAULT_DEPTH
+from .generators.base import ContextGenerator
+from .hybrid import embed_with_progress
+from .index_manifest import MANIFEST_NAME, FileEntry, IndexDamagedError, IndexManifest, IndexMismatchError
+from .index_changes import check_not_nested, read_changes
+from .index_report import IndexHit, IndexReport
+from .index_storage import load_bm25, open_embedding_cache, open_vectors
+from .rerank.base import Reranker
+
+__all__ = ["ContextualIndex", "IndexMismatchError", "IndexDamagedError"]
+
+_COLLECTION = "chunks"
+
+
+class ContextualIndex:
+    """A contextual index (Chroma + BM25 + context store + manifest) in one folder.
+
+    Args:
+        path: the index folder (created on the first `update`).
+        embedder: the `Embedder` for chunks and queries; it must be the one the index was built
+            with (its `model_name` is checked). While indexing it is wrapped in a `CachedEmbedder`
+            on ``path/embeddings.sqlite3``.
+        generator: the `ContextGenerator` for new or changed files (default: the offline
+            `StructuralContextGenerator`). Changing it re-situates every file on the next update.
+        chunk_chars: the chunk size for `split_text`; changing it re-chunks every file.
+        concurrency: generation requests in flight at once.
+        weights: (dense, BM25) fusion weights at query time.
+
+    Example:
+        >>> from contextual_retrieval_core.embeddings import LocalMiniLMEmbedder
+        >>> index = ContextualIndex("my-index", embedder=LocalMiniLMEmbedder())  # doctest: +SKIP
+        >>> print(index.update(["docs", "src"]).format())  # doctest: +SKIP
+        >>> for hit in index.search("how is the cache invalidated?", k=5):  # doctest: +SKIP
+        ...     print(hit.path, hit.score, hit.context)
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        embedder: Embedder,
+        generator: ContextGenerator | None = None,
+        chunk_chars: int = DEFAULT_CHUNK_CHARS,
+        concurrency: int = 8,
+        weights: Sequence[float] = DEFAULT_WEIGHTS,
+    ) -> None:
+        if generator is None:
+            from .generators.structural import StructuralContextGenerator
+
+            generator = StructuralContextGenerator()
+        self.path = Path(path)
+        self.embedder = embedder
+        self.generator = generator
+        self.chunk_chars = int(chunk_chars)
+        self.concurrency = concurrency
+        self.weights = tuple(float(w) for w in weights)
+        self._cached: Any = None
+        self._vector_index: ChromaVectorIndex | None = None
+        self._bm25: BM25Index | None = None
+        self.manifest: IndexManifest | None = None
+        self._reload_manifest()
+
+    def _reload_manifest(self) -> None:
+        self.manifest = IndexManifest.read(self.path) if (self.path / MANIFEST_NAME).is_file() else None
+        self._bm25 = None
+        if self.manifest is not None:
+            built = self.manifest.embedder["model"]
+            if built != self.embedder.model_name:
+                raise IndexMismatchError(
+                    f"the index {self.path} was built with the embedder {built!r}, not {self.embedder.model_name!r}; "
+                    f"use the same embedder (contextual-retrieval index --embedder {self.manifest.embedder['kind']}), "
+                    "or rebuild the index (--rebuild) or write a new one (--index-dir)"
+                )
+
+    # -- manifest -------------------------------------------------------------------------------
+
+    @staticmethod
+    def read_manifest(path: str | os.PathLike[str]) -> IndexManifest:
+        """The manifest of the index at `path`; FileNotFoundError naming the fix when there is none."""
+        return IndexManifest.read(path)
+
+    @staticmethod
+    def clear(path: str | os.PathLike[str]) -> None:
+        """Empty the index at `path` (chunks, BM25, manifest), keeping its context store and
+        embedding cache, so a rebuild pays for nothing twice."""
+        path = Path(path)
+        if (path / "chroma").is_dir():
+            from .chroma import chroma_client
+
+            # through Chroma, not by deleting its folder: a client open on it in this process
+            # would go on writing to the deleted files
+            client = chroma_client(path / "chroma")
+            if _COLLECTION in [getattr(c, "name", c) for c in client.list_collections()]:
+                client.delete_collection(_COLLECTION)
+        (path / MANIFEST_NAME).unlink(missing_ok=True)
+        for part in path.glob("bm25*"):
+            shutil.rmtree(part, ignore_errors=True)
+
+    def _generator_identity(self) -> dict[str, str]:
+        gen = self.generator
+        return {"name": gen.name, "model": gen.model, "prompt": gen.prompt_identity,
+                "label": getattr(gen, "label", gen.name)}
+
+    def _fix(self) -> str:
+        return f"re-run `contextual-retrieval index PATH... --index-dir {self.path}` to repair it"
+
+    def _embedder(self) -> Any:
+        if self._cached is None:
+            self._cached = open_embedding_cache(self.path / "embeddings.sqlite3", self.embedder)
+        return self._cached
+
+    def _vectors(self, *, create: bool = False) -> ChromaVectorIndex:
+        """The Chroma side; with create=False (queries) a missing database or collection is an
+        `IndexDamagedError`, never silently created."""
+        if self._vector_index is None:
+            self._vector_index = open_vectors(self.path / "chroma", _COLLECTION, create=create, fix=self._fix())
+        return self._vector_index
+
+    def _chroma(self) -> Any:
+        return self._vectors(create=True).collection
+
+    def _load_bm25(self, manifest: IndexManifest) -> BM25Index:
+        return load_bm25(self.path / manifest.bm25, manifest, fix=self._fix())
+
+    def _damage(self, manifest: IndexManifest) -> str | None:
+        """Why the saved index cannot be served as it is (None when it can), checked cheaply
+        before an update so that re-running `index` repairs it."""
+        if manifest.chunk_count == 0:
+            return None
+        if not (self.path / "chroma" / "chroma.sqlite3").is_file():
+            return f"{self.path / 'chroma'} is missing"
+        try:
+            self._load_bm25(manifest)
+        except IndexDamagedError as exc:
+            return str(exc).split("; re-run")[0]
+        return None
+
+    # -- indexing -------------------------------------------------------------------------------
+
+    def update(
+        self,
+        paths: Sequence[str | os.PathLike[str]],
+        *,
+        show_progress: bool = True,
+        batch_size: int = 64,
+        max_file_bytes: int = MAX_FILE_BYTES,
+        prune_missing: bool = False,
+        lock_wait: float = 0.0,
+    ) -> IndexReport:
+        """Bring the index up to date with the files under `paths`.
+
+        New and changed files are chunked, situated, embedded and added; files that were indexed
+        under one of `paths` and are gone (or are now skipped) are removed; files indexed from
+        other paths are kept, unless `prune_missing` is set and they no longer exist.
+
+        Args:
+            paths: files and folders; the index folder may not be inside one of them, nor they
+                inside it.
+            max_file_bytes: larger files are skipped and named in the report.
+            prune_missing: also drop files indexed from other paths that no longer exist.
+            lock_wait: seconds to wait when another update holds the folder's lock (then
+                `IndexLockedError`).
+        """
+        if isinstance(paths, (str, os.PathLike)):
+            raise ValueError("pass a list of paths: update([path, ...])")
+        check_not_nested(self.path, paths)
+        with folder_lock(self.path, lock_wait):
+            self._reload_manifest()  # another run may have updated it while this one waited
+            return self._update(paths, show_progress, batch_size, max_file_bytes, prune_missing)
+
+    def remove(self, paths: Sequence[str | os.PathLike[str]], *, lock_wait: float = 0.0) -> IndexReport:
+        """Drop every indexed file at or under `paths` (paths on disk, existing or not, or doc ids
+        as `query` shows them) from the index."""
+        if isinstance(paths, (str, os.PathLike)) or not paths:
+            raise ValueError("pass a non-empty list of paths: remove([path, ...])")
+        started = time.perf_counter()
+        with folder_lock(self.path, lock_wait):
+            self._reload_manifest()
+            if self.manifest is None:
+                raise FileNotFoundError(f"{self.path} is not a contextual-retrieval index (no {MANIFEST_NAME})")
+            targets = [str(Path(p).expanduser().resolve()) for p in paths]
+            names = [os.fspath(p).rstrip("/") for p in paths]
+
+            def matches(doc_id: str, entry: FileEntry) -> bool:
+                return any(entry.file == t or entry.file.startswith(t.rstrip(os.sep) + os.sep) for t in targets) or any(
+                    doc_id == n or doc_id.startswith(n + "/") for n in names)
+
+            gone = [d for d, e in self.manifest.files.items() if matches(d, e)]
+            if not gone:
+                raise ValueError(f"nothing indexed in {self.path} is at or under {', '.join(map(str, paths))}; "
+                                 "`contextual-retrieval query INDEX ... --json` shows the indexed paths")
+            report = IndexReport(files_removed=len(gone))
+            files = {d: e for d, e in self.manifest.files.items() if d not in gone}
+            self._commit(dataclasses.replace(self.manifest, files=files), report, {})
+            report.elapsed_s = time.perf_counter() - started
+            return report
+
+    def _update(self, paths, show_progress, batch_size, max_file_bytes, prune_missing) -> IndexReport:
+        started = time.perf_counter()
+        report = IndexReport()
+        scan = collect_files(paths, skip=[self.path], max_file_bytes=max_file_bytes)
+        report.skipped = [(str(s.path), s.reason) for s in scan.skipped]
+        if not scan.files:
+            raise ValueError(f"nothing to index under {', '.join(map(str, paths))}: no text, markdown or code file "
+                             f"({scan.describe()}); `contextual-retrieval index --help` lists the indexed extensions "
+                             f"({', '.join(sorted(TEXT_EXTENSIONS)[:8])}, ...) and the size limit")
+        roots = {str(f.root) for f in scan.files} | {str(Path(p).expanduser().resolve()) for p in paths}
+        old = self.manifest
+        old_files: dict[str, FileEntry] = dict(old.files) if old else {}
+        gen_id = self._generator_identity()
+        redo_all = False
+        if old:
+            damage = self._damage(old)
+            if damage:
+                redo_all = True
+                report.note = f"the index was damaged ({damage}): every file is re-indexed from the stored contexts and cached embeddings"
+            elif old.generator != gen_id:
+                redo_all = True
+                report.note = (
+                    f"contexts: the index was built with {old.generator.get('label')!r}, this run uses "
+                    f"{gen_id['label']!r}: every file is re-situated"
+                )
+            elif old.chunk_chars != self.chunk_chars:
+                redo_all = True
+                report.note = f"chunk size changed ({old.chunk_chars} -> {self.chunk_chars}): every file is re-chunked"
+
+        new_files, documents, chunks, spans = read_changes(scan.files, old_files, redo_all, self.chunk_chars, report, show_progress)
+        for doc_id, entry in old_files.items():
+            if doc_id in new_files:
+                continue
+            if entry.root in roots or (prune_missing and not Path(entry.file).exists()):
+                report.files_removed += 1
+            else:
+                new_files[doc_id] = entry  # indexed from another path: kept
+        if not new_files:
+            raise ValueError(f"nothing to index under {', '.join(map(str, paths))}: every file was skipped ("
+                             + "; ".join(f"{p} ({r})" for p, r in report.skipped[:10]) + ")")
+        manifest = IndexManifest(
+            embedder={"kind": embedder_kind(self.embedder), "model": self.embedder.model_name},
+            generator=gen_id,
+            chunk_chars=self.chunk_chars,
+            weights=list(self.weights),
+            files=new_files,
+            bm25=old.bm25 if old else "",
+        )
+        if not chunks and old is not None and manifest.chunk_ids() == old.chunk_ids() and not redo_all:
+            report.chunks_total = manifest.chunk_count
+            if manifest != old:
+                manifest.write(self.path)  # mtimes refreshed: the next run skips hashing
+                self.manifest = manifest
+            report.elapsed_s = time.perf_counter() - started
+            return report
+
+        self.path.mkdir(parents=True, exist_ok=True)
+        texts: dict[str, str] = {}
+        if chunks:
+            from .contextualizer import Contextualizer
+
+            store = self.path / "contexts.sqlite3" if self.generator.is_llm else None
+            contextualizer = Contextualizer(
+                self.generator, store, concurrency=self.concurrency, show_progress=show_progress
+            )
+            result = contextualizer.contextualize(documents, chunks)
+            report.contexts = result.report
+            cached = self._embedder()
+            hits0, misses0 = cached.hits, cached.misses
+            texts = {c.id: c.indexed_text for c in result.chunks}
+            vectors = embed_with_progress(cached, list(texts.values()), batch_size, show_progress)
+            report.embedded = cached.misses - misses0
+            report.embedding_cache_hits = cached.hits - hits0
+            # new rows go in beside the old ones: the old manifest still finds all of its chunks
+            self._vectors(create=True).add(
+                list(texts),
+                vectors,
+                documents=list(texts.values()),
+                metadatas=[
+                    {"path": c.document_id, "context": c.context, "text": c.text, "chunk_index": c.chunk.index,
+                     "start_line": spans[c.id][0], "end_line": spans[c.id][1]}
+                    for c in result.chunks
+                ],
+            )
+            report.chunks_added = len(chunks)
+        self._commit(manifest, report, texts)
+        report.elapsed_s = time.perf_counter() - started
+        return report
+
+    def _commit(self, manifest: IndexManifest, report: IndexReport, texts: dict[str, str]) -> None:
+        """Write a new BM25 folder, swap the manifest in, then drop what the old one listed alone."""
+        wanted = manifest.chunk_ids()
+        old_ids = set(self.manifest.chunk_ids()) if self.manifest else set()
+        vectors = self._vectors(create=True)
+        collection = vectors.collection
+        manifest.bm25 = ""
+        if wanted:
+            missing = [cid for cid in wanted if cid not in texts]
+            step = vectors.max_batch_size
+            for start in range(0, len(missing), step):
+                got = collection.get(ids=missing[start : start + step], include=["documents"])
+                texts.update(zip(got["ids"], got["documents"]))
+            lost = [cid for cid in wanted if cid not in texts]
+            if lost:
+                raise IndexDamagedError(
+                    f"{len(lost)} chunks listed in {self.path / MANIFEST_NAME} are missing from {self.path / 'chroma'} "
+                    f"(first: {lost[0]}); rebuild the index: contextual-retrieval index PATH... --index-dir {self.path} --rebuild"
+                )
+            manifest.bm25 = f"bm25-{uuid.uuid4().hex[:12]}"
+            BM25Index().index(wanted, [texts[c] for c in wanted]).save(self.path / manifest.bm25)
+        manifest.write(self.path)  # the switch: from here on the new index is the index
+        self.manifest = manifest
+        self._bm25 = None
+        keep = set(wanted)
+        report.chunks_removed = len(old_ids - keep)
+        report.chunks_total = len(wanted)
+        # clean-up; an interruption here leaves rows and folders the next update removes
+        have = collection.get(include=[])["ids"]
+        vectors.delete(sorted(set(have) - keep))
+        for part in self.path.glob("bm25*"):
+            if part.name != manifest.bm25 and part.is_dir():
+                shutil.rmtree(part, ignore_errors=True)
+
+    # -- querying -------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self.manifest.chunk_count if self.manifest is not None else 0
+
+    def search(
+        self,
+        query: str,
+        k: int = DEFAULT_TOP_K,
+        *,
+        reranker: Reranker | None = None,
+        depth: int = DEFAULT_DEPTH,
+        rerank_depth: int | None = None,
+    ) -> list[IndexHit]:
+        """The top `k` chunks for `query`: Chroma top-`depth` and BM25 top-`depth`, fused with
+        weighted reciprocal-rank fusion, then reranked when a `reranker` is given.
+
+        Reads the folder only (the query's embedding is not cached); a damaged folder raises
+        `IndexDamagedError` naming the file and the fix."""
+        if not isinstance(query, str):
+            raise TypeError(f"query must be str, got {type(query).__name__}")
+        if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
+            raise ValueError(f"k must be a positive integer, got {k!r}")
+        if not query.strip():
+            raise ValueError("the query is empty; ask a question, e.g. \"how are contexts cached?\"")
+        manifest = self.manifest
+        if manifest is None:
+            raise FileNotFoundError(f"{self.path} is not a contextual-retrieval index (no {MANIFEST_NAME}); build one "
+                                    f"with: contextual-retrieval index PATH... --index-dir {self.path}")
+        total = manifest.chunk_count
+        if total == 0:
+            raise ValueError(f"the index {self.path} holds no chunks; add files with: contextual-retrieval index PATH...")
+        if self._bm25 is None:
+            self._bm25 = self._load_bm25(manifest)
+        vectors = self._vectors()
+        collection = vectors.collection
+        listed = set(manifest.chunk_ids())
+        rows_in_chroma = len(vectors)
+        if rows_in_chroma < total:
+            raise IndexDamagedError(f"{self.path / 'chroma'} holds {rows_in_chroma} chunks, the manifest lists {total}; "
+                                    f"{self._fix()}")
+        vector = np.asarray(self.embedder.embed_queries([query]), dtype=np.float32)
+        # rows the manifest does not list (left by an interrupted update) are not results
+        dense = [h for h in vectors.search(vector[0], min(depth + rows_in_chroma - total, rows_in_chroma)) if h[0] in listed]
+        sources = [("dense", dense[:depth], self.weights[0]), ("bm25", self._bm25.search(query, depth), self.weights[1])]
+        fused = fuse_sources(sources, rrf_k=DEFAULT_RRF_K, depth=depth)
+        pool_ids = [str(h.id) for h in (fused[: rerank_depth or depth] if reranker else fused[:k])]
+        rows = collection.get(ids=pool_ids, include=["documents", "metadatas"]) if pool_ids else {"ids": []}
+        info = {cid: (doc, meta) for cid, doc, meta in zip(rows["ids"], rows.get("documents") or [], rows.get("metadatas") or [])}
+        absent = [cid for cid in pool_ids if cid not in info]
+        if absent:
+            raise IndexDamagedError(f"{self.path / 'chroma'} lacks {len(absent)} chunks the manifest lists "
+                                    f"(first: {absent[0]}); {self._fix()}")
+        ranked = rerank_hits(query, fused, lambda cid: info[str(cid)][0], reranker, k=k, rerank_depth=rerank_depth or depth)
+        out = []
+        for h in ranked:
+            doc, meta = info[str(h.id)]
+            out.append(IndexHit(
+                str(h.id), str(meta.get("path", "")), float(h.score), str(meta.get("context", "")),
+                str(meta.get("text", doc)), dict(h.ranks), int(meta.get("start_line", 0)),
+                int(meta.get("end_line", 0)), float(h.fused_score), h.rerank_score,
+            ))
+        return out

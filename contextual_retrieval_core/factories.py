@@ -1,0 +1,105 @@
+"""The parts the CLI and the demo pick from the environment: embedder, context generator,
+reranker and fusion weights ("auto": hosted services when their API key is set and their SDK
+installed, else the offline defaults)."""
+
+from __future__ import annotations
+
+from .embeddings.base import Embedder
+from .ensemble import DEFAULT_WEIGHTS
+from .generators.base import ContextGenerator
+from .rerank.base import Reranker
+
+__all__ = ["choose_embedder", "choose_generator", "choose_reranker", "weights_for", "unused_keys", "installed",
+           "embedder_kind"]
+
+
+def choose_embedder(kind: str = "auto", model: str | None = None) -> Embedder:
+    """The embedder for `kind`: "local" (offline MiniLM), "voyage" (VOYAGE_API_KEY), or "auto"
+    (Voyage when VOYAGE_API_KEY is set and voyageai installed, else local)."""
+    from ._sdk import env_key
+
+    if kind == "auto":
+        kind = "voyage" if env_key("VOYAGE_API_KEY") and installed("voyageai") else "local"
+    if kind == "local":
+        from .embeddings.minilm import LocalMiniLMEmbedder
+
+        return LocalMiniLMEmbedder()
+    if kind == "voyage":
+        from .embeddings.voyage import VoyageEmbedder
+
+        return VoyageEmbedder(model or "voyage-3.5")
+    raise ValueError(f"unknown embedder {kind!r}; choose auto, local or voyage")
+
+
+def weights_for(embedder: Embedder) -> tuple[float, float]:
+    """The (dense, BM25) fusion weights for `embedder`: the cookbook's 0.8 / 0.2 for Voyage (a
+    strong hosted embedder, also behind a `CachedEmbedder`), else the defaults (0.5 / 0.5: the local
+    embedder is no stronger than BM25)."""
+    if embedder_kind(embedder) == "voyage":
+        return (0.8, 0.2)
+    return (float(DEFAULT_WEIGHTS[0]), float(DEFAULT_WEIGHTS[1]))
+
+
+def choose_generator(kind: str = "auto", model: str | None = None) -> ContextGenerator:
+    """The context generator for `kind`: "structural" (offline, no LLM), "anthropic" (Claude,
+    ANTHROPIC_API_KEY), or "auto" (Claude when ANTHROPIC_API_KEY is set and anthropic installed,
+    else structural)."""
+    from ._sdk import env_key
+
+    if kind == "auto":
+        kind = "anthropic" if env_key("ANTHROPIC_API_KEY") and installed("anthropic") else "structural"
+    if kind == "structural":
+        from .generators.structural import StructuralContextGenerator
+
+        return StructuralContextGenerator()
+    if kind == "anthropic":
+        from .generators.anthropic import AnthropicContextGenerator
+
+        return AnthropicContextGenerator(model or "claude-haiku-4-5")
+    raise ValueError(f"unknown context generator {kind!r}; choose auto, structural or anthropic")
+
+
+def choose_reranker(kind: str = "auto") -> Reranker | None:
+    """The reranker for `kind`: "none", "cohere" (COHERE_API_KEY), "voyage" (VOYAGE_API_KEY), or
+    "auto" (Cohere when COHERE_API_KEY or CO_API_KEY is set and cohere installed, else none)."""
+    from ._sdk import env_key
+
+    if kind == "auto":
+        kind = "cohere" if env_key("COHERE_API_KEY", "CO_API_KEY") and installed("cohere") else "none"
+    if kind == "none":
+        return None
+    if kind == "cohere":
+        from .rerank.cohere import CohereReranker
+
+        return CohereReranker()
+    if kind == "voyage":
+        from .rerank.voyage import VoyageReranker
+
+        return VoyageReranker()
+    raise ValueError(f"unknown reranker {kind!r}; choose auto, none, cohere or voyage")
+
+
+def installed(module: str) -> bool:
+    """Whether `module` can be imported (without importing it)."""
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def unused_keys() -> list[str]:
+    """Notes for API keys that "auto" choices ignore because their SDK is not installed."""
+    from ._sdk import env_key
+
+    notes = []
+    for keys, module, extra in ((("ANTHROPIC_API_KEY",), "anthropic", "anthropic"), (("VOYAGE_API_KEY",), "voyageai", "voyage"),
+                                (("COHERE_API_KEY", "CO_API_KEY"), "cohere", "cohere")):
+        if env_key(*keys) and not installed(module):
+            notes.append(f"{keys[0]} is set but the {module} SDK is not installed, so it is not used: "
+                         f"pip install 'contextual-retrieval-kit[{extra}]'")
+    return notes
+
+
+def embedder_kind(embedder: Embedder) -> str:
+    inner = getattr(embedder, "embedder", embedder)
+    name = type(inner).__name__
+    return {"LocalMiniLMEmbedder": "local", "VoyageEmbedder": "voyage"}.get(name, name)
