@@ -191,6 +191,10 @@ def _add_query(sub: argparse._SubParsersAction) -> None:
                    help="rerank the fused candidates (auto: Cohere when COHERE_API_KEY is set, else none)")
     q.add_argument("--full", action="store_true", help="print whole chunks, not their first lines")
     q.add_argument("--json", action="store_true", help="print the results as JSON")
+    q.add_argument("--prune", action="store_true", help="show only the evidence: the sentences / statements "
+                   "of the hits that answer QUESTION, with their line spans (ContextPruner)")
+    q.add_argument("--budget", type=int, default=None, metavar="N",
+                   help="with --prune: tokens of evidence to keep (default: 30%% of the hits' tokens)")
     q.set_defaults(func=_cmd_query)
 
 
@@ -323,6 +327,13 @@ def _cmd_query(args: argparse.Namespace) -> int:
     index = ContextualIndex(args.index, embedder=embedder, weights=manifest.weights or weights_for(embedder))
     reranker = choose_reranker(args.rerank)
     hits = index.search(args.question, k=args.k, reranker=reranker)
+    if args.prune or args.budget is not None:
+        from .pruning.evidence import evidence_records, format_evidence, prune_hits
+
+        result = prune_hits(args.question, hits, embedder, args.budget)
+        print(json.dumps(evidence_records(hits, result), indent=2, ensure_ascii=False) if args.json
+              else format_evidence(args.question, hits, result))
+        return 0
     if args.json:
         print(json.dumps([h.__dict__ for h in hits], indent=2, ensure_ascii=False))
         return 0
