@@ -33,7 +33,6 @@ Writes benchmarks/pruning.json: {"dataset", "configs": [{"name", "token_reductio
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import sys
 import time
