@@ -194,6 +194,11 @@ def _add_query(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--json", action="store_true", help="print the results as JSON")
     q.add_argument("--chroma-url", metavar="URL", help="the Chroma server of an index built with --chroma-url, "
                    "when it moved (default: the one the index folder names)")
+
+    q.add_argument("--prune", action="store_true", help="show only the evidence: the sentences / statements "
+                   "of the hits that answer QUESTION, with their line spans (ContextPruner)")
+    q.add_argument("--budget", type=int, default=None, metavar="N",
+                   help="with --prune: tokens of evidence to keep (default: 30%% of the hits' tokens)")
     q.set_defaults(func=_cmd_query)
 
 
@@ -329,6 +334,13 @@ def _cmd_query(args: argparse.Namespace) -> int:
     if not args.question.strip():
         raise ValueError('the question is empty; ask one in quotes, e.g. "how are contexts cached?"')
     hits = index.search(args.question, top_k=args.k, reranker=reranker)
+    if args.prune or args.budget is not None:
+        from .pruning.evidence import evidence_records, format_evidence, prune_hits
+
+        result = prune_hits(args.question, hits, embedder, args.budget)
+        print(json.dumps(evidence_records(hits, result), indent=2, ensure_ascii=False) if args.json
+              else format_evidence(args.question, hits, result))
+        return 0
     if args.json:
         print(json.dumps([h.__dict__ for h in hits], indent=2, ensure_ascii=False))
         return 0

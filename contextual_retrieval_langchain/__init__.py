@@ -50,11 +50,13 @@ from .bm25 import ContextualBM25Retriever
 from .chat import chat_model_generator
 from .embeddings import ContextualVoyageEmbeddings, EmbedderEmbeddings, LocalMiniLMEmbeddings
 from .ensemble import ContextualEnsembleRetriever
+from .pruning import ContextPruningCompressor
 from .rerank import RerankCompressor
 from .transformer import ContextualDocumentTransformer
 from .vectorstores import chroma_from_documents
 
 __all__ = [
+    "ContextPruningCompressor",
     "CHUNK_ID_KEY",
     "CHUNK_INDEX_KEY",
     "CONTEXT_KEY",

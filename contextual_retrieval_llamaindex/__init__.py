@@ -4,6 +4,7 @@
 - `ContextualBM25Retriever`: contextual BM25 (the core index) as a retriever.
 - `HybridRetriever`: any retrievers fused with weighted RRF, optionally reranked.
 - `ContextualRerank`: Cohere (default), Voyage or any core reranker as a node postprocessor.
+- `ContextPruningPostprocessor`, `LLMCompressorPostprocessor`: context pruning after retrieval.
 - `LocalMiniLMEmbedding`, `ContextualVoyageEmbedding`, `CoreEmbedding`: embeddings.
 - `chroma_vector_store`: embedded Chroma holding our embeddings.
 """
@@ -21,15 +22,18 @@ from .embeddings import ContextualVoyageEmbedding, CoreEmbedding, LocalMiniLMEmb
 from .hybrid import HybridRetriever
 from .llm import llm_context_generator
 from .node_parser import ContextualNodeParser
+from .pruning import ContextPruningPostprocessor, LLMCompressorPostprocessor
 from .rerank import ContextualRerank
 
 __all__ = [
+    "ContextPruningPostprocessor",
     "ContextualBM25Retriever",
     "ContextualNodeParser",
     "ContextualRerank",
     "ContextualVoyageEmbedding",
     "CoreEmbedding",
     "HybridRetriever",
+    "LLMCompressorPostprocessor",
     "LocalMiniLMEmbedding",
     "chroma_vector_store",
     "llm_context_generator",

@@ -6,8 +6,10 @@ an LLM extract passages, each verified against the retrieved text.
 """
 
 
+from .llm import LLMContextCompressor
 from .pruner import (
     ELISION,
+    PRUNED_SPANS_KEY,
     ContextPruner,
     Piece,
     PrunedChunk,
@@ -20,7 +22,7 @@ from .units import Unit, guess_kind, kind_for_path, split_units
 
 __all__ = [
     "ELISION",
-    "CompressionResult",
+    "PRUNED_SPANS_KEY",
     "ContextPruner",
     "LLMContextCompressor",
     "Piece",

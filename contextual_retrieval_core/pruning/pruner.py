@@ -42,10 +42,12 @@ from ..types import Chunk, ContextualChunk, format_for_llm
 from .select import bm25_scores, mmr_select, relevance, scale
 from .units import TextKind, Unit, kind_for_path, split_units
 
-__all__ = ["ContextPruner", "PruningResult", "PrunedChunk", "Piece", "PruningReport", "TokenCounter", "ELISION", "regex_token_counter"]
+__all__ = ["PRUNED_SPANS_KEY", "ContextPruner", "PruningResult", "PrunedChunk", "Piece", "PruningReport", "TokenCounter", "ELISION", "regex_token_counter"]
 
 #: what stands between two kept units that were not adjacent in the chunk
 ELISION = "\n[…]\n"
+#: metadata key both framework parts put on a pruned node / Document: its `PrunedChunk.spans`
+PRUNED_SPANS_KEY = "pruned_spans"
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,11 @@ class PrunedChunk:
         return ELISION.join(p.text for p in self.pieces)
 
     @property
+    def spans(self) -> list[list[int]]:
+        """[start, end, start_line, end_line] of every piece: where the kept text is in the chunk."""
+        return [[p.start, p.end, p.start_line, p.end_line] for p in self.pieces]
+
+    @property
     def whole(self) -> bool:
         return len(self.pieces) == 1 and self.pieces[0].text == self.chunk.text
 
@@ -125,6 +132,9 @@ class PruningReport:
         chunks_dropped: ids of chunks the coarse filter (or the budget) left empty.
         fallbacks: safety valves taken ("standout:<chunk id>", "min_tokens").
         unchanged_reason: why the input came back unchanged (None when it was pruned).
+        unverified: passages an LLM returned that were not found in the retrieved text, dropped
+            (`LLMContextCompressor` only).
+        usage: the LLM's token usage (`LLMContextCompressor` only).
         elapsed_s: seconds spent.
     """
 
@@ -135,6 +145,8 @@ class PruningReport:
     chunks_dropped: list[str] = field(default_factory=list)
     fallbacks: list[str] = field(default_factory=list)
     unchanged_reason: str | None = None
+    unverified: int = 0
+    usage: dict[str, int] = field(default_factory=dict)
     elapsed_s: float = 0.0
 
     @property
@@ -147,7 +159,7 @@ class PruningReport:
             "tokenizer": self.tokenizer, "tokens_before": self.tokens_before, "tokens_after": self.tokens_after,
             "reduction": round(self.reduction, 4), "units_kept": {k: list(v) for k, v in self.units_kept.items()},
             "chunks_dropped": list(self.chunks_dropped), "fallbacks": list(self.fallbacks),
-            "unchanged_reason": self.unchanged_reason,
+            "unchanged_reason": self.unchanged_reason, "unverified": self.unverified, "usage": dict(self.usage),
         }
 
 

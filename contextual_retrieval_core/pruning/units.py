@@ -185,8 +185,6 @@ def _python_spans(text: str, max_line_chars: int) -> list[tuple[int, int]]:
                 comment_run = (comment_run[0], b) if comment_run else (_line_start(text, a), b)
                 continue
             if tok.type == tokenize.NL:
-                if start is None and comment_run and text[comment_run[1]:b + 1].count("\n") == 0:
-                    pass
                 if start is None and comment_run and _blank_line_follows(text, b):
                     spans.append(comment_run)
                     comment_run, done = None, b
