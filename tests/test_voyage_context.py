@@ -166,3 +166,40 @@ def test_async_client_per_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     asyncio.run(go())
     asyncio.run(go())
     assert isinstance(seen[0], voyageai.AsyncClient) and seen[0] is not seen[1]
+
+
+def test_llamaindex_adapter_embeds_a_documents_nodes_together(server: FakeVoyageServer) -> None:
+    from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
+
+    from contextual_retrieval_llamaindex.voyage_context import VoyageContextualizedEmbedding
+
+    client = voyageai.Client(api_key=server.api_key, base_url=server.base_url, max_retries=0)
+    model = VoyageContextualizedEmbedding(client=client)
+    nodes = []
+    for doc, chunks in DOCS.items():
+        for text in chunks:
+            node = TextNode(text=text)
+            node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=doc)
+            nodes.append(node)
+    model.embed_nodes(nodes)
+    (body,) = server.contextualized_requests()
+    assert body["inputs"] == list(DOCS.values())
+    np.testing.assert_allclose(nodes[1].embedding, expected(server, DOCS["a.py"])[1], atol=1e-5)
+    assert len(model.get_query_embedding("config")) == 1024
+    assert server.contextualized_requests()[-1]["input_type"] == "query"
+
+
+def test_langchain_adapter_groups_by_metadata(server: FakeVoyageServer) -> None:
+    from langchain_core.documents import Document
+
+    from contextual_retrieval_langchain.voyage_context import VoyageContextualizedEmbeddings
+
+    client = voyageai.Client(api_key=server.api_key, base_url=server.base_url, max_retries=0)
+    emb = VoyageContextualizedEmbeddings(client=client)
+    docs = [Document(t, metadata={"source": d}) for d, chunks in DOCS.items() for t in chunks]
+    vectors = emb.embed_grouped_documents(docs)
+    assert server.contextualized_requests()[0]["inputs"] == list(DOCS.values())
+    np.testing.assert_allclose(vectors[3], expected(server, DOCS["b.md"])[0], atol=1e-5)
+    np.testing.assert_allclose(emb.embed_document_chunks([DOCS["b.md"]])[0], vectors[3:5], atol=1e-6)
+    with pytest.raises(ValueError, match="metadata"):
+        emb.embed_grouped_documents([Document("x")])
