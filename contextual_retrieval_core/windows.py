@@ -117,9 +117,9 @@ class DenseRows:
 def embed_texts(embedder: Any, texts: list[str], groups: list[str] | None, batch_size: int, show_progress: bool) -> np.ndarray:
     """Document vectors for `texts`: grouped by document through `embed_grouped` when the
     embedder has it (contextualized embeddings), else in batches through `embed_documents`."""
-    if groups is not None and callable(getattr(embedder, "embed_grouped", None)):  # not through a cache:
-        # a contextualized vector depends on its whole document, not on its text alone
-        return np.asarray(embedder.embed_grouped(texts, groups), dtype=np.float32)
+    grouped = _through(embedder, "embed_grouped") if groups is not None else None
+    if callable(grouped):  # past any text-keyed cache: a contextualized vector depends on its document
+        return np.asarray(grouped(texts, groups), dtype=np.float32)
     from tqdm.auto import tqdm
 
     parts = []

@@ -203,3 +203,32 @@ def test_langchain_adapter_groups_by_metadata(server: FakeVoyageServer) -> None:
     np.testing.assert_allclose(emb.embed_document_chunks([DOCS["b.md"]])[0], vectors[3:5], atol=1e-6)
     with pytest.raises(ValueError, match="metadata"):
         emb.embed_grouped_documents([Document("x")])
+
+
+def test_the_index_sends_each_files_chunks_together(server: FakeVoyageServer, tmp_path) -> None:
+    from contextual_retrieval_core.contextual_index import ContextualIndex
+
+    folder = tmp_path / "src"
+    folder.mkdir()
+    (folder / "a.md").write_text("\n\n".join(f"Paragraph {i} about caching and config files." for i in range(6)))
+    (folder / "b.md").write_text("Install with pip.\n\nRun the tests with pytest.")
+    index = ContextualIndex(tmp_path / "ix", embedder=make(server), chunk_chars=80)
+    index.update([folder], show_progress=False)
+
+    bodies = server.contextualized_requests()
+    inputs = [inp for body in bodies for inp in body["inputs"]]
+    assert len(inputs) == 2 and len(inputs[0]) > 1  # one input per file, all its chunks
+    assert all(body["input_type"] == "document" for body in bodies)
+    hit = index.search("how to run the tests", 1)[0]
+    assert "b.md" in str(hit)
+
+
+def test_cli_factory_picks_the_contextualized_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
+    from contextual_retrieval_core.factories import choose_embedder, embedder_kind
+
+    monkeypatch.delenv("VOYAGE_API_KEY", raising=False)
+    with pytest.raises(RuntimeError, match="VOYAGE_API_KEY"):
+        choose_embedder("voyage-context")
+    monkeypatch.setenv("VOYAGE_API_KEY", "k")
+    embedder = choose_embedder("voyage-context")
+    assert isinstance(embedder, VoyageContextualizedEmbedder) and embedder_kind(embedder) == "voyage-context"
