@@ -10,7 +10,7 @@ Offline MiniLM embedder (256-token window), library fusion defaults, Pass@5/10/2
   mean-pooled windows (`WindowConfig(pooling="mean")`).
 - `options` (on the hybrid and contextual-hybrid rows, over the windowed index):
   `context_vector`: a vector of the context alone as a third fusion source (equal weights);
-  `prf`: dense pseudo-relevance feedback, the query vector moved toward the best-matching rows of
+  `prf` (over both indexes): dense pseudo-relevance feedback, the query vector moved toward the best-matching rows of
   the fused top 3 (Rocchio, alpha 1, beta 0.5), dense searched again and fused with BM25.
 - `latency`: p50 / p90 of one `HybridSearcher.search` (contextual-hybrid, top 20), the windowed
   and the one-vector index interleaved in the same run; `index_rows` and `index_bytes` of each.
@@ -149,9 +149,11 @@ def main(argv: list[str] | None = None) -> int:
             if name in ("hybrid", "contextual-hybrid") and vname in ("one-vector", "windowed"):
                 keep[f"{name}/{vname}"] = s
         if name in ("hybrid", "contextual-hybrid"):
+            for over in ("one-vector", "windowed"):
+                s = keep[f"{name}/{over}"]
+                options.append(scores(f"{name} + prf", prf_run(s, embedder, queries), golden) | {"over": over})
+                print(options[-1], flush=True)
             s = keep[f"{name}/windowed"]
-            options.append(scores(f"{name} + prf", prf_run(s, embedder, queries), golden) | {"over": "windowed"})
-            print(options[-1], flush=True)
             if source is not None:
                 options.append(scores(f"{name} + context vector", context_vector_run(s, embedder, chunks, queries), golden)
                                | {"over": "windowed"})

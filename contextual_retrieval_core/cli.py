@@ -63,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--embedder", choices=["local", "voyage-context"], default="local",
                     help="local (offline MiniLM, default) or voyage-context (voyage-context-3, VOYAGE_API_KEY: "
                     "each document's chunks embedded together)")
+    ev.add_argument("--windows", action="store_true",
+                    help="embed chunks longer than the embedder's window as overlapping windows, each with "
+                    "the chunk's context, scored by the best window (off by default: see benchmarks/RESULTS.md)")
     ev.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     ev.add_argument("--plot", metavar="PATH", help="also write a PNG bar chart of Pass@k (needs matplotlib: "
                     "the `plot` extra, pip install 'contextual-retrieval-kit[plot]')")
@@ -229,7 +232,10 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         embedder = CachedEmbedder(embedder, cache)  # type: ignore[assignment]
     configs = [c.strip() for c in args.configs.split(",") if c.strip()] if args.configs else None
     started = time.perf_counter()
-    results = evaluate(dataset, embedder, contexts, configs, show_progress=not args.no_progress)
+    from .windows import WindowConfig
+
+    results = evaluate(dataset, embedder, contexts, configs, show_progress=not args.no_progress,
+                       windows=WindowConfig() if getattr(args, "windows", False) else None)
     elapsed = time.perf_counter() - started
     print(
         f"dataset: {len(dataset.documents)} documents, {len(dataset.chunks)} chunks, "

@@ -56,8 +56,8 @@ def test_a_short_chunk_stays_exactly_one_vector_of_its_indexed_text(minilm: Loca
 def test_windowed_dense_search_finds_the_tail_and_returns_each_chunk_once(minilm: LocalMiniLMEmbedder) -> None:
     chunks = [long_chunk()] + distractors()
     query = "when does the deployment signing key rotate?"
-    windowed = HybridSearcher(chunks, minilm, use_bm25=False)
-    plain = HybridSearcher(chunks, minilm, use_bm25=False, windows=None)
+    windowed = HybridSearcher(chunks, minilm, use_bm25=False, windows=WindowConfig())
+    plain = HybridSearcher(chunks, minilm, use_bm25=False)
 
     hits = windowed.search(query, top_k=10)
     assert [h.id for h in hits][0] == "long"
@@ -69,7 +69,7 @@ def test_windowed_dense_search_finds_the_tail_and_returns_each_chunk_once(minilm
 
 def test_depth_counts_chunks_not_windows(minilm: LocalMiniLMEmbedder) -> None:
     chunks = [long_chunk("a"), long_chunk("b")] + distractors()
-    searcher = HybridSearcher(chunks, minilm, use_bm25=False, depth=3)
+    searcher = HybridSearcher(chunks, minilm, use_bm25=False, depth=3, windows=WindowConfig())
     hits = searcher.search("stir the soup and add salt", top_k=10)
     assert len(hits) == 3 and len({h.id for h in hits}) == 3
     assert not any(WINDOW_MARK in h.id for h in hits)
