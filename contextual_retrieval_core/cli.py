@@ -59,6 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
         f"(default: ${DATASET_ENV})",
     )
     ev.add_argument("--contexts", metavar="FILE", help="JSONL of precomputed contexts (doc_id, original_index, context)")
+    ev.add_argument("--embedder", choices=["local", "voyage-context"], default="local",
+                    help="local (offline MiniLM, default) or voyage-context (voyage-context-3, VOYAGE_API_KEY: "
+                    "each document's chunks embedded together)")
+    ev.add_argument("--windows", action="store_true",
+                    help="embed chunks longer than the embedder's window as overlapping windows, each with "
+                    "the chunk's context, scored by the best window (off by default: see benchmarks/RESULTS.md)")
     ev.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     ev.add_argument("--plot", metavar="PATH", help="also write a PNG bar chart of Pass@k (needs matplotlib: "
                     "the `plot` extra, pip install 'contextual-retrieval-kit[plot]')")
@@ -135,8 +141,9 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
                     help="who writes the contexts: structural (offline, no LLM), anthropic (Claude), or "
                     "auto: what the index was built with, else Claude when ANTHROPIC_API_KEY is set")
     ix.add_argument("--model", metavar="NAME", help="the Claude model for --contexts anthropic (default claude-haiku-4-5)")
-    ix.add_argument("--embedder", choices=["auto", "local", "voyage"], default="auto",
-                    help="local (offline MiniLM) or voyage; auto: what the index was built with, else Voyage "
+    ix.add_argument("--embedder", choices=["auto", "local", "voyage", "voyage-context"], default="auto",
+                    help="local (offline MiniLM), voyage, or voyage-context (voyage-context-3: each file's "
+                    "chunks embedded together, no LLM call); auto: what the index was built with, else Voyage "
                     "when VOYAGE_API_KEY is set")
     ix.add_argument("--chunk-chars", type=int, default=None, metavar="N",
                     help=f"characters per chunk (default: the index's, else {DEFAULT_CHUNK_CHARS})")
@@ -218,7 +225,12 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     folder = resolve_dataset(args.dataset)
     dataset = load_cookbook(folder)
     contexts = load_contexts_jsonl(args.contexts, dataset) if args.contexts else None
-    embedder = LocalMiniLMEmbedder()
+    if getattr(args, "embedder", "local") == "voyage-context":
+        from .factories import choose_embedder
+
+        embedder = choose_embedder("voyage-context")  # type: ignore[assignment]
+    else:
+        embedder = LocalMiniLMEmbedder()
     cache = args.embedding_cache
     if cache is None:
         cache = str(_default_cache())
@@ -228,7 +240,10 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         embedder = CachedEmbedder(embedder, cache)  # type: ignore[assignment]
     configs = [c.strip() for c in args.configs.split(",") if c.strip()] if args.configs else None
     started = time.perf_counter()
-    results = evaluate(dataset, embedder, contexts, configs, show_progress=not args.no_progress)
+    from .windows import WindowConfig
+
+    results = evaluate(dataset, embedder, contexts, configs, show_progress=not args.no_progress,
+                       windows=WindowConfig() if getattr(args, "windows", False) else None)
     elapsed = time.perf_counter() - started
     print(
         f"dataset: {len(dataset.documents)} documents, {len(dataset.chunks)} chunks, "

@@ -51,7 +51,7 @@ from .files import MAX_FILE_BYTES, TEXT_EXTENSIONS, collect_files
 from .folder_lock import folder_lock
 from .fusion_config import FusionConfig
 from .generators.base import ContextGenerator
-from .hybrid import embed_with_progress
+from .windows import embed_texts
 from .index_manifest import MANIFEST_NAME, FileEntry, IndexDamagedError, IndexManifest, IndexMismatchError
 from .index_changes import check_not_nested, read_changes
 from .index_report import IndexHit, IndexReport
@@ -323,7 +323,8 @@ class ContextualIndex:
             cached = self._embedder()
             hits0, misses0 = cached.hits, cached.misses
             texts = {c.id: c.indexed_text for c in result.chunks}
-            vectors = embed_with_progress(cached, list(texts.values()), batch_size, show_progress)
+            vectors = embed_texts(cached, list(texts.values()), [c.document_id for c in result.chunks], batch_size,
+                                  show_progress)  # grouped by file for contextualized embedders
             report.embedded = cached.misses - misses0
             report.embedding_cache_hits = cached.hits - hits0
             # new rows go in beside the old ones: the old manifest still finds all of its chunks

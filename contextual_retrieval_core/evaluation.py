@@ -19,7 +19,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -272,12 +272,14 @@ def evaluate(
     *,
     ks: Sequence[int] = K_VALUES,
     show_progress: bool = False,
+    windows: Any = None,
 ) -> list[ConfigResult]:
     """Run configurations (default: all that the inputs allow) with the library's defaults.
 
     `contextual-*` configurations need `contexts` (chunk id -> LLM context) covering every chunk;
     `structural-*` ones compute the offline structural contexts here. Each distinct text is
-    embedded once per call, whichever configurations share it.
+    embedded once per call, whichever configurations share it. `windows`: a
+    `contextual_retrieval_core.windows.WindowConfig` for windowed dense vectors (default: none).
     """
     if configs is None:
         configs = [c for c, (ctx, _, _) in CONFIGS.items() if contexts is not None or ctx != "llm"]
@@ -306,7 +308,8 @@ def evaluate(
         source, use_dense, use_bm25 = CONFIGS[name]
         found = sources[source]
         chunks = [ContextualChunk(c, found[c.id] if found is not None else "") for c in dataset.chunks]
-        searcher = HybridSearcher(chunks, once if use_dense else None, use_bm25=use_bm25, show_progress=show_progress)
+        searcher = HybridSearcher(chunks, once if use_dense else None, use_bm25=use_bm25, show_progress=show_progress,
+                                  windows=windows)
         ranked = [[h.id for h in hits] for hits in searcher.search_many(queries, top_k=depth)]
         results.append(score_rankings(name, ranked, golden, ks))
     return results

@@ -28,7 +28,11 @@ def choose_embedder(kind: str = "auto", model: str | None = None) -> Embedder:
         from .embeddings.voyage import VoyageEmbedder
 
         return VoyageEmbedder(model or "voyage-3.5")
-    raise ValueError(f"unknown embedder {kind!r}; choose auto, local or voyage")
+    if kind == "voyage-context":
+        from .embeddings.voyage_context import VoyageContextualizedEmbedder
+
+        return VoyageContextualizedEmbedder(model or "voyage-context-3")
+    raise ValueError(f"unknown embedder {kind!r}; choose auto, local, voyage or voyage-context")
 
 
 def weights_for(embedder: Embedder) -> tuple[float, float]:
@@ -102,4 +106,5 @@ def unused_keys() -> list[str]:
 def embedder_kind(embedder: Embedder) -> str:
     inner = getattr(embedder, "embedder", embedder)
     name = type(inner).__name__
-    return {"LocalMiniLMEmbedder": "local", "VoyageEmbedder": "voyage"}.get(name, name)
+    return {"LocalMiniLMEmbedder": "local", "VoyageEmbedder": "voyage",
+            "VoyageContextualizedEmbedder": "voyage-context"}.get(name, name)

@@ -20,11 +20,13 @@ from contextual_retrieval_core.embeddings.base import Embedder
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
     from contextual_retrieval_core.embeddings.voyage import VoyageEmbedder
+    from contextual_retrieval_core.embeddings.voyage_context import VoyageContextualizedEmbedder
 
-__all__ = ["Embedder", "VoyageEmbedder", "LocalMiniLMEmbedder"]
+__all__ = ["Embedder", "VoyageEmbedder", "VoyageContextualizedEmbedder", "LocalMiniLMEmbedder"]
 
 _LAZY = {
     "VoyageEmbedder": "contextual_retrieval_core.embeddings.voyage",
+    "VoyageContextualizedEmbedder": "contextual_retrieval_core.embeddings.voyage_context",
     "LocalMiniLMEmbedder": "contextual_retrieval_core.embeddings.minilm",
 }
 

@@ -134,6 +134,15 @@ class LocalMiniLMEmbedder:
         self._load()
         return sum(1 for e in self._tokenizer.encode_batch(texts) if e.overflowing)  # type: ignore[union-attr]
 
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Tokens per text as the model sees them, special tokens included, capped at `max_tokens`
+        (used by the core's windowing, `contextual_retrieval_core.windows`)."""
+        texts = as_texts(texts)
+        if not texts:
+            return []
+        self._load()
+        return [len(e.ids) for e in self._tokenizer.encode_batch(texts)]  # type: ignore[union-attr]
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """L2-normalised float32 vectors, shape (len(texts), 384)."""
         texts = as_texts(texts)

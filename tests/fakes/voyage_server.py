@@ -1,6 +1,7 @@
 """`FakeVoyageServer`: Voyage AI's embeddings and rerank endpoints on a loopback port.
 
-Wire format as the `voyageai` SDK speaks it: `POST /v1/embeddings` and `POST /v1/rerank`, bearer
+Wire format as the `voyageai` SDK speaks it: `POST /v1/embeddings`, `POST /v1/rerank` and
+`POST /v1/contextualizedembeddings` (the SDK's `contextualized_embed`), bearer
 auth, errors as `{"detail": "..."}`. Point a real client at it with
 `voyageai.Client(api_key=server.api_key, base_url=server.base_url)` (base_url includes `/v1`).
 
@@ -50,6 +51,14 @@ MAX_TEXTS = 1000
 MAX_DOCUMENTS = 1000
 CONTEXT_TOKENS = 32_000
 FLEXIBLE_DIMENSIONS = (256, 512, 1024, 2048)
+#: contextualized chunk embedding models -> default dimension
+CONTEXT_MODELS: dict[str, int] = {"voyage-context-3": 1024}
+#: limits of one contextualized embeddings request (Voyage API reference, contextualized
+#: chunk embeddings): inputs, total chunks, total tokens, tokens of one input (document)
+CONTEXT_MAX_INPUTS = 1000
+CONTEXT_MAX_CHUNKS = 16_000
+CONTEXT_MAX_TOKENS = 120_000
+CONTEXT_MAX_INPUT_TOKENS = 32_000
 _WORD = re.compile(r"\w+")
 
 
@@ -110,7 +119,11 @@ class FakeVoyageServer(LoopbackServer):
         return self.url + "/v1"
 
     def routes(self) -> dict[str, Any]:
-        return {"/v1/embeddings": self._embeddings, "/v1/rerank": self._rerank}
+        return {
+            "/v1/embeddings": self._embeddings,
+            "/v1/rerank": self._rerank,
+            "/v1/contextualizedembeddings": self._contextualized,
+        }
 
     def error_body(self, status: int, message: str) -> dict[str, Any]:
         return {"detail": message}
@@ -118,6 +131,23 @@ class FakeVoyageServer(LoopbackServer):
     def embeddings_requests(self) -> list[dict[str, Any]]:
         """Bodies of the embeddings requests, in arrival order."""
         return [r.body for r in self.requests_to("/v1/embeddings")]
+
+    def contextualized_requests(self) -> list[dict[str, Any]]:
+        """Bodies of the contextualized embeddings requests, in arrival order."""
+        return [r.body for r in self.requests_to("/v1/contextualizedembeddings")]
+
+    #: answer contextualized requests with documents and chunks in reverse order (each item keeps
+    #: its `index`), as a client must not rely on the order of `data`
+    shuffle_contextualized = False
+
+    @staticmethod
+    def contextualized_vector(chunks: list[str], position: int, input_type: str | None, dim: int) -> np.ndarray:
+        """The fake's contextualized vector of `chunks[position]`: the chunk's own words plus,
+        at a quarter weight, the words of the whole input (the "document context")."""
+        own = embed_text(chunks[position], input_type, dim).astype(np.float64)
+        if len(chunks) > 1:
+            own = own + 0.25 * embed_text(" ".join(chunks), input_type, dim)
+        return (own / np.linalg.norm(own)).astype(np.float32)
 
     def rerank_requests(self) -> list[dict[str, Any]]:
         """Bodies of the rerank requests, in arrival order."""
@@ -191,3 +221,63 @@ class FakeVoyageServer(LoopbackServer):
         )
         data = scored[:top_k] if top_k else scored
         return {"object": "list", "data": data, "model": model, "usage": {"total_tokens": total}}
+
+    def _contextualized(self, body: dict[str, Any]) -> dict[str, Any]:
+        model = body.get("model")
+        if model not in CONTEXT_MODELS:
+            raise ApiError(400, f"Model {model} is not supported.")
+        dim = CONTEXT_MODELS[model]
+        inputs = body.get("inputs")
+        if (
+            not isinstance(inputs, list) or not inputs
+            or not all(isinstance(doc, list) and doc and all(isinstance(c, str) for c in doc) for doc in inputs)
+        ):
+            raise ApiError(400, "inputs must be a non-empty list of non-empty lists of strings.")
+        if len(inputs) > CONTEXT_MAX_INPUTS:
+            raise ApiError(400, f"The list must not contain more than {CONTEXT_MAX_INPUTS} inputs; got {len(inputs)}.")
+        n_chunks = sum(len(doc) for doc in inputs)
+        if n_chunks > CONTEXT_MAX_CHUNKS:
+            raise ApiError(400, f"The total number of chunks must not exceed {CONTEXT_MAX_CHUNKS}; got {n_chunks}.")
+        doc_tokens = [sum(count_tokens(c) for c in doc) for doc in inputs]
+        for i, tokens in enumerate(doc_tokens):
+            if tokens > CONTEXT_MAX_INPUT_TOKENS:
+                raise ApiError(400, f"inputs[{i}] has {tokens} tokens, more than the context length of {CONTEXT_MAX_INPUT_TOKENS}.")
+        if sum(doc_tokens) > CONTEXT_MAX_TOKENS:
+            raise ApiError(400, f"The total number of tokens must not exceed {CONTEXT_MAX_TOKENS}; got {sum(doc_tokens)}.")
+        input_type = body.get("input_type")
+        if input_type not in (None, "query", "document"):
+            raise ApiError(400, f"input_type {input_type!r} is invalid; use None, 'query' or 'document'.")
+        if input_type == "query" and any(len(doc) != 1 for doc in inputs):
+            raise ApiError(400, "queries must be one text per input.")
+        out_dim = body.get("output_dimension")
+        if out_dim is not None:
+            if out_dim not in FLEXIBLE_DIMENSIONS:
+                raise ApiError(400, f"output_dimension {out_dim} is not supported by {model}.")
+            dim = out_dim
+        dtype = body.get("output_dtype") or "float"
+        if dtype not in ("float", "int8", "uint8"):
+            raise ApiError(400, f"the fake serves output_dtype 'float', 'int8' or 'uint8', not {dtype!r}.")
+        encoding = body.get("encoding_format")
+        if encoding not in (None, "base64"):
+            raise ApiError(400, f"encoding_format {encoding!r} is invalid.")
+        data = []
+        for i, doc in enumerate(inputs):
+            items = []
+            for j in range(len(doc)):
+                vec = self.contextualized_vector(doc, j, input_type, dim)
+                arr: np.ndarray = vec
+                if dtype == "int8":
+                    arr = np.round(vec * 127).astype(np.int8)
+                elif dtype == "uint8":
+                    arr = (np.round(vec * 127) + 128).astype(np.uint8)
+                value: Any = arr.tolist()
+                if encoding == "base64":
+                    raw = arr.astype("<f4") if dtype == "float" else arr
+                    value = base64.b64encode(raw.tobytes()).decode()
+                items.append({"object": "embedding", "embedding": value, "index": j})
+            if self.shuffle_contextualized:
+                items.reverse()
+            data.append({"object": "list", "data": items, "index": i})
+        if self.shuffle_contextualized:
+            data.reverse()
+        return {"object": "list", "data": data, "model": model, "usage": {"total_tokens": sum(doc_tokens)}}

@@ -1,0 +1,173 @@
+"""Dense-side options on the cookbook set (issue 14): windowed contextual embeddings and friends.
+
+    python benchmarks/dense_options.py [--dataset DIR] [--json PATH] [--cache FILE]
+
+Offline MiniLM embedder (256-token window), library fusion defaults, Pass@5/10/20. Rows:
+
+- `table`: the nine configurations of `contextual-retrieval eval`, with one vector per chunk
+  (`windows=None`, the old behaviour) and windowed (`WindowConfig()`: max-sim over overlapping
+  windows of 256 tokens, a quarter of overlap, each window with the chunk's context); and
+  mean-pooled windows (`WindowConfig(pooling="mean")`).
+- `options` (on the hybrid and contextual-hybrid rows, over the windowed index):
+  `context_vector`: a vector of the context alone as a third fusion source (equal weights);
+  `prf` (over both indexes): dense pseudo-relevance feedback, the query vector moved toward the best-matching rows of
+  the fused top 3 (Rocchio, alpha 1, beta 0.5), dense searched again and fused with BM25.
+- `latency`: p50 / p90 of one `HybridSearcher.search` (contextual-hybrid, top 20), the windowed
+  and the one-vector index interleaved in the same run; `index_rows` and `index_bytes` of each.
+
+Writes benchmarks/dense_options.json (or --json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+from _paths import DEFAULT_DATASET  # noqa: E402
+
+from contextual_retrieval_core.embeddings.cache import CachedEmbedder  # noqa: E402
+from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder  # noqa: E402
+from contextual_retrieval_core.evaluation import (  # noqa: E402
+    CONFIGS, load_contexts_jsonl, load_cookbook, score_rankings, structural_contexts,
+)
+from contextual_retrieval_core.hybrid import HybridSearcher  # noqa: E402
+from contextual_retrieval_core.types import ContextualChunk  # noqa: E402
+from contextual_retrieval_core.vectors import VectorIndex  # noqa: E402
+from contextual_retrieval_core.windows import WindowConfig, collapse_hits  # noqa: E402
+
+KS = (5, 10, 20)
+DEPTH = 20
+
+
+def scores(name: str, ranked: list[list[str]], golden: list[list[str]]) -> dict:
+    r = score_rankings(name, ranked, golden, KS)
+    return {"name": name, "pass_at": {str(k): round(v, 2) for k, v in r.pass_at.items()}, "mrr": round(r.mrr, 2)}
+
+
+def context_vector_run(searcher: HybridSearcher, embedder, chunks, queries) -> list[list[str]]:
+    """Dense (windowed), BM25 and a context-only vector, fused with equal weights."""
+    ctx_ids = [c.id for c in chunks if c.context]
+    ctx_index = VectorIndex(ctx_ids, embedder.embed_documents([c.context for c in chunks if c.context]))
+    qv = embedder.embed_queries(queries)
+    rows = searcher.vectors.search_many(qv, searcher.depth + searcher._extra_rows)
+    ctx_hits = ctx_index.search_many(qv, searcher.depth)
+    config = searcher.config.replace(weights=None)
+    out = []
+    for q, row_hits, c_hits in zip(queries, rows, ctx_hits):
+        sources = [("dense", collapse_hits(row_hits, searcher._owners, searcher.depth)),
+                   ("bm25", searcher.bm25.search(q, searcher.depth)), ("context", c_hits)]
+        out.append([h.id for h in config.fuse(sources)[:DEPTH]])
+    return out
+
+
+def prf_run(searcher: HybridSearcher, embedder, queries, beta: float = 0.5, top: int = 3) -> list[list[str]]:
+    """Rocchio dense PRF: q' = q + beta * mean(best row of each fused top-`top` chunk)."""
+    index = searcher.vectors
+    row_of = {rid: i for i, rid in enumerate(index.ids)}
+    rows_of_chunk: dict[str, list[int]] = {}
+    for rid in index.ids:
+        rows_of_chunk.setdefault(searcher._owners.get(rid, rid), []).append(row_of[rid])
+    qv = embedder.embed_queries(queries)
+    k_rows = searcher.depth + searcher._extra_rows
+    first = index.search_many(qv, k_rows)
+    config = searcher._sides
+    moved = []
+    bm25 = [searcher.bm25.search(q, searcher.depth) for q in queries]
+    for q, vec, row_hits, b in zip(queries, qv, first, bm25):
+        fused = config.fuse([("dense", collapse_hits(row_hits, searcher._owners, searcher.depth)), ("bm25", b)])
+        picks = []
+        for h in fused[:top]:
+            rows = rows_of_chunk[h.id]
+            sims = index.vectors[rows] @ vec
+            picks.append(index.vectors[rows[int(np.argmax(sims))]])
+        moved.append(vec + beta * np.mean(picks, axis=0) if picks else vec)
+    second = index.search_many(np.asarray(moved, dtype=np.float32), k_rows)
+    out = []
+    for row_hits, b in zip(second, bm25):
+        fused = config.fuse([("dense", collapse_hits(row_hits, searcher._owners, searcher.depth)), ("bm25", b)])
+        out.append([h.id for h in fused[:DEPTH]])
+    return out
+
+
+def latency(searchers: dict[str, HybridSearcher], queries: list[str], rounds: int = 2) -> dict:
+    times: dict[str, list[float]] = {name: [] for name in searchers}
+    for _ in range(rounds):
+        for q in queries:
+            for name, s in searchers.items():  # interleaved: same load on both
+                t = time.perf_counter()
+                s.search(q, top_k=DEPTH)
+                times[name].append(time.perf_counter() - t)
+    out = {}
+    for name, ts in times.items():
+        ts.sort()
+        v = searchers[name].vectors
+        out[name] = {"p50_ms": round(1000 * statistics.median(ts), 3), "p90_ms": round(1000 * ts[int(0.9 * len(ts))], 3),
+                     "index_rows": len(v.ids), "index_bytes": int(v.vectors.nbytes)}
+    base, win = out["one-vector"]["p50_ms"], out["windowed"]["p50_ms"]
+    out["p50_ratio_windowed_to_one_vector"] = round(win / base, 3)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dataset", default=DEFAULT_DATASET)
+    ap.add_argument("--json", default=str(HERE / "dense_options.json"))
+    ap.add_argument("--cache", default=None, help="an embedding cache file (SQLite) to reuse between runs")
+    args = ap.parse_args(argv)
+    started = time.perf_counter()
+    dataset = load_cookbook(args.dataset)
+    llm = load_contexts_jsonl(Path(args.dataset) / "contexts_claude-3-haiku.jsonl", dataset)
+    sources = {None: None, "llm": llm, "structural": structural_contexts(dataset)}
+    minilm = LocalMiniLMEmbedder()
+    embedder = CachedEmbedder(minilm, args.cache or ":memory:")
+    queries = [q.query for q in dataset.queries]
+    golden = [q.golden for q in dataset.queries]
+    variants = {"one-vector": None, "windowed": WindowConfig(), "windowed-mean": WindowConfig(pooling="mean")}
+    table: dict[str, list[dict]] = {v: [] for v in variants}
+    options: list[dict] = []
+    keep: dict[str, HybridSearcher] = {}
+    for name, (source, use_dense, use_bm25) in CONFIGS.items():
+        found = sources[source]
+        chunks = [ContextualChunk(c, found[c.id] if found is not None else "") for c in dataset.chunks]
+        for vname, windows in variants.items():
+            if not use_dense and vname != "one-vector":
+                table[vname].append(dict(table["one-vector"][-1]))  # BM25 alone: no dense side
+                continue
+            s = HybridSearcher(chunks, embedder if use_dense else None, use_bm25=use_bm25, windows=windows)
+            ranked = [[h.id for h in hits] for hits in s.search_many(queries, top_k=DEPTH)]
+            table[vname].append(scores(name, ranked, golden))
+            print(vname, table[vname][-1], flush=True)
+            if name in ("hybrid", "contextual-hybrid") and vname in ("one-vector", "windowed"):
+                keep[f"{name}/{vname}"] = s
+        if name in ("hybrid", "contextual-hybrid"):
+            for over in ("one-vector", "windowed"):
+                s = keep[f"{name}/{over}"]
+                options.append(scores(f"{name} + prf", prf_run(s, embedder, queries), golden) | {"over": over})
+                print(options[-1], flush=True)
+            s = keep[f"{name}/windowed"]
+            if source is not None:
+                options.append(scores(f"{name} + context vector", context_vector_run(s, embedder, chunks, queries), golden)
+                               | {"over": "windowed"})
+                print(options[-1], flush=True)
+    lat = latency({"one-vector": keep["contextual-hybrid/one-vector"], "windowed": keep["contextual-hybrid/windowed"]}, queries)
+    out = {
+        "dataset": Path(args.dataset).name, "queries": len(queries), "chunks": len(dataset.chunks),
+        "embedder": minilm.model_name, "max_tokens": minilm.max_tokens, "window": {"size": 256, "overlap": 64},
+        "table": table, "options": options, "latency": lat, "elapsed_s": round(time.perf_counter() - started, 1),
+    }
+    Path(args.json).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(lat, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
