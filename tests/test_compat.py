@@ -29,6 +29,7 @@ def version(dist: str) -> Version:
         ("chromadb", "1.0", "2"),
         ("llama-index-llms-anthropic", "0.8", "0.13"),
         ("langchain-anthropic", "0.3", "2"),
+        ("voyageai", "0.3", "0.6"),
     ],
 )
 def test_installed_versions_are_the_supported_ones(dist, low, high):
@@ -90,7 +91,7 @@ def test_chat_anthropic_clients_are_configured_as_the_model():
 
 
 #: `x._name` where x is one of our own objects (the one module that owns the class reaching into it)
-OWN_OBJECTS = {"index._engine", "run._below_minimum", "store._rows", "store._write"}
+OWN_OBJECTS = {"index._engine", "index._mapped", "run._below_minimum", "store._rows", "store._write"}
 
 
 def test_no_private_member_of_another_package_is_read_outside_compat():

@@ -28,6 +28,7 @@ from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
 
+from contextual_retrieval_core._compat import voyage_contextualized_acreate, voyage_contextualized_create
 from contextual_retrieval_core.embeddings.base import as_texts
 from contextual_retrieval_core.embeddings.voyage import VoyageClients, estimate_tokens, plan_batches
 
@@ -246,43 +247,28 @@ class VoyageContextualizedEmbedder(VoyageClients):
         return out  # type: ignore[return-value]
 
     def _run_sync(self, texts: list[str], groups: list[list[int]], input_type: InputType) -> np.ndarray:
-        import voyageai
-
         out = np.zeros((len(texts), 0), dtype=np.float32)
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         client = self._sync_client()
-        client._require_api_key()
         for request in self.plan(texts, groups):
             inputs = [[texts[i] for i in piece] for piece in request]
-            response = None
-            for attempt in client._make_retry_controller():
-                with attempt:
-                    response = voyageai.ContextualizedEmbedding.create(
-                        inputs=inputs, **self._kwargs(input_type), **client._params
-                    )
+            response = voyage_contextualized_create(client, inputs=inputs, **self._kwargs(input_type))
             out = self._fill(out, request, response)
         return _normalise(out)
 
     async def _run_async(self, texts: list[str], groups: list[list[int]], input_type: InputType) -> np.ndarray:
-        import voyageai
-
         if self._async_in_thread:
             return await asyncio.to_thread(self._run_sync, texts, groups, input_type)
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         client = self._aio_client()
-        client._require_api_key()
         gate = asyncio.Semaphore(self.max_concurrency)
 
         async def one(request: list[list[int]]) -> Any:
             inputs = [[texts[i] for i in piece] for piece in request]
             async with gate:
-                async for attempt in client._make_retry_controller():
-                    with attempt:
-                        return await voyageai.ContextualizedEmbedding.acreate(
-                            inputs=inputs, **self._kwargs(input_type), **client._params
-                        )
+                return await voyage_contextualized_acreate(client, inputs=inputs, **self._kwargs(input_type))
 
         requests = self.plan(texts, groups)
         responses = await asyncio.gather(*(one(r) for r in requests))
