@@ -267,11 +267,11 @@ class ContextualEnsembleRetriever(BaseRetriever):
         return result
 
     def _callback_manager(self, manager: Any, config: RunnableConfig, kwargs: dict[str, Any]) -> Any:
-        """This run's callback manager, configured as `BaseRetriever.invoke` configures it."""
+        """This run's callback manager, configured as `EnsembleRetriever.invoke` configures it (the
+        caller's tags and metadata inherited by every source, this retriever's own kept local)."""
         return manager.configure(
             config.get("callbacks"), None, verbose=kwargs.pop("verbose", False), inheritable_tags=config.get("tags"),
-            local_tags=self.tags, inheritable_metadata={**(config.get("metadata") or {}), **self._get_ls_params()},
-            local_metadata=self.metadata,
+            local_tags=self.tags, inheritable_metadata=config.get("metadata"), local_metadata=self.metadata,
         )
 
     def _get_relevant_documents(

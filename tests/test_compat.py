@@ -111,3 +111,17 @@ def test_no_private_member_of_another_package_is_read_outside_compat():
                         continue
                     found.append(f"{path.relative_to(ROOT)}:{n}: {owner}._{name}")
     assert found == []
+
+
+def test_retriever_ls_params_are_the_ones_invoke_traces():
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    from contextual_retrieval_langchain._compat import retriever_ls_params
+
+    retriever = InMemoryVectorStore(DeterministicFakeEmbedding(size=4)).as_retriever()
+    assert retriever_ls_params(retriever) == {
+        "ls_retriever_name": "vectorstore",
+        "ls_vector_store_provider": "InMemoryVectorStore",
+        "ls_embedding_provider": "DeterministicFakeEmbedding",
+    }
