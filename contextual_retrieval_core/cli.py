@@ -148,6 +148,10 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
     ix.add_argument("--chunk-chars", type=int, default=None, metavar="N",
                     help=f"characters per chunk (default: the index's, else {DEFAULT_CHUNK_CHARS})")
     ix.add_argument("--concurrency", type=int, default=8, metavar="N", help="generation requests in flight (default 8)")
+    ix.add_argument("--windows", action=argparse.BooleanOptionalAction, default=None,
+                    help="embed chunks longer than the embedder's window as overlapping windows (extra vector rows, "
+                    "each with the chunk's context, a chunk scoring as its best window); --no-windows: one vector "
+                    "per chunk; default: the index's setting, off for a new index. Changing it re-embeds every file")
     ix.add_argument("--rebuild", action="store_true", help="build the index from scratch (e.g. with another "
                     "embedder); stored contexts and cached embeddings are reused")
     ix.add_argument("--max-file-size", type=float, default=MAX_FILE_BYTES / 1e6, metavar="MB",
@@ -306,7 +310,8 @@ def _cmd_index(args: argparse.Namespace) -> int:
     generator = choose_generator(contexts, model)
     chunk_chars = args.chunk_chars or (old.chunk_chars if old else None) or DEFAULT_CHUNK_CHARS
     index = ContextualIndex(index_dir, embedder=embedder, generator=generator, chunk_chars=chunk_chars,
-                            concurrency=args.concurrency, weights=weights_for(embedder), chroma_url=args.chroma_url)
+                            concurrency=args.concurrency, weights=weights_for(embedder), chroma_url=args.chroma_url,
+                            windows=args.windows)
     for note in unused_keys():
         print(f"note: {note}", file=sys.stderr)
     print(f"indexing {', '.join(args.paths)} into {index_dir} — contexts: "

@@ -51,7 +51,8 @@ from .files import MAX_FILE_BYTES, TEXT_EXTENSIONS, collect_files
 from .folder_lock import folder_lock
 from .fusion_config import FusionConfig
 from .generators.base import ContextGenerator
-from .windows import embed_texts
+from .windows import WindowConfig
+from .window_rows import collapse_rows, embed_rows, requested_windows, row_owner, stale_rows, store_payload, windows_setting
 from .index_manifest import MANIFEST_NAME, FileEntry, IndexDamagedError, IndexManifest, IndexMismatchError
 from .index_changes import check_not_nested, read_changes
 from .index_report import IndexHit, IndexReport
@@ -78,6 +79,12 @@ class ContextualIndex:
         weights: (dense, BM25) fusion weights at query time.
         chroma_url: keep the vectors on a Chroma server (``http://host:port``) instead of the
             embedded ``chroma/`` folder; remembered in the folder (`chroma_server`).
+        windows: a `WindowConfig` (or True for the default one): chunks longer than the
+            embedder's window are embedded as overlapping windows, each with the chunk's context,
+            kept as extra Chroma rows pointing at their chunk (`window_rows`), a chunk scoring as
+            its best window; False: one vector per chunk; None (default): as the manifest records
+            (off for a new index). A setting other than the recorded one re-embeds every file on
+            the next update (contexts and unchanged texts come from the folder's caches).
 
     Example:
         >>> from contextual_retrieval_core.embeddings import LocalMiniLMEmbedder
@@ -97,6 +104,7 @@ class ContextualIndex:
         concurrency: int = 8,
         weights: Sequence[float] = DEFAULT_WEIGHTS,
         chroma_url: str | None = None,
+        windows: WindowConfig | bool | None = None,
     ) -> None:
         if generator is None:
             from .generators.structural import StructuralContextGenerator
@@ -110,6 +118,8 @@ class ContextualIndex:
         self.weights = FusionConfig(weights=weights).weights_for(2, per="side (dense, BM25)")
         self._cached: Any = None
         self.chroma_url = chroma_url
+        requested_windows(windows, None)  # checked here, resolved against the manifest by update
+        self.windows = windows
         self._vector_index: ChromaVectorIndex | None = None
         self._bm25: BM25Index | None = None
         self.manifest: IndexManifest | None = None
@@ -267,6 +277,7 @@ class ContextualIndex:
         old_files: dict[str, FileEntry] = dict(old.files) if old else {}
         gen_id = self._generator_identity()
         redo_all = False
+        windows = requested_windows(self.windows, old.windows if old else None)
         if old:
             damage = self._damage(old)
             if damage:
@@ -281,6 +292,9 @@ class ContextualIndex:
             elif old.chunk_chars != self.chunk_chars:
                 redo_all = True
                 report.note = f"chunk size changed ({old.chunk_chars} -> {self.chunk_chars}): every file is re-chunked"
+            elif old.windows != windows_setting(windows):
+                redo_all = True
+                report.note = f"windows changed ({old.windows} -> {windows_setting(windows)}): every file is re-embedded"
 
         new_files, documents, chunks, spans = read_changes(scan.files, old_files, redo_all, self.chunk_chars, report, show_progress)
         for doc_id, entry in old_files.items():
@@ -300,6 +314,7 @@ class ContextualIndex:
             weights=list(self.weights),
             files=new_files,
             bm25=old.bm25 if old else "",
+            windows=windows_setting(windows),
         )
         if not chunks and old is not None and manifest.chunk_ids() == old.chunk_ids() and not redo_all:
             report.chunks_total = manifest.chunk_count
@@ -311,6 +326,7 @@ class ContextualIndex:
 
         self.path.mkdir(parents=True, exist_ok=True)
         texts: dict[str, str] = {}
+        fresh: set[str] = set()
         if chunks:
             from .contextualizer import Contextualizer
 
@@ -323,28 +339,25 @@ class ContextualIndex:
             cached = self._embedder()
             hits0, misses0 = cached.hits, cached.misses
             texts = {c.id: c.indexed_text for c in result.chunks}
-            vectors = embed_texts(cached, list(texts.values()), [c.document_id for c in result.chunks], batch_size,
-                                  show_progress)  # grouped by file for contextualized embedders
+            # grouped by file for contextualized embedders; long chunks as window rows (`window_rows`)
+            rows, vectors = embed_rows(cached, result.chunks, windows, batch_size=batch_size, show_progress=show_progress)
             report.embedded = cached.misses - misses0
             report.embedding_cache_hits = cached.hits - hits0
+            metadatas = {c.id: {"path": c.document_id, "context": c.context, "text": c.text, "chunk_index": c.chunk.index,
+                                "start_line": spans[c.id][0], "end_line": spans[c.id][1]} for c in result.chunks}
+            ids, documents, metas = store_payload(rows, texts, metadatas)
+            fresh = set(ids)
             # new rows go in beside the old ones: the old manifest still finds all of its chunks
-            self._vectors(create=True).add(
-                list(texts),
-                vectors,
-                documents=list(texts.values()),
-                metadatas=[
-                    {"path": c.document_id, "context": c.context, "text": c.text, "chunk_index": c.chunk.index,
-                     "start_line": spans[c.id][0], "end_line": spans[c.id][1]}
-                    for c in result.chunks
-                ],
-            )
+            self._vectors(create=True).add(ids, vectors, documents=documents, metadatas=metas)
             report.chunks_added = len(chunks)
-        self._commit(manifest, report, texts)
+        self._commit(manifest, report, texts, fresh)
         report.elapsed_s = time.perf_counter() - started
         return report
 
-    def _commit(self, manifest: IndexManifest, report: IndexReport, texts: dict[str, str]) -> None:
-        """Write a new BM25 folder, swap the manifest in, then drop what the old one listed alone."""
+    def _commit(self, manifest: IndexManifest, report: IndexReport, texts: dict[str, str],
+                fresh: frozenset[str] | set[str] = frozenset()) -> None:
+        """Write a new BM25 folder, swap the manifest in, then drop what the old one listed alone
+        (and the rows of re-embedded chunks this run did not write: windows they no longer have)."""
         wanted = manifest.chunk_ids()
         old_ids = set(self.manifest.chunk_ids()) if self.manifest else set()
         vectors = self._vectors(create=True)
@@ -372,7 +385,7 @@ class ContextualIndex:
         report.chunks_total = len(wanted)
         # clean-up; an interruption here leaves rows and folders the next update removes
         have = collection.get(include=[])["ids"]
-        vectors.delete(sorted(set(have) - keep))
+        vectors.delete(stale_rows(have, keep, {row_owner(r) for r in fresh}, fresh))
         for part in self.path.glob("bm25*"):
             if part.name != manifest.bm25 and part.is_dir():
                 shutil.rmtree(part, ignore_errors=True)
@@ -423,11 +436,12 @@ class ContextualIndex:
             raise IndexDamagedError(f"{self.path / 'chroma'} holds {rows_in_chroma} chunks, the manifest lists {total}; "
                                     f"{self._fix()}")
         vector = np.asarray(self.embedder.embed_queries([query]), dtype=np.float32)
-        listed = set(manifest.chunk_ids())
         depth = fusion.depth
-        # rows the manifest does not list (left by an interrupted update) are not results
-        dense = [h for h in vectors.search(vector[0], min(depth + rows_in_chroma - total, rows_in_chroma)) if h[0] in listed]
-        fused = fusion.fuse([("dense", dense[:depth]), ("bm25", self._bm25.search(query, depth))])
+        # window rows collapse to their chunk; rows the manifest does not list (left by an
+        # interrupted update) are not results
+        hits = vectors.search(vector[0], min(depth + rows_in_chroma - total, rows_in_chroma))
+        dense = collapse_rows(hits, depth, set(manifest.chunk_ids()))
+        fused = fusion.fuse([("dense", dense), ("bm25", self._bm25.search(query, depth))])
         pool = fused[: fusion.effective_rerank_depth] if fusion.reranker else fused[: fusion.top_k]
         info = self._rows([str(h.id) for h in pool])
         ranked = fusion.rerank(query, pool, lambda cid: info[str(cid)][0])

@@ -65,6 +65,8 @@ class IndexManifest:
         files: doc id -> `FileEntry`.
         bm25: the folder (inside the index folder) holding the BM25 index of these chunks; each
             update writes a new one and names it here, so the manifest swap switches both at once.
+        windows: the `WindowConfig` long chunks were embedded with, as a dict (`windows_setting`);
+            None when every chunk is one vector.
     """
 
     embedder: dict[str, str]
@@ -73,6 +75,7 @@ class IndexManifest:
     weights: list[float]
     files: dict[str, FileEntry] = field(default_factory=dict)
     bm25: str = "bm25"
+    windows: dict[str, Any] | None = None
 
     @property
     def chunk_count(self) -> int:
@@ -102,6 +105,7 @@ class IndexManifest:
                 weights=[float(w) for w in data.get("weights") or []],
                 files={k: FileEntry(**v) for k, v in data["files"].items()},
                 bm25=_folder_name(data.get("bm25", "bm25")),
+                windows=_windows(data.get("windows")),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise IndexDamagedError(f"{source} is damaged ({type(exc).__name__}: {exc}); rebuild the index "
@@ -132,6 +136,12 @@ class IndexManifest:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
+
+
+def _windows(setting: Any) -> dict[str, Any] | None:
+    from .window_rows import windows_from_setting, windows_setting
+
+    return windows_setting(windows_from_setting(setting))  # checked, in its one shape
 
 
 def _folder_name(name: Any) -> str:

@@ -1,0 +1,174 @@
+"""Windowed chunks as rows of a vector store that keeps one row per chunk id.
+
+`windows` plans the windows; here they become store rows for the stores that key a chunk by its
+id (the on-disk `ContextualIndex`, a LlamaIndex vector store, a LangChain vector store): a
+chunk's first window is the chunk's own row (same id, its metadata, so everything that looks a
+chunk up by id still finds it), each further window an extra row ``<chunk id> + WINDOW_MARK + n``
+carrying ``metadata[WINDOW_OF_KEY] = <chunk id>``. A chunk that fits its window stays exactly
+one row of its indexed text. The rows of a chunk hold the same vectors as `HybridSearcher`'s
+(first window included), so a search collapsed per chunk (`collapse_rows`) ranks the chunks
+exactly as the core does.
+
+Everything a framework adapter needs is here, once: `windowable` (a chunk from its indexed text
+and the part windows split), `plan_rows`, `collapse_rows` and `stale_rows`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from .types import Chunk, ContextualChunk
+from .windows import WINDOW_MARK, WindowConfig, embed_texts, window_texts
+
+__all__ = ["WINDOW_OF_KEY", "WindowRow", "windowable", "plan_rows", "embed_rows", "row_owner", "collapse_rows", "stale_rows",
+           "windows_setting", "windows_from_setting", "requested_windows", "store_payload",
+           "max_pooling_only"]
+
+#: metadata key of a window row: the id of the chunk it belongs to
+WINDOW_OF_KEY = "window_of"
+
+
+@dataclass(frozen=True)
+class WindowRow:
+    """One store row: `id` (the chunk id for a chunk's first row), `owner` (the chunk id),
+    `number` (0 for the chunk's own row) and the `text` to embed."""
+
+    id: str
+    owner: str
+    number: int
+    text: str
+
+    @property
+    def extra(self) -> bool:
+        """A row beyond the chunk's own."""
+        return self.number > 0
+
+
+def windowable(chunk_id: str, indexed: str, body: str, document_id: str = "") -> ContextualChunk:
+    """The `ContextualChunk` whose indexed text is `indexed` and whose text is `body` (what the
+    windows split): the rest of `indexed`, before or after `body`, is the context every window
+    carries. When `body` is neither the end nor the start of `indexed`, the whole indexed text is
+    the body (windowed without a context)."""
+    if body.strip() and indexed != body:
+        if indexed.endswith(body):
+            return ContextualChunk(Chunk(chunk_id, document_id, body), indexed[: len(indexed) - len(body)], "before", "")
+        if indexed.startswith(body):
+            return ContextualChunk(Chunk(chunk_id, document_id, body), indexed[len(body):], "after", "")
+    return ContextualChunk(Chunk(chunk_id, document_id, indexed), "")
+
+
+def plan_rows(embedder: Any, chunks: Sequence[ContextualChunk], windows: WindowConfig | None) -> list[list[WindowRow]]:
+    """The rows of each chunk (one row of its indexed text when it fits, or when `windows` is None
+    or the embedder reports no window)."""
+    texts = window_texts(embedder, chunks, windows)
+    return [
+        [WindowRow(c.id if n == 0 else f"{c.id}{WINDOW_MARK}{n}", c.id, n, t) for n, t in enumerate(per)]
+        for c, per in zip(chunks, texts)
+    ]
+
+
+def embed_rows(
+    embedder: Any, chunks: Sequence[ContextualChunk], windows: WindowConfig | None, *, batch_size: int = 64,
+    show_progress: bool = False,
+) -> tuple[list[WindowRow], np.ndarray]:
+    """`plan_rows` embedded (grouped by document for contextualized embedders, as `embed_texts`
+    does); with ``pooling="mean"`` a windowed chunk's vectors are averaged into its own row."""
+    planned = plan_rows(embedder, chunks, windows)
+    rows = [r for per in planned for r in per]
+    groups = [c.document_id for c, per in zip(chunks, planned) for _ in per]
+    vectors = embed_texts(embedder, [r.text for r in rows], groups, batch_size, show_progress)
+    if windows is None or windows.pooling != "mean" or len(rows) == len(chunks):
+        return rows, vectors
+    pooled, start = [], 0
+    for c, per in zip(chunks, planned):
+        pooled.append(vectors[start : start + len(per)].mean(axis=0))
+        start += len(per)
+    return [WindowRow(c.id, c.id, 0, c.indexed_text) for c in chunks], np.asarray(pooled, dtype=np.float32)
+
+
+def row_owner(row_id: str) -> str:
+    """The chunk id of a row id (the id itself for a chunk's own row)."""
+    return row_id.split(WINDOW_MARK, 1)[0]
+
+
+def collapse_rows(hits: Iterable[tuple[str, float]], depth: int, listed: set[str] | None = None) -> list[tuple[str, float]]:
+    """Row hits (best first) to chunk hits: each chunk once, at its best row's score, at most
+    `depth`; chunks not in `listed` (when given) are dropped."""
+    seen: set[str] = set()
+    out = []
+    for row, score in hits:
+        owner = row_owner(row)
+        if owner in seen or (listed is not None and owner not in listed):
+            continue
+        seen.add(owner)
+        out.append((owner, score))
+        if len(out) == depth:
+            break
+    return out
+
+
+def stale_rows(have: Iterable[str], wanted: set[str], redone: set[str], fresh: set[str]) -> list[str]:
+    """The rows to delete from a store holding `have`: rows of chunks not `wanted`, and rows of
+    chunks embedded again in this run (`redone`) that this run did not write (`fresh`), such as
+    the windows a chunk no longer has."""
+    out = []
+    for row in have:
+        owner = row_owner(row)
+        if owner not in wanted or (owner in redone and row not in fresh):
+            out.append(row)
+    return sorted(out)
+
+
+def requested_windows(request: WindowConfig | bool | None, recorded: dict[str, Any] | None) -> WindowConfig | None:
+    """The windows an index update uses: `request` (True: `WindowConfig()`, False: none), or when
+    it is None the setting the index `recorded` (none for a new index)."""
+    if request is None:
+        return windows_from_setting(recorded)
+    if request is True:
+        return WindowConfig()
+    if request is False:
+        return None
+    if not isinstance(request, WindowConfig):
+        raise TypeError(f"windows must be a WindowConfig, True, False or None, got {type(request).__name__}")
+    return request
+
+
+def store_payload(rows: Sequence[WindowRow], documents: dict[str, str], metadatas: dict[str, dict]) -> tuple[list[str], list[str], list[dict]]:
+    """(ids, documents, metadatas) for `rows`: a chunk's own row gets its document and metadata
+    (`documents` and `metadatas` are keyed by chunk id), an extra row its window text and the
+    chunk's metadata with `WINDOW_OF_KEY` added."""
+    docs = [documents[r.owner] if not r.extra else r.text for r in rows]
+    metas = [metadatas[r.owner] if not r.extra else {**metadatas[r.owner], WINDOW_OF_KEY: r.owner} for r in rows]
+    return [r.id for r in rows], docs, metas
+
+
+def windows_setting(windows: WindowConfig | None) -> dict[str, Any] | None:
+    """A `WindowConfig` as recorded in an index manifest (None: not windowed)."""
+    if windows is None:
+        return None
+    return {"size": windows.size, "overlap": windows.overlap, "pooling": windows.pooling}
+
+
+def windows_from_setting(setting: Any) -> WindowConfig | None:
+    """The `WindowConfig` a manifest records (`windows_setting`); ValueError when it is not one."""
+    if setting is None:
+        return None
+    if not isinstance(setting, dict):
+        raise ValueError(f"bad windows setting {setting!r}")
+    return WindowConfig(size=setting.get("size"), overlap=setting.get("overlap"), pooling=setting.get("pooling", "max"))
+
+
+def max_pooling_only(windows: WindowConfig | None, where: str) -> WindowConfig | None:
+    """`windows`, checked to be a `WindowConfig` with max pooling (what a store of texts can hold)."""
+    if windows is None:
+        return None
+    if not isinstance(windows, WindowConfig):
+        raise TypeError(f"windows must be a WindowConfig (e.g. WindowConfig()) or None, got {type(windows).__name__}")
+    if windows.pooling != "max":
+        raise ValueError(f"{where} stores windows as rows and scores a chunk by its best window: use "
+                         "WindowConfig(pooling='max'); mean pooling is HybridSearcher(windows=...) and "
+                         "ContextualIndex(windows=...) only")
+    return windows
