@@ -44,6 +44,7 @@ from contextual_retrieval_core.ensemble import (
 from contextual_retrieval_core.fusion import DEFAULT_DEPTH, DEFAULT_RRF_K, FusionMode
 from contextual_retrieval_core.fusion_config import FusionConfig
 from contextual_retrieval_core.rerank.base import OnRerankError, Reranker
+from contextual_retrieval_core.windows import WindowConfig
 
 from ._compat import retriever_ls_params
 from ._documents import CHUNK_ID_KEY, chunk_id_of
@@ -208,6 +209,7 @@ class ContextualEnsembleRetriever(BaseRetriever):
         *,
         vectorstore: Optional[VectorStore] = None,
         id_key: str = CHUNK_ID_KEY,
+        windows: Optional[WindowConfig] = None,
         **kwargs: Any,
     ) -> "ContextualEnsembleRetriever":
         """The default pair: a vector store retriever ("dense") and a `ContextualBM25Retriever` ("bm25").
@@ -217,9 +219,25 @@ class ContextualEnsembleRetriever(BaseRetriever):
             embeddings: LangChain `Embeddings` for a new embedded Chroma collection (e.g.
                 `LocalMiniLMEmbeddings()`); not needed when `vectorstore` is given.
             vectorstore: a vector store that already holds `documents` under the same ids.
+            windows: a core `WindowConfig`: chunks longer than the embeddings' window are stored
+                as overlapping windows (extra rows pointing at their chunk, each with the
+                chunk's context) and the dense side returns each chunk once, at its best
+                window's score (`WindowedVectorStore` around the store).
             **kwargs: fields of this class (weights, k, depth, reranker, config, ...).
         """
         docs = list(documents)
+        if windows is not None:
+            from .windows import WindowedVectorStore
+
+            given = vectorstore is not None
+            if vectorstore is None:
+                if embeddings is None:
+                    raise ValueError("pass embeddings= (e.g. LocalMiniLMEmbeddings()) or a vectorstore= holding the documents")
+                from .vectorstores import chroma_from_documents
+
+                vectorstore = chroma_from_documents([], embeddings, id_key=id_key)
+            vectorstore = WindowedVectorStore(vectorstore, windows=windows, id_key=id_key)
+            vectorstore.add_documents(docs, skip_fitting=given)
         if vectorstore is None:
             if embeddings is None:
                 raise ValueError("pass embeddings= (e.g. LocalMiniLMEmbeddings()) or a vectorstore= holding the documents")

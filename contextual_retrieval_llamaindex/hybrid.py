@@ -17,6 +17,7 @@ from contextual_retrieval_core.ensemble import RankedHit, fallback_hits, unique_
 from contextual_retrieval_core.fusion import FusionMode
 from contextual_retrieval_core.fusion_config import FusionConfig
 from contextual_retrieval_core.rerank.base import OnRerankError, Reranker
+from contextual_retrieval_core.windows import WindowConfig
 
 from ._convert import indexed_text, scored_ids, with_result
 from .rerank import ContextualRerank, rerank_events
@@ -128,6 +129,7 @@ class HybridRetriever(BaseRetriever):
         config: Optional[FusionConfig] = None,
         filters: Optional[MetadataFilters] = None,
         candidates: Optional[int] = None,
+        windows: Optional[WindowConfig] = None,
         **kwargs: Any,
     ) -> "HybridRetriever":
         """Vector retriever of `index` (a `VectorStoreIndex`, named "dense") + contextual BM25
@@ -138,8 +140,12 @@ class HybridRetriever(BaseRetriever):
         `filters` (LlamaIndex `MetadataFilters`, as `index.as_retriever(filters=...)` takes them)
         apply to both sides: the vector store filters its own search, and BM25 searches under the
         same filters as a mask, so each side returns its best `depth` matching nodes. A `bm25`
-        given with `filters` must be a `ContextualBM25Retriever` holding the same filters. Other
-        keyword arguments are the constructor's.
+        given with `filters` must be a `ContextualBM25Retriever` holding the same filters.
+        `windows` (a core `WindowConfig`): nodes longer than the embedding model's window get
+        their windows written into the index's vector store as extra entries pointing at the
+        node, and the vector side returns each node once at its best window's score
+        (`WindowedVectorRetriever`; needs `nodes`, or the docstore's). Other keyword arguments
+        are the constructor's.
         """
         from .bm25 import ContextualBM25Retriever
 
@@ -150,6 +156,10 @@ class HybridRetriever(BaseRetriever):
                 f"filters must be llama_index MetadataFilters, got {type(filters).__name__}; e.g. "
                 "MetadataFilters(filters=[MetadataFilter(key='team', value='web')])"
             )
+        if windows is not None and not nodes:
+            from .windows import index_nodes
+
+            nodes = index_nodes(index)  # the docstore's nodes, not their windows
         if bm25 is None:
             bm25 = ContextualBM25Retriever.from_defaults(
                 nodes=nodes, index=None if nodes else index, similarity_top_k=depth, filters=filters
@@ -160,6 +170,10 @@ class HybridRetriever(BaseRetriever):
                 "ContextualBM25Retriever(nodes, filters=filters), or leave bm25=None and from_defaults builds it"
             )
         vector = index.as_retriever(similarity_top_k=depth, filters=filters)
+        if windows is not None:
+            from .windows import windowed_vector_retriever
+
+            vector = windowed_vector_retriever(index, nodes, windows, depth, filters)
         return cls({"dense": vector, "bm25": bm25}, config=config, depth=depth, **kwargs)
 
     # -- retrieval ----------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """LlamaIndex and LangChain, same corpus, same contexts, same embedder, same queries: the same
 top-20 ids. LlamaIndex splits; the same chunks go to LangChain as already-split chunks with their
-parents, so both frameworks also agree on the chunk ids and their contexts."""
+parents, so both frameworks also agree on the chunk ids and their contexts. With windowed
+contextual embeddings on, the core `HybridSearcher`, both frameworks (Chroma) agree too."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ from llama_index.core import Document as LIDocument
 from llama_index.core import VectorStoreIndex
 from llama_index.core.node_parser import SentenceSplitter
 
+from contextual_retrieval_core import Chunk, ContextualChunk, HybridSearcher
 from contextual_retrieval_core.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES
+from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
+from contextual_retrieval_core.windows import WindowConfig
 from contextual_retrieval_langchain import ContextualDocumentTransformer, ContextualEnsembleRetriever, LocalMiniLMEmbeddings
 from contextual_retrieval_llamaindex import ContextualNodeParser, HybridRetriever, LocalMiniLMEmbedding, chroma_vector_store
 
@@ -84,3 +88,39 @@ async def test_same_reranked_top_ids_sync_and_async(both, query):
     assert [d.metadata["chunk_id"] for d in lc.invoke(query)] == expected
     assert [r.node.node_id for r in await li.aretrieve(query)] == expected
     assert [d.metadata["chunk_id"] for d in await lc.ainvoke(query)] == expected
+
+
+#: a window short enough that most demo chunks (64 LlamaIndex tokens + context) are windowed
+WINDOWS = WindowConfig(size=48, overlap=8)
+
+
+@pytest.fixture(scope="module")
+def windowed(both):
+    from llama_index.core import StorageContext
+
+    nodes, _, docs, _ = both
+    storage = StorageContext.from_defaults(vector_store=chroma_vector_store(collection="parity-llamaindex-windows"))
+    index = VectorStoreIndex(nodes, storage_context=storage, embed_model=LocalMiniLMEmbedding())
+    llamaindex = HybridRetriever.from_defaults(index, nodes=nodes, similarity_top_k=20, windows=WINDOWS)
+    langchain = ContextualEnsembleRetriever.from_documents(docs, LocalMiniLMEmbeddings(), k=20, windows=WINDOWS)
+    chunks = [ContextualChunk(Chunk(n.node_id, n.ref_doc_id, n.text), n.metadata["context"]) for n in nodes]
+    assert [c.indexed_text for c in chunks] == [d.page_content for d in docs]
+    core = HybridSearcher(chunks, LocalMiniLMEmbedder(), vector_store="chroma", windows=WINDOWS, top_k=20)
+    return llamaindex, langchain, core
+
+
+def test_windows_are_written_alike(windowed):
+    llamaindex, langchain, core = windowed
+    extra = core._extra_rows
+    assert extra > 20  # most chunks are windowed
+    assert llamaindex.retrievers["dense"]._inner.similarity_top_k == llamaindex.depth + extra
+    assert langchain.retrievers[0].vectorstore.extra == extra
+
+
+@pytest.mark.parametrize("query", [q.query for q in DEMO_QUERIES] + EXTRA_QUERIES)
+def test_windowed_same_top_20_ids_in_core_and_both_frameworks(windowed, query):
+    llamaindex, langchain, core = windowed
+    expected = [h.id for h in core.search(query)]
+    li = [r.node.node_id for r in llamaindex.retrieve(query)]
+    lc = [d.metadata["chunk_id"] for d in langchain.invoke(query)]
+    assert len(expected) == 20 == len(set(li)) and li == expected and lc == expected

@@ -1,0 +1,152 @@
+"""Windowed contextual embeddings on any LangChain vector store: a chunk's windows as extra rows.
+
+`WindowedVectorStore` wraps a vector store. A contextual chunk whose page_content (context +
+chunk) is longer than the embeddings' window is stored as overlapping windows, each with the
+chunk's context (the core's `windows` and `window_rows`): the chunk's own row (its id) holds its
+first window, each further window is a row ``<chunk id> + WINDOW_MARK + n`` with the chunk's
+metadata plus ``window_of``. Searches ask the store for enough rows to cover the windows and
+return each chunk once, as the Document it was added as, at its best window's score: the
+ranking `HybridSearcher(windows=...)` gives. Embeddings that report no window (``max_tokens``
+and ``count_tokens``, as `LocalMiniLMEmbeddings` and `ContextualVoyageEmbeddings` do through
+their core embedder) are never windowed.
+
+Example:
+    >>> from langchain_core.vectorstores import InMemoryVectorStore
+    >>> from contextual_retrieval_core.windows import WindowConfig
+    >>> from contextual_retrieval_langchain import LocalMiniLMEmbeddings
+    >>> embeddings = LocalMiniLMEmbeddings()
+    >>> store = WindowedVectorStore(InMemoryVectorStore(embeddings), windows=WindowConfig(size=16))
+    >>> store.add_documents([Document("Kitchen notes. " * 12 + "The signing key rotates on Tuesday.", id="k"),
+    ...                      Document("Cats sleep all day.", id="c")])
+    ['k', 'c']
+    >>> [d.id for d in store.similarity_search("when does the key rotate?", k=2)]
+    ['k', 'c']
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Optional, Sequence
+
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.vectorstores import VectorStore
+
+from contextual_retrieval_core.window_rows import WINDOW_OF_KEY, max_pooling_only, plan_rows, row_owner, windowable
+from contextual_retrieval_core.windows import WindowConfig
+
+from ._documents import CHUNK_ID_KEY, ORIGINAL_CONTENT_KEY, chunk_id_of
+
+__all__ = ["WindowedVectorStore", "WINDOW_OF_KEY"]
+
+
+class WindowedVectorStore(VectorStore):
+    """A vector store whose long chunks are stored as windows, searched one result per chunk.
+
+    Args:
+        vectorstore: the store that holds the rows (embedded Chroma, `InMemoryVectorStore`, ...).
+        windows: a core `WindowConfig` (max pooling: one row per window).
+        id_key: metadata key of the chunk id for Documents without `Document.id`.
+    """
+
+    def __init__(self, vectorstore: VectorStore, *, windows: WindowConfig | None = None, id_key: str = CHUNK_ID_KEY) -> None:
+        if not isinstance(vectorstore, VectorStore):
+            raise TypeError(f"vectorstore must be a LangChain VectorStore, got {type(vectorstore).__name__}")
+        self.vectorstore = vectorstore
+        self.windows = max_pooling_only(windows or WindowConfig(), "WindowedVectorStore")
+        self.id_key = id_key
+        self._docs: dict[str, Document] = {}
+        self._rows: dict[str, list[str]] = {}
+
+    @property
+    def embeddings(self) -> Optional[Embeddings]:
+        return self.vectorstore.embeddings
+
+    @property
+    def extra(self) -> int:
+        """Rows beyond one per chunk."""
+        return sum(len(rows) - 1 for rows in self._rows.values())
+
+    # -- writing ----------------------------------------------------------------------------------
+
+    def add_documents(self, documents: list[Document], *, skip_fitting: bool = False, **kwargs: Any) -> list[str]:
+        """Add contextual chunks (page_content = context + chunk, the chunk in
+        ``metadata["original_content"]``), long ones as windows; returns their chunk ids.
+        `skip_fitting`: chunks that fit one row are not written (the store holds them already)."""
+        docs = list(documents)
+        ids = [chunk_id_of(d, self.id_key) for d in docs]
+        chunks = [windowable(cid, d.page_content, str(d.metadata.get(ORIGINAL_CONTENT_KEY) or d.page_content))
+                  for cid, d in zip(ids, docs)]
+        write: list[Document] = []
+        long: list[str] = []
+        for cid, doc, rows in zip(ids, docs, plan_rows(self.embeddings, chunks, self.windows)):
+            self._docs[cid] = doc
+            self._rows[cid] = [r.id for r in rows]
+            if len(rows) == 1:
+                if not skip_fitting:
+                    write.append(Document(doc.page_content, metadata=doc.metadata, id=cid))
+                continue
+            long.append(cid)
+            for r in rows:
+                meta = {**doc.metadata, CHUNK_ID_KEY: cid} if not r.extra else {**doc.metadata, CHUNK_ID_KEY: cid, WINDOW_OF_KEY: cid}
+                write.append(Document(r.text, metadata=meta, id=r.id))
+        if long:
+            try:  # the first window replaces a row the store may hold under the chunk id
+                self.vectorstore.delete(ids=long)
+            except NotImplementedError:
+                pass
+        if write:
+            self.vectorstore.add_documents(write, ids=[d.id for d in write], **kwargs)
+        return ids
+
+    def add_texts(self, texts: Iterable[str], metadatas: Optional[list[dict]] = None, *, ids: Optional[list[str]] = None,
+                  **kwargs: Any) -> list[str]:
+        texts = list(texts)
+        metadatas = metadatas or [{} for _ in texts]
+        docs = [Document(t, metadata=m, id=i) for t, m, i in zip(texts, metadatas, ids or [None] * len(texts))]
+        return self.add_documents(docs, **kwargs)
+
+    def delete(self, ids: Optional[list[str]] = None, **kwargs: Any) -> Optional[bool]:
+        """Delete chunks by chunk id, with their windows."""
+        rows = [r for cid in ids or [] for r in self._rows.pop(cid, [cid])]
+        for cid in ids or []:
+            self._docs.pop(cid, None)
+        return self.vectorstore.delete(ids=rows, **kwargs)
+
+    @classmethod
+    def from_texts(cls, texts: list[str], embedding: Embeddings, metadatas: Optional[list[dict]] = None, **kwargs: Any) -> "WindowedVectorStore":
+        raise NotImplementedError("wrap a store: WindowedVectorStore(Chroma(...) or InMemoryVectorStore(embeddings), "
+                                  "windows=WindowConfig()), then add_documents(...)")
+
+    # -- searching --------------------------------------------------------------------------------
+
+    def _collapse(self, pairs: Sequence[tuple[Document, float]], k: int) -> list[tuple[Document, float]]:
+        seen: set[str] = set()
+        out = []
+        for doc, score in pairs:
+            owner = str(doc.metadata.get(WINDOW_OF_KEY) or row_owner(chunk_id_of(doc, self.id_key)))
+            if owner in seen:
+                continue
+            seen.add(owner)
+            out.append((self._docs.get(owner, doc), score))
+            if len(out) == k:
+                break
+        return out
+
+    def similarity_search_with_relevance_scores(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
+        return self._collapse(self.vectorstore.similarity_search_with_relevance_scores(query, k=k + self.extra, **kwargs), k)
+
+    async def asimilarity_search_with_relevance_scores(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
+        pairs = await self.vectorstore.asimilarity_search_with_relevance_scores(query, k=k + self.extra, **kwargs)
+        return self._collapse(pairs, k)
+
+    def similarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
+        return self._collapse(self.vectorstore.similarity_search_with_score(query, k=k + self.extra, **kwargs), k)
+
+    async def asimilarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
+        return self._collapse(await self.vectorstore.asimilarity_search_with_score(query, k=k + self.extra, **kwargs), k)
+
+    def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
+        return [d for d, _ in self.similarity_search_with_score(query, k=k, **kwargs)]
+
+    async def asimilarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
+        return [d for d, _ in await self.asimilarity_search_with_score(query, k=k, **kwargs)]

@@ -1,0 +1,114 @@
+"""Windowed contextual embeddings on a LlamaIndex vector index: a node's windows as extra entries.
+
+A node whose indexed text (context + chunk) is longer than the embedding model's window is
+embedded as overlapping windows, each with the node's context (the core's `windows` and
+`window_rows`): the node's own entry in the vector store gets its first window's vector, and
+each further window is an extra entry ``<node id> + WINDOW_MARK + n`` (a TextNode with the
+node's metadata, ``window_of`` = the node id, and its source relationship, so deleting the
+document deletes its windows too). `WindowedVectorRetriever` searches deep enough to cover the
+extra entries and returns each node once, at its best window's score: the ranking
+`HybridSearcher(windows=...)` gives. A model that reports no window (``max_tokens`` and
+``count_tokens``, as `LocalMiniLMEmbedding` and `ContextualVoyageEmbedding` do through their
+core embedder) is never windowed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.schema import BaseNode, MetadataMode, NodeRelationship, NodeWithScore, QueryBundle, TextNode
+from llama_index.core.vector_stores.types import MetadataFilters
+
+from contextual_retrieval_core.window_rows import WINDOW_OF_KEY, max_pooling_only, plan_rows, row_owner, windowable
+from contextual_retrieval_core.windows import WindowConfig
+
+from ._convert import indexed_text
+
+__all__ = ["add_windows", "windowed_vector_retriever", "index_nodes", "WindowedVectorRetriever", "WINDOW_OF_KEY"]
+
+
+def add_windows(index: Any, nodes: Sequence[BaseNode], windows: WindowConfig) -> int:
+    """Write the windows of `nodes` (already in `index`, a `VectorStoreIndex`) into its vector
+    store; returns the number of extra entries. Idempotent: a node's entries are replaced."""
+    windows = max_pooling_only(windows, "the LlamaIndex path")
+    model = index._embed_model  # the model the index embedded the nodes (and embeds queries) with
+    chunks = [windowable(n.node_id, indexed_text(n), n.get_content(metadata_mode=MetadataMode.NONE)) for n in nodes]
+    long = [(n, rows) for n, rows in zip(nodes, plan_rows(model, chunks, windows)) if len(rows) > 1]
+    if not long:
+        return 0
+    texts = [r.text for _, rows in long for r in rows]
+    vectors = iter(model.get_text_embedding_batch(texts))
+    entries: List[BaseNode] = []
+    for node, rows in long:
+        own = node.model_copy()
+        own.embedding = list(next(vectors))
+        entries.append(own)
+        source = node.relationships.get(NodeRelationship.SOURCE)
+        for row in rows[1:]:
+            entries.append(TextNode(
+                id_=row.id, text=row.text, embedding=list(next(vectors)),
+                metadata={**node.metadata, WINDOW_OF_KEY: node.node_id},
+                excluded_embed_metadata_keys=list(node.excluded_embed_metadata_keys) + [WINDOW_OF_KEY],
+                excluded_llm_metadata_keys=list(node.excluded_llm_metadata_keys) + [WINDOW_OF_KEY],
+                relationships={NodeRelationship.SOURCE: source} if source is not None else {},
+            ))
+    index.vector_store.delete_nodes(node_ids=[e.node_id for e in entries])  # the first-window vector replaces the truncated one
+    index.insert_nodes(entries)  # embeddings set: nothing is embedded again
+    return len(entries) - len(long)
+
+
+def windowed_vector_retriever(index: Any, nodes: Optional[Sequence[BaseNode]], windows: WindowConfig, depth: int,
+                              filters: Optional[MetadataFilters] = None) -> "WindowedVectorRetriever":
+    """Write the windows of `nodes` (default: the index's docstore) into `index`; its vector side."""
+    nodes = list(nodes) if nodes else index_nodes(index)
+    return WindowedVectorRetriever(index, nodes, add_windows(index, nodes, windows), depth, filters)
+
+
+def index_nodes(index: Any) -> List[BaseNode]:
+    """The nodes of `index`'s docstore, without window entries; ValueError when it keeps none."""
+    nodes = [n for n in index.docstore.docs.values() if WINDOW_OF_KEY not in n.metadata]
+    if not nodes:
+        raise ValueError("windows= needs the nodes: the index's docstore holds none (a vector store that keeps "
+                         "the text, such as Chroma); pass nodes=... from your pipeline")
+    return nodes
+
+
+class WindowedVectorRetriever(BaseRetriever):
+    """The vector side over an index holding window entries (`add_windows`): each node once, at
+    its best window's score, `depth` nodes.
+
+    Args:
+        index: the `VectorStoreIndex`.
+        nodes: the nodes the windows belong to (returned in place of their windows).
+        extra: the number of window entries beyond one per node (`add_windows`' result).
+        depth: nodes returned.
+        filters: LlamaIndex `MetadataFilters` (window entries carry their node's metadata).
+    """
+
+    def __init__(self, index: Any, nodes: Sequence[BaseNode], extra: int, depth: int,
+                 filters: Optional[MetadataFilters] = None, **kwargs: Any) -> None:
+        self._inner = index.as_retriever(similarity_top_k=depth + extra, filters=filters)
+        self._nodes: Dict[str, BaseNode] = {n.node_id: n for n in nodes}
+        self.depth = depth
+        super().__init__(**kwargs)
+
+    def _collapse(self, results: List[NodeWithScore]) -> List[NodeWithScore]:
+        seen: set[str] = set()
+        out = []
+        for r in results:
+            owner = row_owner(r.node.node_id)
+            node = r.node if owner == r.node.node_id else self._nodes.get(owner)
+            if node is None or owner in seen:
+                continue
+            seen.add(owner)
+            out.append(NodeWithScore(node=node, score=r.score))
+            if len(out) == self.depth:
+                break
+        return out
+
+    def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+        return self._collapse(self._inner.retrieve(query_bundle))
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+        return self._collapse(await self._inner.aretrieve(query_bundle))
