@@ -1,0 +1,146 @@
+"""Windowed contextual embeddings on the framework paths with the in-memory stores (LlamaIndex's
+default `VectorStoreIndex`, LangChain's `InMemoryVectorStore`), against the core: window entries
+point at their chunk, each node / Document comes back once, the core's order; filters, async,
+a store given by the caller, and the errors."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.documents import Document as LCDocument
+from langchain_core.vectorstores import InMemoryVectorStore
+from llama_index.core import Document as LIDocument
+from llama_index.core import VectorStoreIndex
+from llama_index.core.node_parser import SentenceSplitter
+from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
+
+from contextual_retrieval_core import Chunk, ContextualChunk, HybridSearcher
+from contextual_retrieval_core.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES
+from contextual_retrieval_core.window_rows import WINDOW_OF_KEY
+from contextual_retrieval_core.windows import WINDOW_MARK, WindowConfig
+from contextual_retrieval_core.embeddings.cache import CachedEmbedder
+from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
+from contextual_retrieval_langchain import ContextualDocumentTransformer, ContextualEnsembleRetriever
+from contextual_retrieval_langchain.embeddings import EmbedderEmbeddings
+from contextual_retrieval_langchain.windows import WindowedVectorStore
+from contextual_retrieval_llamaindex import ContextualNodeParser, HybridRetriever
+from contextual_retrieval_llamaindex.embeddings import CoreEmbedding
+
+WINDOWS = WindowConfig(size=40, overlap=8)
+QUERIES = [q.query for q in DEMO_QUERIES] + ["fork server child process", "battery life of the Widget Pro"]
+
+
+@pytest.fixture(scope="module")
+def shared():
+    """One MiniLM behind an in-memory embedding cache for the core and both frameworks here (each
+    text embedded once; test_framework_parity.py runs them on separate embedders)."""
+    return CachedEmbedder(LocalMiniLMEmbedder(), ":memory:")
+
+
+@pytest.fixture(scope="module")
+def corpus(shared):
+    nodes = ContextualNodeParser(node_parser=SentenceSplitter(chunk_size=64, chunk_overlap=0), show_progress=False)(
+        [LIDocument(text=text, id_=path, metadata={"team": path.split("/")[0]}, excluded_embed_metadata_keys=["team"],
+                    excluded_llm_metadata_keys=["team"]) for path, text in DEMO_DOCUMENTS]
+    )
+    embed = CoreEmbedding(shared)
+    chunks = [ContextualChunk(Chunk(n.node_id, n.ref_doc_id, n.text), n.metadata["context"]) for n in nodes]
+    core = HybridSearcher(chunks, shared, windows=WINDOWS, top_k=20)
+    assert core._extra_rows > 0
+    return nodes, embed, chunks, core
+
+
+@pytest.fixture(scope="module")
+def li_index(corpus):
+    return VectorStoreIndex(corpus[0], embed_model=corpus[1])
+
+
+def test_llamaindex_in_memory_index_matches_the_core_and_returns_each_node_once(corpus, li_index):
+    nodes, embed, _, core = corpus
+    index = li_index
+    hybrid = HybridRetriever.from_defaults(index, similarity_top_k=20, windows=WINDOWS)  # nodes from the docstore
+    windows = [n for n in index.docstore.docs.values() if WINDOW_OF_KEY in n.metadata]
+    assert len(windows) == core._extra_rows
+    assert all(w.node_id.startswith(w.metadata[WINDOW_OF_KEY] + WINDOW_MARK) for w in windows)
+    assert len(hybrid.retrievers["bm25"].retrieve("revenue")) > 0
+    for query in QUERIES:
+        got = hybrid.retrieve(query)
+        assert [r.node.node_id for r in got] == [h.id for h in core.search(query)]
+        assert all(WINDOW_OF_KEY not in r.node.metadata for r in got)
+    dense = hybrid.retrievers["dense"].retrieve("fork server child process")
+    assert len(dense) == len({r.node.node_id for r in dense}) == len(nodes)  # depth 150 > nodes: every node once
+    # again on the same index: the entries are replaced, not doubled; the BM25 side never sees windows
+    again = HybridRetriever.from_defaults(index, similarity_top_k=20, windows=WINDOWS)
+    assert len([n for n in index.docstore.docs.values() if WINDOW_OF_KEY in n.metadata]) == len(windows)
+    assert set(again.retrievers["bm25"].nodes) == {n.node_id for n in nodes}
+    assert [r.node.node_id for r in again.retrieve(QUERIES[0])] == [h.id for h in core.search(QUERIES[0])]
+
+
+async def test_llamaindex_async_and_filters(corpus, li_index):
+    nodes, embed, _, core = corpus
+    index = li_index
+    hybrid = HybridRetriever.from_defaults(index, nodes=nodes, similarity_top_k=20, windows=WINDOWS)
+    for query in QUERIES[:3]:
+        assert [r.node.node_id for r in await hybrid.aretrieve(query)] == [h.id for h in core.search(query)]
+    only = MetadataFilters(filters=[MetadataFilter(key="team", value="handbook")])
+    filtered = HybridRetriever.from_defaults(index, nodes=nodes, similarity_top_k=20, windows=WINDOWS, filters=only)
+    got = filtered.retrieve("office holidays")
+    handbook = {n.node_id for n in nodes if n.metadata["team"] == "handbook"}
+    assert got and {r.node.node_id for r in got} <= handbook and len(got) == len({r.node.node_id for r in got})
+
+
+def test_llamaindex_rejects_mean_pooling(corpus):
+    nodes, embed, _, _ = corpus
+    index = VectorStoreIndex(nodes[:3], embed_model=embed)
+    with pytest.raises(ValueError, match="pooling='max'"):
+        HybridRetriever.from_defaults(index, nodes=nodes[:3], windows=WindowConfig(pooling="mean"))
+
+
+def lc_docs(corpus) -> list[LCDocument]:
+    nodes = corpus[0]
+    chunks = [LCDocument(page_content=n.text, metadata={"source": n.ref_doc_id, "team": n.metadata["team"]}) for n in nodes]
+    docs = ContextualDocumentTransformer(show_progress=False).transform_documents(chunks, parents=dict(DEMO_DOCUMENTS))
+    assert [d.page_content for d in docs] == [c.indexed_text for c in corpus[2]]
+    return docs
+
+
+async def test_langchain_in_memory_store_matches_the_core_sync_and_async(corpus, shared):
+    docs, core = lc_docs(corpus), corpus[3]
+    embeddings = EmbedderEmbeddings(embedder=shared)
+    retriever = ContextualEnsembleRetriever.from_documents(
+        docs, vectorstore=InMemoryVectorStore(embeddings), k=20, windows=WINDOWS)
+    store = retriever.retrievers[0].vectorstore
+    assert isinstance(store, WindowedVectorStore) and store.extra == core._extra_rows
+    for query in QUERIES:
+        expected = [h.id for h in core.search(query)]
+        got = retriever.invoke(query)
+        assert [d.id for d in got] == expected
+        assert [d.page_content for d in got] == [core.chunks[i].indexed_text for i in expected]  # the chunk, not a window
+    assert [d.id for d in await retriever.ainvoke(QUERIES[1])] == [h.id for h in core.search(QUERIES[1])]
+    hits = store.similarity_search("fork server child process", k=len(docs))
+    assert len(hits) == len({d.id for d in hits}) == len(docs)
+
+
+def test_langchain_filter_and_a_store_that_already_holds_the_documents(corpus, shared):
+    docs, core = lc_docs(corpus), corpus[3]
+    embeddings = EmbedderEmbeddings(embedder=shared)
+    held = InMemoryVectorStore(embeddings)
+    held.add_documents(docs, ids=[d.id for d in docs])
+    retriever = ContextualEnsembleRetriever.from_documents(docs, vectorstore=held, k=20, windows=WINDOWS)
+    assert len(held.store) == len(docs) + core._extra_rows  # long chunks' rows replaced, windows added
+    query = QUERIES[2]
+    assert [d.id for d in retriever.invoke(query)] == [h.id for h in core.search(query)]
+    got = retriever.invoke("office holidays", filter=lambda d: d.metadata["team"] == "handbook")
+    assert got and all(d.metadata["team"] == "handbook" for d in got) and len(got) == len({d.id for d in got})
+
+    store = retriever.retrievers[0].vectorstore
+    long_id = next(cid for cid, rows in store._rows.items() if len(rows) > 1)
+    store.delete([long_id])
+    assert not any(i == long_id or i.startswith(long_id + WINDOW_MARK) for i in held.store)
+
+
+def test_langchain_rejects_mean_pooling_and_needs_embeddings(corpus, shared):
+    docs = lc_docs(corpus)[:2]
+    with pytest.raises(ValueError, match="pooling='max'"):
+        ContextualEnsembleRetriever.from_documents(docs, EmbedderEmbeddings(embedder=shared), windows=WindowConfig(pooling="mean"))
+    with pytest.raises(ValueError, match="pass embeddings="):
+        ContextualEnsembleRetriever.from_documents(docs, windows=WINDOWS)
