@@ -190,8 +190,15 @@ def test_cli_index_windows_flag_is_recorded_and_kept(tmp_path, capsys):
     assert main(["index", str(folder), "--index-dir", str(out), "--embedder", "local", "--contexts", "structural",
                  "--windows", "--no-progress"]) == 0
     assert json.loads((out / "manifest.json").read_text())["windows"]["pooling"] == "max"
-    assert main(["index", str(folder), "--index-dir", str(out), "--no-progress"]) == 0  # no flag: kept
+    report = tmp_path / "rerun.json"
+    assert main(["index", str(folder), "--index-dir", str(out), "--no-progress", "--json", str(report)]) == 0  # no flag: kept
     assert json.loads((out / "manifest.json").read_text())["windows"] is not None
+    rerun = json.loads(report.read_text())
+    assert (rerun["files_unchanged"], rerun["embedded"], rerun["contexts"]) == (3, 0, None)  # nothing embedded or situated
+    capsys.readouterr()
+    assert main(["query", str(out), "deployment signing key rotates", "--json", "-k", "3", "--rerank", "none"]) == 0
+    hits = json.loads(capsys.readouterr().out)
+    assert hits[0]["path"] == "docs/kitchen.md" and len({h["id"] for h in hits}) == len(hits) == 3
     assert main(["index", str(folder), "--index-dir", str(out), "--no-windows", "--no-progress"]) == 0
     assert json.loads((out / "manifest.json").read_text())["windows"] is None
     assert "windows changed" in capsys.readouterr().out
