@@ -23,6 +23,7 @@ from llama_index.core.vector_stores.types import MetadataFilters
 from contextual_retrieval_core.window_rows import WINDOW_OF_KEY, max_pooling_only, plan_rows, row_owner, windowable
 from contextual_retrieval_core.windows import WindowConfig
 
+from ._compat import index_embed_model
 from ._convert import indexed_text
 
 __all__ = ["add_windows", "windowed_vector_retriever", "index_nodes", "WindowedVectorRetriever", "WINDOW_OF_KEY"]
@@ -32,7 +33,9 @@ def add_windows(index: Any, nodes: Sequence[BaseNode], windows: WindowConfig) ->
     """Write the windows of `nodes` (already in `index`, a `VectorStoreIndex`) into its vector
     store; returns the number of extra entries. Idempotent: a node's entries are replaced."""
     windows = max_pooling_only(windows, "the LlamaIndex path")
-    model = index._embed_model  # the model the index embedded the nodes (and embeds queries) with
+    model = index_embed_model(index)  # the model the index embedded the nodes (and embeds queries) with
+    if model is None:
+        raise TypeError(f"windows= needs a VectorStoreIndex (its embedding model embeds the windows), got {type(index).__name__}")
     chunks = [windowable(n.node_id, indexed_text(n), n.get_content(metadata_mode=MetadataMode.NONE)) for n in nodes]
     long = [(n, rows) for n, rows in zip(nodes, plan_rows(model, chunks, windows)) if len(rows) > 1]
     if not long:

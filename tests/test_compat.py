@@ -28,6 +28,7 @@ def version(dist: str) -> Version:
         ("bm25s", "0.2.10", "0.4"),
         ("chromadb", "1.0", "2"),
         ("llama-index-llms-anthropic", "0.8", "0.13"),
+        ("llama-index-core", "0.12", "0.15"),
         ("langchain-anthropic", "0.3", "2"),
         ("voyageai", "0.3", "0.6"),
     ],

@@ -144,3 +144,14 @@ def test_langchain_rejects_mean_pooling_and_needs_embeddings(corpus, shared):
         ContextualEnsembleRetriever.from_documents(docs, EmbedderEmbeddings(embedder=shared), windows=WindowConfig(pooling="mean"))
     with pytest.raises(ValueError, match="pass embeddings="):
         ContextualEnsembleRetriever.from_documents(docs, windows=WINDOWS)
+
+
+def test_the_index_embedding_model_accessor(corpus):
+    from contextual_retrieval_llamaindex._compat import index_embed_model
+
+    embed = corpus[1]
+    assert index_embed_model(VectorStoreIndex([], embed_model=embed)) is embed
+    with pytest.raises(TypeError, match="needs a VectorStoreIndex"):
+        from contextual_retrieval_llamaindex.windows import add_windows
+
+        add_windows(object(), corpus[0][:1], WINDOWS)
