@@ -79,12 +79,9 @@ class ContextualIndex:
         weights: (dense, BM25) fusion weights at query time.
         chroma_url: keep the vectors on a Chroma server (``http://host:port``) instead of the
             embedded ``chroma/`` folder; remembered in the folder (`chroma_server`).
-        windows: a `WindowConfig` (or True for the default one): chunks longer than the
-            embedder's window are embedded as overlapping windows, each with the chunk's context,
-            kept as extra Chroma rows pointing at their chunk (`window_rows`), a chunk scoring as
-            its best window; False: one vector per chunk; None (default): as the manifest records
-            (off for a new index). A setting other than the recorded one re-embeds every file on
-            the next update (contexts and unchanged texts come from the folder's caches).
+        windows: a `WindowConfig` (True: the default one): long chunks as overlapping windows,
+            extra Chroma rows pointing at their chunk (`window_rows`); False: one vector per chunk;
+            None: as the manifest records (off for a new index). Another setting re-embeds all.
 
     Example:
         >>> from contextual_retrieval_core.embeddings import LocalMiniLMEmbedder
@@ -326,7 +323,7 @@ class ContextualIndex:
 
         self.path.mkdir(parents=True, exist_ok=True)
         texts: dict[str, str] = {}
-        fresh: set[str] = set()
+        fresh: list[str] = []
         if chunks:
             from .contextualizer import Contextualizer
 
@@ -346,7 +343,7 @@ class ContextualIndex:
             metadatas = {c.id: {"path": c.document_id, "context": c.context, "text": c.text, "chunk_index": c.chunk.index,
                                 "start_line": spans[c.id][0], "end_line": spans[c.id][1]} for c in result.chunks}
             ids, documents, metas = store_payload(rows, texts, metadatas)
-            fresh = set(ids)
+            fresh = ids
             # new rows go in beside the old ones: the old manifest still finds all of its chunks
             self._vectors(create=True).add(ids, vectors, documents=documents, metadatas=metas)
             report.chunks_added = len(chunks)
@@ -354,10 +351,9 @@ class ContextualIndex:
         report.elapsed_s = time.perf_counter() - started
         return report
 
-    def _commit(self, manifest: IndexManifest, report: IndexReport, texts: dict[str, str],
-                fresh: frozenset[str] | set[str] = frozenset()) -> None:
+    def _commit(self, manifest: IndexManifest, report: IndexReport, texts: dict[str, str], fresh: Sequence[str] = ()) -> None:
         """Write a new BM25 folder, swap the manifest in, then drop what the old one listed alone
-        (and the rows of re-embedded chunks this run did not write: windows they no longer have)."""
+        and the rows of chunks re-embedded into `fresh` rows that are not among them."""
         wanted = manifest.chunk_ids()
         old_ids = set(self.manifest.chunk_ids()) if self.manifest else set()
         vectors = self._vectors(create=True)
@@ -385,7 +381,7 @@ class ContextualIndex:
         report.chunks_total = len(wanted)
         # clean-up; an interruption here leaves rows and folders the next update removes
         have = collection.get(include=[])["ids"]
-        vectors.delete(stale_rows(have, keep, {row_owner(r) for r in fresh}, fresh))
+        vectors.delete(stale_rows(have, keep, {row_owner(r) for r in fresh}, set(fresh)))
         for part in self.path.glob("bm25*"):
             if part.name != manifest.bm25 and part.is_dir():
                 shutil.rmtree(part, ignore_errors=True)
@@ -437,8 +433,7 @@ class ContextualIndex:
                                     f"{self._fix()}")
         vector = np.asarray(self.embedder.embed_queries([query]), dtype=np.float32)
         depth = fusion.depth
-        # window rows collapse to their chunk; rows the manifest does not list (left by an
-        # interrupted update) are not results
+        # window rows collapse to their chunk; rows the manifest does not list are not results
         hits = vectors.search(vector[0], min(depth + rows_in_chroma - total, rows_in_chroma))
         dense = collapse_rows(hits, depth, set(manifest.chunk_ids()))
         fused = fusion.fuse([("dense", dense), ("bm25", self._bm25.search(query, depth))])
