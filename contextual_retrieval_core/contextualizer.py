@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Sequence
 
+from .checks import positive_int
 from .contextualize_batches import BatchRunner
 from .contextualize_run import DocState, Run
 from .generators.base import BatchGeneration, ContextGenerator, GroupedGeneration, PromptCaching, label_of
@@ -129,8 +130,7 @@ class Contextualizer:
             from .generators.structural import StructuralContextGenerator
 
             generator = StructuralContextGenerator()
-        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-            raise ValueError(f"concurrency must be an int >= 1, got {concurrency!r}")
+        positive_int("concurrency", concurrency)
         if give_up_after_rate_limited_s is not None and not give_up_after_rate_limited_s > 0:
             raise ValueError(
                 f"give_up_after_rate_limited_s must be a positive number of seconds or None, got {give_up_after_rate_limited_s!r}"
