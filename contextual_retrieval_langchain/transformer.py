@@ -72,6 +72,8 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
         position: where the context goes: "before" (default), "after" or "none".
         separator: what joins context and chunk.
         show_progress: a progress bar over the contexts to generate.
+        give_up_after_rate_limited_s: stop the run, everything generated kept, once the API has
+            answered nothing but rate limits (429) for this long (default 120 s; None: never).
 
     Example:
         >>> from langchain_core.documents import Document
@@ -109,6 +111,7 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
     position: ContextPosition = "before"
     separator: str = "\n\n"
     show_progress: bool = True
+    give_up_after_rate_limited_s: Optional[float] = Field(default=120.0, gt=0)
 
     _contextualizer: Optional[Contextualizer] = PrivateAttr(default=None)
     _last_report: Optional[UsageReport] = PrivateAttr(default=None)
@@ -149,6 +152,7 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
                 position=self.position,
                 separator=self.separator,
                 show_progress=self.show_progress,
+                give_up_after_rate_limited_s=self.give_up_after_rate_limited_s,
             )
         return self._contextualizer
 

@@ -65,6 +65,8 @@ class ContextualNodeParser(NodeParser):
         position: where the context goes in the EMBED text: "before" (default), "after" or "none".
         separator: what joins context and chunk (default a blank line).
         show_progress: a progress bar over the contexts to generate.
+        give_up_after_rate_limited_s: stop the run, everything generated kept, once the API has
+            answered nothing but rate limits (429) for this long (default 120 s; None: never).
 
     After each call, `last_report` holds the core `UsageReport` of that call (tokens, cache reads,
     cost), also when it had no chunk to situate.
@@ -94,6 +96,9 @@ class ContextualNodeParser(NodeParser):
     )
     separator: str = Field(default="\n\n", description="What joins context and chunk.")
     show_progress: bool = Field(default=True, description="Progress bar over generated contexts.")
+    give_up_after_rate_limited_s: Optional[float] = Field(
+        default=120.0, gt=0, description="Stop once the API has answered only 429s for this long (None: never)."
+    )
     generator_id: str = Field(
         default="", description="name/model/prompt of the generator (read-only; keys the pipeline cache)."
     )
@@ -144,6 +149,7 @@ class ContextualNodeParser(NodeParser):
             position=self.position,
             separator=self.separator,
             show_progress=self.show_progress,
+            give_up_after_rate_limited_s=self.give_up_after_rate_limited_s,
         )
 
     @field_validator("node_parser", mode="before")

@@ -140,7 +140,8 @@ def test_both_ingestion_parts_expose_the_same_contextualizer_options():
         if name not in ("self", "generator", "store") and not name.startswith("batch_")
     ]
     assert {"concurrency", "mode", "grouped", "position", "separator", "show_progress"} <= set(options)
-    values = {"concurrency": 3, "mode": "realtime", "grouped": False, "position": "after", "separator": " | ", "show_progress": False}
+    values = {"concurrency": 3, "mode": "realtime", "grouped": False, "position": "after", "separator": " | ", "show_progress": False,
+              "give_up_after_rate_limited_s": 30.0}
     parser = ContextualNodeParser(**values)
     transformer = ContextualDocumentTransformer(**values)
     for name in options:
