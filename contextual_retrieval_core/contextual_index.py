@@ -183,6 +183,18 @@ class ContextualIndex:
 
     # -- indexing -------------------------------------------------------------------------------
 
+    def close(self) -> None:
+        """Close the embedding cache's database (a later call opens it again)."""
+        if self._cached is not None:
+            self._cached.close()
+            self._cached = None
+
+    def __enter__(self) -> "ContextualIndex":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def update(
         self,
         paths: Sequence[str | os.PathLike[str]],
