@@ -10,7 +10,14 @@ checked to return the same top 150 as rank_bm25 on the timed rank_bm25 queries.
 Part 2: `reciprocal_rank_fusion` of two 150-id lists drawn from range(N), for N = 10k, 100k, 1M:
 the median time per fusion should not depend on N (ratio 1M / 10k ~ 1).
 
-Run:  python benchmarks/bm25_speed.py [--json benchmarks/bm25_speed.json]
+Part 3: the library's `fuse_sources` (what `HybridSearcher`, `ContextualIndex` and both framework
+retrievers run) against the pure-Python fusion it replaced (benchmarks/fusion_reference.py, the
+code before the speed-up), on the same two 150-(id, score) lists of string ids drawn from 100k,
+timed alternately; the figure is the ratio reference / library, and the results are checked equal
+(ids, order, float scores with ==, ranks).
+
+Run:  python benchmarks/bm25_speed.py [--json benchmarks/bm25_speed.json] [--only fusion]
+(``--only fusion`` runs parts 2 and 3 and updates just those keys of an existing JSON.)
 """
 
 from __future__ import annotations
@@ -231,6 +238,60 @@ def bench_fusion(
     }
 
 
+def bench_fusion_speedup(n: int = 100_000, *, depth: int = TOP_K, pairs: int = 50, repeats: int = 20,
+                         seed: int = SEED + 3) -> dict:
+    """Median microseconds per `fuse_sources` of two `depth`-hit lists, library vs reference, and
+    their ratio; the sample pairs alternate between the two so load on the machine hits both alike."""
+    from contextual_retrieval_core.ensemble import fuse_sources
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import fusion_reference
+
+    rng = np.random.default_rng(seed)
+    inputs = []
+    for _ in range(pairs):
+        lists = []
+        for scale in (1.0, 20.0):  # cosine-like and BM25-like scores, best first
+            ids = rng.choice(n, size=depth, replace=False)
+            scores = np.sort(rng.random(depth) * scale)[::-1]
+            lists.append([(f"doc{i}", float(v)) for i, v in zip(ids, scores)])
+        inputs.append([("dense", lists[0], 0.8), ("bm25", lists[1], 0.2)])
+    peers = {"library": fuse_sources, "reference": fusion_reference.fuse_sources}
+    identical = all(
+        [tuple(h) for h in fuse_sources(src, depth=depth)] == [tuple(h) for h in fusion_reference.fuse_sources(src, depth=depth)]
+        for src in inputs
+    )
+    samples: dict[str, list[float]] = {name: [] for name in peers}
+    for fn in peers.values():  # warm-up
+        fn(inputs[0], depth=depth)
+    for p, sources in enumerate(inputs):
+        order = list(peers.items()) if p % 2 == 0 else list(peers.items())[::-1]
+        for name, fn in order:
+            t0 = time.perf_counter()
+            for _ in range(repeats):
+                fn(sources, depth=depth)
+            samples[name].append((time.perf_counter() - t0) / repeats)
+    us = {name: 1e6 * statistics.median(v) for name, v in samples.items()}
+    return {
+        "n": n,
+        "depth": depth,
+        "fusions_timed_each": pairs * repeats,
+        "us_per_fusion": {name: round(v, 2) for name, v in us.items()},
+        "speedup_reference_over_library": round(us["reference"] / us["library"], 2),
+        "identical_results": identical,
+    }
+
+
+def format_speedup(result: dict) -> str:
+    us = result["us_per_fusion"]
+    return "\n".join([
+        f"fuse_sources, 2 lists x {result['depth']} (id, score) hits from {result['n']:,} ids, median of "
+        f"{result['fusions_timed_each']} fusions each",
+        f"library {us['library']:.1f} us, reference (before the speed-up) {us['reference']:.1f} us: "
+        f"{result['speedup_reference_over_library']:.1f}x faster; identical results: {result['identical_results']}",
+    ])
+
+
 # -- main -----------------------------------------------------------------------------------
 
 
@@ -247,6 +308,13 @@ def format_report(bm25: dict, fusion: dict) -> str:
         f"{ag['identical']}/{ag['queries']} identical, {ag['equal_up_to_ties']}/{ag['queries']} equal up to ties, "
         f"min overlap {ag['min_overlap']:.3f}, max relative score error {ag['max_rel_err']:.1e}",
         "",
+        format_fusion(fusion),
+    ]
+    return "\n".join(lines)
+
+
+def format_fusion(fusion: dict) -> str:
+    lines = [
         f"reciprocal_rank_fusion, 2 lists x {fusion['depth']} ids, median of {fusion['fusions_timed_per_size']} fusions per size",
         f"{'corpus size':>12}  {'us/fusion':>10}",
     ]
@@ -263,17 +331,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rank-queries", type=int, default=10, help="queries timed on rank_bm25 and checked for agreement (default 10)")
     parser.add_argument("--fusion-sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--json", type=Path, default=None, help="write the figures as JSON")
+    parser.add_argument("--only", choices=["fusion"], default=None,
+                        help="run only the fusion parts (2 and 3), updating just their keys in --json")
     args = parser.parse_args(argv)
 
     start = time.perf_counter()
-    bm25 = bench_bm25(args.docs, n_queries=args.queries, n_rank_queries=args.rank_queries)
+    bm25 = None if args.only else bench_bm25(args.docs, n_queries=args.queries, n_rank_queries=args.rank_queries)
     fusion = bench_fusion(args.fusion_sizes)
+    speedup = bench_fusion_speedup()
     print()
-    print(format_report(bm25, fusion))
+    print(format_report(bm25, fusion) if bm25 is not None else format_fusion(fusion))
+    print(format_speedup(speedup))
     total = time.perf_counter() - start
     print(f"\ntotal {total:.0f}s on {platform.processor() or platform.machine()}, Python {platform.python_version()}")
     if args.json:
-        payload = {"bm25": bm25, "fusion": fusion, "seed": SEED, "python": platform.python_version(), "total_seconds": round(total, 1)}
+        payload = {"bm25": bm25, "fusion": fusion, "fusion_speedup": speedup, "seed": SEED,
+                   "python": platform.python_version(), "total_seconds": round(total, 1)}
+        if bm25 is None:
+            payload = {**json.loads(args.json.read_text(encoding="utf-8")), "fusion": fusion, "fusion_speedup": speedup}
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
         print(f"wrote {args.json}")

@@ -83,7 +83,7 @@ def load_cases(dataset_dir: str, contexts_path: str, embedder) -> list[Case]:
     answers = [json.loads(line).get("answer", "") for line in (Path(dataset_dir) / "evaluation_set.jsonl").open(encoding="utf-8") if line.strip()]
     chunks = [ContextualChunk(c, contexts[c.id]) for c in dataset.chunks]
     searcher = HybridSearcher(chunks, embedder)
-    hits = searcher.search_many([q.query for q in dataset.queries], k=TOP_K)
+    hits = searcher.search_many([q.query for q in dataset.queries], top_k=TOP_K)
     return [Case(q.query, a, q.golden, [h.chunk for h in hs]) for q, a, hs in zip(dataset.queries, answers, hits)]
 
 

@@ -34,6 +34,7 @@ from typing import Sequence
 import numpy as np
 
 from .vectors import VectorIndex
+from .checks import positive_int
 
 __all__ = ["ANN_THRESHOLD", "HNSWIndex", "HNSWParams", "dense_index", "load_dense_index"]
 
@@ -160,8 +161,7 @@ class HNSWIndex:
 
     def search_many(self, queries: np.ndarray, k: int = 10) -> list[list[tuple[str, float]]]:
         """`search` for a matrix of query vectors."""
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
-            raise ValueError(f"k must be a positive integer, got {k!r}")
+        positive_int("k", k)
         queries = np.asarray(queries, dtype=np.float32)
         if queries.ndim != 2 or queries.shape[1] != self.dim:
             raise ValueError(

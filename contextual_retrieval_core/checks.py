@@ -22,12 +22,13 @@ import numpy as np
 __all__ = ["IndexFileError", "positive_int", "non_negative_number", "fusion_weights", "string_list", "not_a_string", "finite_vectors", "renamed_keyword", "is_blank"]
 
 
-def positive_int(name: str, value: Any, *, allow_none: bool = False) -> Any:
+def positive_int(name: str, value: Any, *, allow_none: bool = False, what: str = "a positive integer") -> Any:
     """`value` when it is a positive int (None too when `allow_none`); else TypeError for a
-    non-integer, ValueError for zero or less, naming `name`."""
+    non-integer, ValueError for zero or less, naming `name` (and saying what it must be: `what`,
+    e.g. "a positive number of tokens")."""
     if value is None and allow_none:
         return None
-    what = "a positive integer or None" if allow_none else "a positive integer"
+    what = f"{what} or None" if allow_none else what
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be {what}, got {type(value).__name__} {value!r}")
     if value <= 0:

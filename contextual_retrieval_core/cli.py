@@ -290,6 +290,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
     from .chunking import DEFAULT_CHUNK_CHARS
     from .contextual_index import ContextualIndex
     from .factories import choose_embedder, choose_generator, unused_keys, weights_for
+    from .generators.base import label_of
     from .index_manifest import MANIFEST_NAME
 
     index_dir = Path(args.index_dir)
@@ -315,12 +316,13 @@ def _cmd_index(args: argparse.Namespace) -> int:
     for note in unused_keys():
         print(f"note: {note}", file=sys.stderr)
     print(f"indexing {', '.join(args.paths)} into {index_dir} — contexts: "
-          f"{getattr(generator, 'label', generator.name)}{' / ' + generator.model if generator.model else ''}; "
+          f"{label_of(generator)}{' / ' + generator.model if generator.model else ''}; "
           f"embedder: {embedder.model_name}", file=sys.stderr)
     if not args.max_file_size > 0:
         raise ValueError(f"--max-file-size must be a positive number of megabytes, got {args.max_file_size}")
-    report = index.update(args.paths, show_progress=not args.no_progress, max_file_bytes=int(args.max_file_size * 1e6),
-                          prune_missing=args.prune_missing, lock_wait=args.lock_wait)
+    with index:
+        report = index.update(args.paths, show_progress=not args.no_progress, max_file_bytes=int(args.max_file_size * 1e6),
+                              prune_missing=args.prune_missing, lock_wait=args.lock_wait)
     print(report.format())
     print(f'search it: contextual-retrieval query {index_dir} "your question"')
     if args.json:
@@ -336,23 +338,25 @@ def _cmd_remove(args: argparse.Namespace) -> int:
     manifest = ContextualIndex.read_manifest(args.index_dir)
     embedder = choose_embedder(manifest.embedder["kind"], manifest.embedder["model"])
     index = ContextualIndex(args.index_dir, embedder=embedder, weights=manifest.weights)
-    report = index.remove(args.paths, lock_wait=args.lock_wait)
+    with index:
+        report = index.remove(args.paths, lock_wait=args.lock_wait)
     print(f"removed {report.files_removed} files ({report.chunks_removed} chunks); {report.chunks_total} chunks "
           f"remain in {args.index_dir}")
     return 0
 
 
 def _cmd_query(args: argparse.Namespace) -> int:
+    from .checks import is_blank
     from .contextual_index import ContextualIndex
     from .factories import choose_embedder, choose_reranker, weights_for
 
+    if is_blank(args.question):  # no results in every query path: said before any work
+        raise ValueError('the question is empty; ask one in quotes, e.g. "how are contexts cached?"')
     manifest = ContextualIndex.read_manifest(args.index)
     embedder = choose_embedder(manifest.embedder["kind"], manifest.embedder["model"])
     index = ContextualIndex(args.index, embedder=embedder, weights=manifest.weights or weights_for(embedder),
                             chroma_url=args.chroma_url)
     reranker = choose_reranker(args.rerank)
-    if not args.question.strip():
-        raise ValueError('the question is empty; ask one in quotes, e.g. "how are contexts cached?"')
     hits = index.search(args.question, top_k=args.k, reranker=reranker)
     if args.prune or args.budget is not None:
         from .pruning.evidence import evidence_records, format_evidence, prune_hits

@@ -10,17 +10,47 @@ import warnings
 from contextlib import contextmanager
 from typing import Iterator
 
-__all__ = ["error_classes", "gathered_warnings", "warnings_line", "quiet_broken_pipe", "describe"]
+__all__ = ["error_classes", "LIBRARY_ERRORS", "SDK_ERRORS", "gathered_warnings", "warnings_line", "quiet_broken_pipe", "describe"]
+
+
+#: the hosted services' SDK error bases (module, class): an answer the service refused (a bad key,
+#: an outage, a rate limit the SDK gave up on) is an "error:" line with the fix, not a traceback
+SDK_ERRORS = (
+    ("anthropic", "AnthropicError"),
+    ("cohere.core.api_error", "ApiError"),
+    ("voyageai.error", "VoyageError"),
+    ("httpx", "HTTPError"),
+    ("chromadb.errors", "ChromaError"),
+)
+
+
+#: the library's error classes that do not derive from a builtin reported below (module, class);
+#: every other library error is a ValueError, OSError or RuntimeError (tests/test_cli_error_classes.py)
+LIBRARY_ERRORS = (
+    ("contextual_retrieval_core.generators._anthropic_http", "SpendLimitReached"),
+    ("contextual_retrieval_core.code_outline", "GrammarUnavailable"),
+)
+
+
+def _loaded(names: tuple[tuple[str, str], ...]) -> list[type[BaseException]]:
+    """The classes of `names` whose module is imported (an error from a module never imported
+    cannot have been raised; nothing is imported here)."""
+    out = []
+    for module, name in names:
+        cls = getattr(sys.modules.get(module), name, None)
+        if isinstance(cls, type) and issubclass(cls, BaseException):
+            out.append(cls)
+    return out
 
 
 def error_classes() -> tuple[type[BaseException], ...]:
     """What a run reports as "error:" and exit 2: bad input, damaged or unreadable files, missing
-    extras, locks, services. A bug (TypeError, AttributeError, ...) keeps its traceback."""
-    classes: list[type[BaseException]] = [ValueError, OSError, ImportError, RuntimeError, sqlite3.Error]
-    errors = sys.modules.get("chromadb.errors")
-    if errors is not None:
-        classes.append(errors.ChromaError)
-    return tuple(classes)
+    extras, locks, the library's own errors (`ContextStoreError`, `IndexDamagedError`,
+    `IndexFileError`, `FatalGenerationError`, ...: subclasses of the builtins here, or in
+    `LIBRARY_ERRORS`), and the hosted services' SDK errors. A bug (TypeError, AttributeError,
+    KeyError, ...) keeps its traceback."""
+    return (ValueError, OSError, ImportError, RuntimeError, sqlite3.Error, *_loaded(LIBRARY_ERRORS),
+            *_loaded(SDK_ERRORS))
 
 
 @contextmanager
@@ -68,7 +98,14 @@ def quiet_broken_pipe() -> int:
 
 
 def describe(exc: BaseException) -> str:
-    """The message, with the file an OSError or SQLite error is about when the message lacks it."""
+    """The message, with the file an OSError or SQLite error is about when the message lacks it,
+    and the fix for a hosted service's refusal (secrets masked)."""
+    if isinstance(exc, tuple(_loaded(SDK_ERRORS))):
+        from .rerank.base import describe_error
+
+        return (f"{describe_error(exc)} — a hosted service refused the request: check its API key "
+                "(ANTHROPIC_API_KEY, VOYAGE_API_KEY, COHERE_API_KEY) and its status, or run offline "
+                "(--contexts structural, --embedder local, --rerank none)")
     text = str(exc) or type(exc).__name__
     if isinstance(exc, OSError) and exc.filename and str(exc.filename) not in text:
         text = f"{exc.filename}: {text}"

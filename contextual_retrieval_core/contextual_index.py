@@ -41,7 +41,7 @@ import numpy as np
 
 from .bm25 import BM25Index
 from .chroma import ChromaVectorIndex
-from .chroma_server import drop_server_collection, open_server_vectors, uses_server
+from .chroma_server import open_server_vectors, uses_server
 from .chunking import DEFAULT_CHUNK_CHARS
 from .embeddings.base import Embedder
 from .checks import is_blank, renamed_keyword
@@ -50,13 +50,13 @@ from .factories import embedder_kind
 from .files import MAX_FILE_BYTES, TEXT_EXTENSIONS, collect_files
 from .folder_lock import folder_lock
 from .fusion_config import FusionConfig
-from .generators.base import ContextGenerator
+from .generators.base import ContextGenerator, label_of
 from .windows import WindowConfig
 from .window_rows import collapse_rows, embed_rows, requested_windows, row_owner, stale_rows, store_payload, windows_setting
 from .index_manifest import MANIFEST_NAME, FileEntry, IndexDamagedError, IndexManifest, IndexMismatchError
 from .index_changes import check_not_nested, read_changes
 from .index_report import IndexHit, IndexReport
-from .index_storage import load_bm25, open_embedding_cache, open_vectors
+from .index_storage import chunk_rows, clear_index, load_bm25, open_embedding_cache, open_vectors
 from .rerank.base import Reranker
 
 __all__ = ["ContextualIndex", "IndexMismatchError", "IndexDamagedError"]
@@ -145,24 +145,12 @@ class ContextualIndex:
     def clear(path: str | os.PathLike[str]) -> None:
         """Empty the index at `path` (chunks, BM25, manifest), keeping its context store and
         embedding cache, so a rebuild pays for nothing twice."""
-        path = Path(path)
-        drop_server_collection(path)
-        if (path / "chroma").is_dir():
-            from .chroma import chroma_client
-
-            # through Chroma, not by deleting its folder: a client open on it in this process
-            # would go on writing to the deleted files
-            client = chroma_client(path / "chroma")
-            if _COLLECTION in [getattr(c, "name", c) for c in client.list_collections()]:
-                client.delete_collection(_COLLECTION)
-        (path / MANIFEST_NAME).unlink(missing_ok=True)
-        for part in path.glob("bm25*"):
-            shutil.rmtree(part, ignore_errors=True)
+        clear_index(Path(path), _COLLECTION)
 
     def _generator_identity(self) -> dict[str, str]:
         gen = self.generator
         return {"name": gen.name, "model": gen.model, "prompt": gen.prompt_identity,
-                "label": getattr(gen, "label", gen.name)}
+                "label": label_of(gen)}
 
     def _fix(self) -> str:
         return f"re-run `contextual-retrieval index PATH... --index-dir {self.path}` to repair it"
@@ -201,6 +189,18 @@ class ContextualIndex:
         return None
 
     # -- indexing -------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the embedding cache's database (a later call opens it again)."""
+        if self._cached is not None:
+            self._cached.close()
+            self._cached = None
+
+    def __enter__(self) -> "ContextualIndex":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def update(
         self,
@@ -400,13 +400,15 @@ class ContextualIndex:
         reranker: Reranker | None = None,
         depth: int | None = None,
         rerank_depth: int | None = None,
+        on_rerank_error: str | None = None,
         k: int | None = None,
     ) -> list[IndexHit]:
         """The top `top_k` chunks for `query`: Chroma top-`depth` and BM25 top-`depth`, fused with
         weighted reciprocal-rank fusion, then reranked when a `reranker` is given. Every setting
         may come in a `FusionConfig` (`config`); keyword arguments override it; the fusion weights
-        are the index's. A blank query returns no results, as in every query path. `k` is the old
-        name of `top_k`.
+        are the index's. With ``on_rerank_error="fused"`` a failing reranker leaves the fused order,
+        each hit carrying the error (`IndexHit.rerank_error`). A blank query returns no results, as
+        in every query path. `k` is the old name of `top_k`.
 
         Reads the folder only (the query's embedding is not cached); a damaged folder raises
         `IndexDamagedError` naming the file and the fix."""
@@ -414,7 +416,7 @@ class ContextualIndex:
             raise TypeError(f"query must be str, got {type(query).__name__}")
         top_k = renamed_keyword("ContextualIndex.search", "k", "top_k", k, top_k)
         fusion = FusionConfig.merged(config, weights=self.weights, top_k=top_k, reranker=reranker, depth=depth,
-                                     rerank_depth=rerank_depth)
+                                     rerank_depth=rerank_depth, on_rerank_error=on_rerank_error)
         if is_blank(query):
             return []
         manifest = self.manifest
@@ -438,7 +440,7 @@ class ContextualIndex:
         dense = collapse_rows(hits, depth, set(manifest.chunk_ids()))
         fused = fusion.fuse([("dense", dense), ("bm25", self._bm25.search(query, depth))])
         pool = fused[: fusion.effective_rerank_depth] if fusion.reranker else fused[: fusion.top_k]
-        info = self._rows([str(h.id) for h in pool])
+        info = chunk_rows(self._vectors().collection, [str(h.id) for h in pool], self.path / "chroma", self._fix())
         ranked = fusion.rerank(query, pool, lambda cid: info[str(cid)][0])
         out = []
         for h in ranked:
@@ -446,16 +448,7 @@ class ContextualIndex:
             out.append(IndexHit(
                 str(h.id), str(meta.get("path", "")), float(h.score), str(meta.get("context", "")),
                 str(meta.get("text", doc)), dict(h.ranks), int(meta.get("start_line", 0)),
-                int(meta.get("end_line", 0)), float(h.fused_score), h.rerank_score,
+                int(meta.get("end_line", 0)), float(h.fused_score), h.rerank_score, h.rerank_error,
             ))
         return out
 
-    def _rows(self, ids: list[str]) -> dict[str, tuple[str, dict]]:
-        """Chunk id -> (indexed text, metadata) from Chroma; every id must be there."""
-        rows = self._vectors().collection.get(ids=ids, include=["documents", "metadatas"]) if ids else {"ids": []}
-        info = {cid: (doc, meta) for cid, doc, meta in zip(rows["ids"], rows.get("documents") or [], rows.get("metadatas") or [])}
-        absent = [cid for cid in ids if cid not in info]
-        if absent:
-            raise IndexDamagedError(f"{self.path / 'chroma'} lacks {len(absent)} chunks the manifest lists "
-                                    f"(first: {absent[0]}); {self._fix()}")
-        return info

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Sequence
 
+from .checks import positive_int
 from .contextualize_batches import BatchRunner
 from .contextualize_run import DocState, Run
 from .generators.base import BatchGeneration, ContextGenerator, GroupedGeneration, PromptCaching, label_of
@@ -46,7 +47,8 @@ from .store import ContextStore
 from .types import Chunk, ContextPosition, ContextualChunk, Document, distinct_documents
 from .usage import UsageReport
 
-__all__ = ["Contextualizer", "ContextualizeResult", "ContextualizationError", "default_store_path"]
+__all__ = ["Contextualizer", "ContextualizeResult", "ContextualizationError", "default_store_path", "SHARED_OPTIONS",
+           "contextualizer_for"]
 
 log = logging.getLogger(__name__)
 
@@ -129,8 +131,7 @@ class Contextualizer:
             from .generators.structural import StructuralContextGenerator
 
             generator = StructuralContextGenerator()
-        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-            raise ValueError(f"concurrency must be an int >= 1, got {concurrency!r}")
+        positive_int("concurrency", concurrency)
         if give_up_after_rate_limited_s is not None and not give_up_after_rate_limited_s > 0:
             raise ValueError(
                 f"give_up_after_rate_limited_s must be a positive number of seconds or None, got {give_up_after_rate_limited_s!r}"
@@ -409,3 +410,15 @@ def _validate(
         used.add(doc.id)
         ordered.append(chunk)
     return docs, ordered, not_in_doc, len(docs) - len(used)
+
+
+#: the Contextualizer settings both ingestion parts (LangChain's ContextualDocumentTransformer,
+#: LlamaIndex's ContextualNodeParser) expose as fields of the same names
+SHARED_OPTIONS = ("concurrency", "mode", "grouped", "position", "separator", "show_progress",
+                  "give_up_after_rate_limited_s")
+
+
+def contextualizer_for(generator: ContextGenerator, store: Any, part: Any) -> Contextualizer:
+    """The `Contextualizer` an ingestion part runs: `generator`, `store`, and the part's fields
+    named in `SHARED_OPTIONS` (one place, so the two frameworks' parts never drift apart)."""
+    return Contextualizer(generator, store, **{name: getattr(part, name) for name in SHARED_OPTIONS})

@@ -31,9 +31,11 @@ from .hybrid import HybridSearcher, SearchHit
 from .chunking import split_text
 from .code_outline import chunk_boundaries
 from .factories import choose_embedder, choose_generator, choose_reranker, installed, unused_keys, weights_for
+from .generators.base import label_of
 from .tokenizer import Tokenizer
 from .types import Chunk, ContextualChunk, Document, stable_chunk_id
 from .usage import UsageReport
+from .checks import positive_int
 
 __all__ = ["run_demo", "DemoResult", "QueryOutcome", "demo_chunks", "write_corpus", "DEMO_CHUNK_CHARS"]
 
@@ -175,8 +177,7 @@ def run_demo(
         save_corpus: also write the corpus's files under this folder.
         show_progress: progress bars (on stderr).
     """
-    if k < 1:
-        raise ValueError(f"k must be at least 1, got {k}")
+    positive_int("k", k)
     stream = out or sys.stdout
 
     def say(line: str = "") -> None:
@@ -186,7 +187,7 @@ def run_demo(
     generator = choose_generator("structural" if offline else "auto")
     embedder = choose_embedder("local" if offline else "auto")
     reranker = choose_reranker("none" if offline else "auto")
-    gen_label = getattr(generator, "label", generator.name) + (f" / {generator.model}" if generator.model else "")
+    gen_label = label_of(generator) + (f" / {generator.model}" if generator.model else "")
     documents, chunks = demo_chunks()
 
     say("Contextual Retrieval demo")

@@ -15,10 +15,11 @@ Example:
 from __future__ import annotations
 
 import logging
+from itertools import repeat
 from typing import Any, Callable, Hashable, NamedTuple, Sequence
 
 from .checks import positive_int, renamed_keyword
-from .fusion import DEFAULT_DEPTH, DEFAULT_RRF_K, FusionMode, fuse
+from .fusion import DEFAULT_DEPTH, DEFAULT_RRF_K, FusionMode, fused_columns
 from .rerank.base import ON_RERANK_ERROR, OnRerankError, Reranker, describe_error
 
 logger = logging.getLogger(__name__)
@@ -125,14 +126,29 @@ def fuse_sources(
     names = [name for name, _, _ in sources]
     if len(set(names)) != len(names):
         raise ValueError(f"source names must be unique, got {names}")
-    lists = [_first_occurrences(hits) for _, hits, _ in sources]
-    fused = fuse(lists, [w for _, _, w in sources], mode=mode, rrf_k=rrf_k, depth=depth, top_k=top_k)
-    return [RankedHit(h.id, h.score, dict(zip(names, h.ranks)), h.score) for h in fused]
+    lists = [_first_occurrences(hits, scored=mode != "rrf") for _, hits, _ in sources]
+    columns = fused_columns(lists, [w for _, _, w in sources], mode=mode, rrf_k=rrf_k, depth=depth, top_k=top_k)
+    new = tuple.__new__  # a fused query makes up to 2 x depth hits: no per-hit Python frame
+    if len(names) == 2:  # dense + BM25, the common case: a dict display is 4x faster than dict(zip())
+        first, second = names
+        return [new(RankedHit, (item, score, {first: a, second: b}, score, None, None))
+                for item, score, a, b in zip(columns.ids, columns.scores, *columns.ranks)]
+    rows = zip(*columns.ranks) if columns.ranks else repeat(())
+    return [new(RankedHit, (item, score, dict(zip(names, ranks)), score, None, None))
+            for item, score, ranks in zip(columns.ids, columns.scores, rows)]
 
 
-def _first_occurrences(hits: Sequence[tuple[Hashable, float | None]]) -> list[tuple[Hashable, float]]:
-    seen: set = set()
-    out: list[tuple[Hashable, float]] = []
+def _first_occurrences(hits: Sequence[tuple[Hashable, float | None]], scored: bool = True) -> list[tuple[Hashable, Any]]:
+    """`hits` without repeated ids (the first occurrence kept); with `scored`, each score a float
+    (1 / position for None). Reciprocal-rank fusion reads only the ids: their scores pass as they are."""
+    if not scored:
+        hits = list(hits)
+        if len({item for item, _ in hits}) == len(hits):
+            return hits
+        seen: set = set()
+        return [(item, score) for item, score in hits if not (item in seen or seen.add(item))]  # type: ignore[func-returns-value]
+    seen = set()
+    out: list[tuple[Hashable, Any]] = []
     for item, score in hits:
         if item not in seen:
             seen.add(item)

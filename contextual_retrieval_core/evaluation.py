@@ -26,6 +26,7 @@ import numpy as np
 from .embeddings.base import Embedder
 from .hybrid import HybridSearcher
 from .types import Chunk, ContextualChunk, Document
+from .checks import positive_int
 
 __all__ = [
     "DATASET_ENV",
@@ -178,8 +179,7 @@ def _check_pairs(ranked: Sequence[Sequence[str]], golden: Sequence[Sequence[str]
         raise ValueError("no queries to score")
     if any(not g for g in golden):
         raise ValueError("a query has no golden chunks; drop it or label it")
-    if k <= 0:
-        raise ValueError(f"k must be positive, got {k}")
+    positive_int("k", k)
 
 
 # -- runner --------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import Sequence
 
 from .index_manifest import MANIFEST_NAME
 from .languages import EXTENSIONS
+from .checks import positive_int
 
 __all__ = ["SourceFile", "SkippedFile", "FileScan", "collect_files", "read_text", "UndecodableFileError", "file_sha256",
            "TEXT_EXTENSIONS", "SKIP_DIRS", "MAX_FILE_BYTES"]
@@ -105,8 +106,7 @@ def collect_files(
         raise ValueError("pass a list of paths: collect_files([path, ...])")
     if not paths:
         raise ValueError("no paths given: pass at least one file or folder to index")
-    if isinstance(max_file_bytes, bool) or not isinstance(max_file_bytes, int) or max_file_bytes <= 0:
-        raise ValueError(f"max_file_bytes must be a positive integer, got {max_file_bytes!r}")
+    positive_int("max_file_bytes", max_file_bytes)
     skip_resolved = {Path(p).resolve() for p in skip}
     found: dict[str, SourceFile] = {}
     scan = FileScan()

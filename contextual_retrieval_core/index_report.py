@@ -98,7 +98,10 @@ class IndexHit:
         id: the chunk id; path: the file's doc id; score: the final score (the reranker's when
         reranked, else the fused score); context: the situating context; text: the chunk's text;
         ranks: 1-based rank per source ("dense", "bm25"), None where it missed; start_line,
-        end_line: where the chunk is in the file (1-based); fused_score, rerank_score.
+        end_line: where the chunk is in the file (1-based); fused_score, rerank_score;
+        rerank_error: why the reranker failed ("Type: message", secrets masked) when
+        ``on_rerank_error="fused"`` kept the fused order, else None (as the framework hits'
+        ``rerank_error`` metadata).
     """
 
     id: str
@@ -111,3 +114,4 @@ class IndexHit:
     end_line: int = 0
     fused_score: float = 0.0
     rerank_score: float | None = None
+    rerank_error: str | None = None

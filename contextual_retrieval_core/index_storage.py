@@ -3,6 +3,7 @@ instead of a library's traceback when one is missing, truncated or foreign."""
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -10,9 +11,10 @@ from typing import Any
 from .bm25 import BM25Index
 from .chroma import ChromaVectorIndex
 from .embeddings.base import Embedder
-from .index_manifest import IndexDamagedError, IndexManifest
+from .chroma_server import drop_server_collection
+from .index_manifest import MANIFEST_NAME, IndexDamagedError, IndexManifest
 
-__all__ = ["open_embedding_cache", "open_vectors", "load_bm25"]
+__all__ = ["open_embedding_cache", "open_vectors", "load_bm25", "chunk_rows", "clear_index"]
 
 
 def open_embedding_cache(file: Path, embedder: Embedder) -> Any:
@@ -79,3 +81,31 @@ def load_bm25(folder: Path, manifest: IndexManifest, *, fix: str) -> BM25Index:
         raise IndexDamagedError(f"{folder} does not index this index's chunks ({len(bm25.ids)} ids, the manifest "
                                 f"lists {manifest.chunk_count}; a BM25 index from another index?); {fix}")
     return bm25
+
+
+def chunk_rows(collection: Any, ids: list[str], folder: Path, fix: str) -> dict[str, tuple[str, dict]]:
+    """Chunk id -> (indexed text, metadata) from the Chroma `collection`; every id must be there
+    (else `IndexDamagedError` naming `folder` and the `fix`)."""
+    rows = collection.get(ids=ids, include=["documents", "metadatas"]) if ids else {"ids": []}
+    info = {cid: (doc, meta) for cid, doc, meta in zip(rows["ids"], rows.get("documents") or [], rows.get("metadatas") or [])}
+    absent = [cid for cid in ids if cid not in info]
+    if absent:
+        raise IndexDamagedError(f"{folder} lacks {len(absent)} chunks the manifest lists (first: {absent[0]}); {fix}")
+    return info
+
+
+def clear_index(path: Path, collection: str) -> None:
+    """Empty the index at `path` (chunks, BM25, manifest), keeping its context store and
+    embedding cache."""
+    drop_server_collection(path)
+    if (path / "chroma").is_dir():
+        from .chroma import chroma_client
+
+        # through Chroma, not by deleting its folder: a client open on it in this process would
+        # go on writing to the deleted files
+        client = chroma_client(path / "chroma")
+        if collection in [getattr(c, "name", c) for c in client.list_collections()]:
+            client.delete_collection(collection)
+    (path / MANIFEST_NAME).unlink(missing_ok=True)
+    for part in path.glob("bm25*"):
+        shutil.rmtree(part, ignore_errors=True)

@@ -27,6 +27,8 @@ import unicodedata
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
+from .checks import positive_int
+
 __all__ = ["Tokenizer", "TokenizerConfig", "ENGLISH_STOP_WORDS"]
 
 # A compact English stop-word list: Lucene's, plus common function words. Words that carry
@@ -149,8 +151,7 @@ class Tokenizer:
             raise TypeError("pass either config=TokenizerConfig(...) or keyword settings, not both")
         self.config = config if config is not None else TokenizerConfig(**settings)
         c = self.config
-        if c.min_token_length < 1:
-            raise ValueError("min_token_length must be >= 1")
+        positive_int("min_token_length", c.min_token_length)
         if c.version not in _WORDS:
             raise ValueError(
                 f"tokenizer version {c.version!r} is unknown to this contextual-retrieval (it knows "

@@ -15,7 +15,7 @@ from langchain_core.documents import BaseDocumentTransformer
 from langchain_core.documents import Document as LCDocument
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from contextual_retrieval_core.contextualizer import Contextualizer, ContextualizeResult
+from contextual_retrieval_core.contextualizer import Contextualizer, ContextualizeResult, contextualizer_for
 from contextual_retrieval_core.prompts import DEFAULT_PROMPT, ContextPrompt
 from contextual_retrieval_core.store import ContextStore
 from contextual_retrieval_core.types import Chunk, ContextPosition, Document, distinct_documents, number_chunks, stable_chunk_id
@@ -143,17 +143,7 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
                 generator = chat_model_generator(
                     self.llm, prompt=self.prompt, prompt_caching=self.prompt_caching, cache_ttl=self.cache_ttl
                 )
-            self._contextualizer = Contextualizer(
-                generator,
-                self.store,
-                concurrency=self.concurrency,
-                mode=self.mode,
-                grouped=self.grouped,
-                position=self.position,
-                separator=self.separator,
-                show_progress=self.show_progress,
-                give_up_after_rate_limited_s=self.give_up_after_rate_limited_s,
-            )
+            self._contextualizer = contextualizer_for(generator, self.store, self)
         return self._contextualizer
 
     @property

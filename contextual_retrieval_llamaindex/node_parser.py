@@ -11,7 +11,7 @@ from llama_index.core.node_parser import NodeParser, SentenceSplitter
 from llama_index.core.node_parser.loading import load_parser
 from llama_index.core.schema import BaseNode, MetadataMode, TextNode
 
-from contextual_retrieval_core.contextualizer import Contextualizer, ContextualizeResult
+from contextual_retrieval_core.contextualizer import Contextualizer, ContextualizeResult, contextualizer_for
 from contextual_retrieval_core.prompts import DEFAULT_PROMPT, ContextPrompt
 from contextual_retrieval_core.store import ContextStore
 from contextual_retrieval_core.types import Chunk, ContextPosition, Document, distinct_documents, number_chunks
@@ -140,17 +140,7 @@ class ContextualNodeParser(NodeParser):
             context_store: ContextStore | str | None = store
         else:
             context_store = self.store_path
-        self._contextualizer = Contextualizer(
-            gen,
-            context_store,
-            concurrency=self.concurrency,
-            mode=self.mode,
-            grouped=self.grouped,
-            position=self.position,
-            separator=self.separator,
-            show_progress=self.show_progress,
-            give_up_after_rate_limited_s=self.give_up_after_rate_limited_s,
-        )
+        self._contextualizer = contextualizer_for(gen, context_store, self)
 
     @field_validator("node_parser", mode="before")
     @classmethod

@@ -33,7 +33,7 @@ def test_metric_bad_input():
         pass_at_k([["a"]], [["a"], ["b"]], 1)
     with pytest.raises(ValueError, match="no golden"):
         pass_at_k([["a"]], [[]], 1)
-    with pytest.raises(ValueError, match="k must be positive"):
+    with pytest.raises(ValueError, match="k must be a positive integer"):
         pass_at_k([["a"]], [["a"]], 0)
     with pytest.raises(ValueError, match="no queries"):
         recall_at_k([], [], 5)

@@ -115,8 +115,8 @@ def test_empty_input_and_stop_word_query_return_the_input_unchanged(embedder):
 
 
 def test_budget_zero_or_negative_and_bad_settings_are_rejected(embedder):
-    for bad in (0, -5, 2.5, True):
-        with pytest.raises(ValueError, match="budget must be a positive number of tokens"):
+    for bad, error in ((0, ValueError), (-5, ValueError), (2.5, TypeError), (True, TypeError)):
+        with pytest.raises(error, match="budget must be a positive number of tokens"):
             ContextPruner(embedder, budget=bad)
     with pytest.raises(ValueError, match="budget_share must be in"):
         ContextPruner(embedder, budget_share=0)

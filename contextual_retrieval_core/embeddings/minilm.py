@@ -20,6 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from .base import as_texts
+from ..checks import positive_int
 
 __all__ = ["LocalMiniLMEmbedder", "TruncationWarning"]
 
@@ -80,8 +81,7 @@ class LocalMiniLMEmbedder:
         model_path: str | os.PathLike[str] | None = None,
         tokenizer_path: str | os.PathLike[str] | None = None,
     ) -> None:
-        if batch_size <= 0:
-            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        positive_int("batch_size", batch_size)
         self.batch_size = batch_size
         self.threads = threads
         self._model_path = Path(model_path) if model_path else None

@@ -26,6 +26,7 @@ import numpy as np
 
 from contextual_retrieval_core._sdk import LazyClients
 from contextual_retrieval_core.embeddings.base import as_texts
+from ..checks import positive_int
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import voyageai
@@ -109,8 +110,8 @@ def plan_batches(costs: Sequence[int], max_items: int, max_tokens: int) -> list[
         >>> plan_batches([5, 5, 5, 20, 1], max_items=2, max_tokens=12)
         [slice(0, 2, None), slice(2, 3, None), slice(3, 4, None), slice(4, 5, None)]
     """
-    if max_items <= 0 or max_tokens <= 0:
-        raise ValueError("max_items and max_tokens must be positive")
+    positive_int("max_items", max_items)
+    positive_int("max_tokens", max_tokens)
     batches: list[slice] = []
     start, used = 0, 0
     for i, cost in enumerate(costs):
@@ -186,16 +187,14 @@ class VoyageEmbedder(VoyageClients):
         timeout: float | None = None,
         base_url: str | None = None,
     ) -> None:
-        if not 0 < max_texts_per_request <= MAX_TEXTS_PER_REQUEST:
+        if positive_int("max_texts_per_request", max_texts_per_request) > MAX_TEXTS_PER_REQUEST:
             raise ValueError(
                 f"max_texts_per_request must be in 1..{MAX_TEXTS_PER_REQUEST}, got {max_texts_per_request}"
             )
-        if max_concurrency <= 0:
-            raise ValueError(f"max_concurrency must be positive, got {max_concurrency}")
+        positive_int("max_concurrency", max_concurrency)
         spec = VOYAGE_EMBEDDING_MODELS.get(model)
         cap = spec.max_tokens_per_request if spec else FALLBACK_TOKENS_PER_REQUEST
-        if max_tokens_per_request is not None and max_tokens_per_request <= 0:
-            raise ValueError(f"max_tokens_per_request must be positive, got {max_tokens_per_request}")
+        positive_int("max_tokens_per_request", max_tokens_per_request, allow_none=True)
         self.model_name = model
         self.output_dimension = output_dimension
         self.dimension: int | None = output_dimension or (spec.dimension if spec else None)

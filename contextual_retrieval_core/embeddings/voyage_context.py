@@ -31,6 +31,7 @@ import numpy as np
 from contextual_retrieval_core._compat import voyage_contextualized_acreate, voyage_contextualized_create
 from contextual_retrieval_core.embeddings.base import as_texts
 from contextual_retrieval_core.embeddings.voyage import VoyageClients, estimate_tokens, plan_batches
+from ..checks import positive_int
 
 __all__ = [
     "VoyageContextualizedEmbedder",
@@ -115,14 +116,13 @@ class VoyageContextualizedEmbedder(VoyageClients):
             ("max_tokens_per_request", max_tokens_per_request, MAX_TOKENS_PER_REQUEST),
             ("max_tokens_per_input", max_tokens_per_input, MAX_TOKENS_PER_INPUT),
         ):
-            if not isinstance(value, int) or not 0 < value <= cap:
+            if positive_int(name, value) > cap:
                 raise ValueError(f"{name} must be in 1..{cap} (the Voyage API's limit), got {value!r}")
         if output_dtype not in OUTPUT_DTYPES:
             raise ValueError(f"output_dtype must be one of {OUTPUT_DTYPES}, got {output_dtype!r}")
         if output_dimension is not None and output_dimension not in (256, 512, 1024, 2048):
             raise ValueError(f"output_dimension must be 256, 512, 1024 or 2048, got {output_dimension!r}")
-        if max_concurrency <= 0:
-            raise ValueError(f"max_concurrency must be positive, got {max_concurrency}")
+        positive_int("max_concurrency", max_concurrency)
         self.model_name = model
         self.output_dimension = output_dimension
         self.output_dtype = output_dtype

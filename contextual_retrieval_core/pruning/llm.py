@@ -32,6 +32,7 @@ from .._sdk import import_sdk
 from ..types import Chunk, ContextualChunk
 from ..usage import estimate_tokens, model_info
 from .pruner import Piece, PrunedChunk, PruningReport, PruningResult, TokenCounter, regex_token_counter, _as_contextual, _line
+from ..checks import positive_int
 
 __all__ = ["LLMContextCompressor", "EXTRACTION_INSTRUCTIONS", "CHUNK_SEPARATOR"]
 
@@ -84,8 +85,7 @@ class LLMContextCompressor:
             raise TypeError(f"llm must be a callable prompt -> text, got {type(llm).__name__}")
         if "{question}" not in instructions:
             raise ValueError("instructions need a {question} slot")
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0:
-            raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+        positive_int("max_tokens", max_tokens)
         self.llm, self.model, self.max_tokens, self.instructions = llm, model, max_tokens, instructions
         self.token_counter = token_counter or regex_token_counter
         self._client, self._async_client = client, async_client

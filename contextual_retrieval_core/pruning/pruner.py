@@ -41,6 +41,7 @@ from ..tokenizer import Tokenizer
 from ..types import Chunk, ContextualChunk, format_for_llm
 from .select import bm25_scores, mmr_select, relevance, scale
 from .units import TextKind, Unit, kind_for_path, split_units
+from ..checks import positive_int
 
 __all__ = ["PRUNED_SPANS_KEY", "ContextPruner", "PruningResult", "PrunedChunk", "Piece", "PruningReport", "TokenCounter", "ELISION", "regex_token_counter"]
 
@@ -223,16 +224,14 @@ class ContextPruner:
     ) -> None:
         if embedder is None or not hasattr(embedder, "embed_documents"):
             raise TypeError("embedder must be an Embedder (e.g. LocalMiniLMEmbedder()); got " + type(embedder).__name__)
-        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0):
-            raise ValueError(f"budget must be a positive number of tokens or None (for budget_share), got {budget!r}")
+        positive_int("budget", budget, allow_none=True, what="a positive number of tokens")
         if not 0 < budget_share <= 1:
             raise ValueError(f"budget_share must be in (0, 1], got {budget_share!r}")
         for name, value in (("alpha", alpha), ("dense_weight", dense_weight), ("keep_share", keep_share),
                             ("chunk_weight", chunk_weight), ("lam", lam)):
             if not 0 <= value <= 1:
                 raise ValueError(f"{name} must be in [0, 1], got {value!r}")
-        if top_n is not None and (isinstance(top_n, bool) or top_n <= 0):
-            raise ValueError(f"top_n must be a positive integer or None, got {top_n!r}")
+        positive_int("top_n", top_n, allow_none=True)
         if min_tokens < 0:
             raise ValueError(f"min_tokens must be >= 0, got {min_tokens!r}")
         self.embedder = embedder

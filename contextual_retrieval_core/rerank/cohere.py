@@ -12,6 +12,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any, Sequence
 
 from contextual_retrieval_core._sdk import LazyClients
+from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.rerank.base import RerankResult, best_first, candidate_texts, check_top_n
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -64,8 +65,7 @@ class CohereReranker(LazyClients):
         timeout: float | None = None,
         base_url: str | None = None,
     ) -> None:
-        if max_tokens_per_doc is not None and max_tokens_per_doc <= 0:
-            raise ValueError(f"max_tokens_per_doc must be positive, got {max_tokens_per_doc}")
+        positive_int("max_tokens_per_doc", max_tokens_per_doc, allow_none=True)
         self.model_name = model
         self.max_tokens_per_doc = max_tokens_per_doc
         self._init_clients(client, async_client, max_retries, timeout, base_url)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from contextual_retrieval_core.embeddings.voyage import VoyageClients, estimate_tokens, plan_batches
 from contextual_retrieval_core.rerank.base import RerankResult, best_first, candidate_texts, check_top_n
+from contextual_retrieval_core.checks import positive_int
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import voyageai
@@ -78,8 +79,7 @@ class VoyageReranker(VoyageClients):
         timeout: float | None = None,
         base_url: str | None = None,
     ) -> None:
-        if max_tokens_per_request is not None and max_tokens_per_request <= 0:
-            raise ValueError(f"max_tokens_per_request must be positive, got {max_tokens_per_request}")
+        positive_int("max_tokens_per_request", max_tokens_per_request, allow_none=True)
         self.model_name = model
         self.truncation = truncation
         self.max_tokens_per_request = max_tokens_per_request or VOYAGE_RERANK_TOKEN_CAPS.get(
