@@ -79,9 +79,7 @@ class ContextualIndex:
         weights: (dense, BM25) fusion weights at query time.
         chroma_url: keep the vectors on a Chroma server (``http://host:port``) instead of the
             embedded ``chroma/`` folder; remembered in the folder (`chroma_server`).
-        windows: a `WindowConfig` (True: the default one): long chunks as overlapping windows,
-            extra Chroma rows pointing at their chunk (`window_rows`); False: one vector per chunk;
-            None: as the manifest records (off for a new index). Another setting re-embeds all.
+        windows: a `WindowConfig` (True: default), False, or None: as recorded (`window_rows`).
 
     Example:
         >>> from contextual_retrieval_core.embeddings import LocalMiniLMEmbedder
@@ -336,16 +334,14 @@ class ContextualIndex:
             cached = self._embedder()
             hits0, misses0 = cached.hits, cached.misses
             texts = {c.id: c.indexed_text for c in result.chunks}
-            # grouped by file for contextualized embedders; long chunks as window rows (`window_rows`)
             rows, vectors = embed_rows(cached, result.chunks, windows, batch_size=batch_size, show_progress=show_progress)
             report.embedded = cached.misses - misses0
             report.embedding_cache_hits = cached.hits - hits0
             metadatas = {c.id: {"path": c.document_id, "context": c.context, "text": c.text, "chunk_index": c.chunk.index,
                                 "start_line": spans[c.id][0], "end_line": spans[c.id][1]} for c in result.chunks}
-            ids, documents, metas = store_payload(rows, texts, metadatas)
-            fresh = ids
+            fresh, documents, metas = store_payload(rows, texts, metadatas)
             # new rows go in beside the old ones: the old manifest still finds all of its chunks
-            self._vectors(create=True).add(ids, vectors, documents=documents, metadatas=metas)
+            self._vectors(create=True).add(fresh, vectors, documents=documents, metadatas=metas)
             report.chunks_added = len(chunks)
         self._commit(manifest, report, texts, fresh)
         report.elapsed_s = time.perf_counter() - started
@@ -435,7 +431,6 @@ class ContextualIndex:
                                     f"{self._fix()}")
         vector = np.asarray(self.embedder.embed_queries([query]), dtype=np.float32)
         depth = fusion.depth
-        # window rows collapse to their chunk; rows the manifest does not list are not results
         hits = vectors.search(vector[0], min(depth + rows_in_chroma - total, rows_in_chroma))
         dense = collapse_rows(hits, depth, set(manifest.chunk_ids()))
         fused = fusion.fuse([("dense", dense), ("bm25", self._bm25.search(query, depth))])
