@@ -131,9 +131,11 @@ def test_sigkill_at_a_random_point_repays_at_most_the_requests_in_flight(tmp_pat
     store_path = tmp_path / "killed.sqlite3"
     seed = int.from_bytes(os.urandom(4), "big")
     rng = random.Random(seed)
-    threshold, extra_s = rng.randint(1, len(chunks) - 8), rng.uniform(0.0, 0.15)
+    # at least 12 chunks left after the threshold: three rounds of 4 requests at 0.3 s each, well past
+    # the extra wait, so the kill lands mid-run even on a loaded machine
+    threshold, extra_s = rng.randint(1, len(chunks) - 12), rng.uniform(0.0, 0.15)
     concurrency = 4
-    with FakeAnthropicServer(latency_s=0.05) as srv:
+    with FakeAnthropicServer(latency_s=0.3) as srv:
         script = textwrap.dedent(f"""
             import json, sys, anthropic
             sys.path[:0] = [{str(REPO)!r}]
