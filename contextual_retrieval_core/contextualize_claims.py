@@ -18,6 +18,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from .store import ContextStore
+from .store_claims import Claimed
 from .store_errors import ContextStoreError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -53,10 +54,11 @@ class WorkClaims:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def claim(self, keys: list[str]) -> set[str]:
-        """The keys of `keys` this run now holds (all of them when claims are off)."""
+    def claim(self, keys: list[str]) -> Claimed:
+        """The keys of `keys` this run now holds (all of them when claims are off), and those of
+        them taken over from another worker's expired lease."""
         if not self.enabled:
-            return set(keys)
+            return Claimed(set(keys), set())
         return self.store.claim(keys, self.owner, self.lease_s)
 
     def release_dead_local_owners(self) -> int:
@@ -97,10 +99,12 @@ class WorkClaims:
             except (ContextStoreError, ValueError) as exc:  # they expire with their lease
                 log.warning("could not release work claims (they expire in %g s): %s", self.lease_s, exc)
 
-    def partition(self, chunks: list[Chunk], keys: dict[str, str]) -> tuple[list[Chunk], list[Chunk]]:
-        """Claim `chunks` (by their store keys): (those this run holds, those left to other workers)."""
-        held = self.claim([keys[c.id] for c in chunks])
-        return [c for c in chunks if keys[c.id] in held], [c for c in chunks if keys[c.id] not in held]
+    def partition(self, chunks: list[Chunk], keys: dict[str, str]) -> tuple[list[Chunk], list[Chunk], int]:
+        """Claim `chunks` (by their store keys): (those this run holds, those left to other
+        workers, how many of the held ones were taken over from an expired lease)."""
+        held, taken = self.claim([keys[c.id] for c in chunks])
+        mine = [c for c in chunks if keys[c.id] in held]
+        return mine, [c for c in chunks if keys[c.id] not in held], sum(1 for c in mine if keys[c.id] in taken)
 
 
 def _alive(pid: int) -> bool:

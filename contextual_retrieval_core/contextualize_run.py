@@ -254,13 +254,13 @@ class Run:
 
     def take_claims(self, state: DocState) -> None:
         """Claim the document's chunks to generate; those another worker holds are left to it."""
-        held, others = self.claims.partition(state.todo, self.keys)
+        held, others, taken = self.claims.partition(state.todo, self.keys)
         with self.lock:
             state.todo = held
             for chunk in others:
                 self.left[chunk.id] = (state, chunk)
-            if self.taking_over:
-                self.report.taken_over += len(held)
+            # taken over: from an expired lease, or (waiting on others) one released unfinished
+            self.report.taken_over += len(held) if self.taking_over else taken
 
     async def _start(self, item: WorkItem, push: Any) -> None:
         """A document's turn: claim its chunks, then situate them as its kind of document goes."""

@@ -14,9 +14,17 @@ timeout); store_postgres.py has the same methods on a server, with the server's 
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
-__all__ = ["ClaimLedger", "CLAIMS_TABLE"]
+__all__ = ["ClaimLedger", "Claimed", "CLAIMS_TABLE"]
+
+
+class Claimed(NamedTuple):
+    """What a `claim` call got: the keys the owner now holds, and those of them whose claim it
+    took over from another owner whose lease had expired."""
+
+    held: set[str]
+    taken_over: set[str]
 
 #: The claims table (the same columns on PostgreSQL): expires_at in seconds since the epoch.
 CLAIMS_TABLE = """
@@ -34,15 +42,16 @@ class ClaimLedger:
     _lock: Any
     _db: Any
 
-    def claim(self, keys: Iterable[str], owner: str, lease_s: float) -> set[str]:
+    def claim(self, keys: Iterable[str], owner: str, lease_s: float) -> Claimed:
         """Claim those of `keys` that have no stored context and no live claim by another owner
         (expired claims are taken over; the owner's own claims are renewed). Returns the keys
-        `owner` now holds, each for `lease_s` seconds."""
+        `owner` now holds, each for `lease_s` seconds, and those it took over."""
         wanted = sorted(set(keys))
         if not wanted:
-            return set()
+            return Claimed(set(), set())
         self._refuse_if_read_only()  # type: ignore[attr-defined]
         held: set[str] = set()
+        taken: set[str] = set()
         with self._lock, self._errors("claiming contexts to generate"):  # type: ignore[attr-defined]
             db = self._db
             db.execute("BEGIN IMMEDIATE")
@@ -53,6 +62,9 @@ class ClaimLedger:
                     marks = ",".join("?" * len(part))
                     stored = {k for (k,) in db.execute(
                         f"SELECT key FROM contexts WHERE key IN ({marks}) AND trim(context) <> ''", part)}
+                    taken.update(k for (k,) in db.execute(
+                        f"SELECT key FROM claims WHERE key IN ({marks}) AND owner <> ? AND expires_at < ?",
+                        [*part, owner, now]) if k not in stored)
                     db.executemany(
                         "INSERT INTO claims (key, owner, expires_at) VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE "
                         "SET owner = excluded.owner, expires_at = excluded.expires_at "
@@ -65,7 +77,7 @@ class ClaimLedger:
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
-        return held
+        return Claimed(held, taken & held)
 
     def renew_claims(self, owner: str, lease_s: float) -> int:
         """Extend every claim `owner` holds to `lease_s` seconds from now; returns how many."""

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Iterator
 from urllib.parse import urlsplit, urlunsplit
 
 from .store import SCHEMA_VERSION, ContextStore, _now
-from .store_claims import CLAIMS_TABLE
+from .store_claims import CLAIMS_TABLE, Claimed
 from .store_errors import ContextStoreError
 
 __all__ = ["PostgresContextStore", "redact_url"]
@@ -205,17 +205,20 @@ class PostgresContextStore(ContextStore):
 
     # -- claims (store_claims.py says what they mean) --------------------------------------------
 
-    def claim(self, keys: Iterable[str], owner: str, lease_s: float) -> set[str]:
+    def claim(self, keys: Iterable[str], owner: str, lease_s: float) -> Claimed:
         wanted = sorted(set(keys))
         if not wanted:
-            return set()
+            return Claimed(set(), set())
         self._refuse_if_read_only()
         args = {"keys": wanted, "owner": owner, "lease": float(lease_s)}
         with self._lock, self._errors("claiming contexts to generate"), self._db.transaction():
+            expired = {k for (k,) in self._db.execute(
+                f"SELECT key FROM claims WHERE key = ANY(%(keys)s) AND owner <> %(owner)s AND expires_at < {_SERVER_NOW}",
+                args).fetchall()}
             held = {k for (k,) in self._db.execute(_CLAIM, args).fetchall()}
             if held:
                 held -= {k for (k,) in self._db.execute(_UNCLAIM_STORED, {**args, "keys": sorted(held)}).fetchall()}
-        return held
+        return Claimed(held, expired & held)
 
     def renew_claims(self, owner: str, lease_s: float) -> int:
         self._refuse_if_read_only()

@@ -133,3 +133,35 @@ def test_killed_worker_claims_are_taken_over_after_its_lease(tmp_path) -> None:
             assert store.claims() == {}
         requests = server.stats()["requests"]
         assert len(chunks) <= requests <= len(chunks) + in_flight
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def two_connections(request, tmp_path):
+    """Two store objects on one store, as two workers hold them."""
+    if request.param == "sqlite":
+        where = str(tmp_path / "claims.sqlite3")
+    else:
+        psycopg = pytest.importorskip("psycopg")
+        server = request.getfixturevalue("postgres_server")
+        name = f"c_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(server, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        where = server.rsplit("/", 1)[0] + "/" + name
+    with ContextStore(where) as a, ContextStore(where) as b:
+        yield a, b
+
+
+def test_claims_are_exclusive_end_with_the_context_and_lapse_with_the_lease(two_connections) -> None:
+    a, b = two_connections
+    assert a.claim(["k1", "k2", "k3"], "A", 1.0) == ({"k1", "k2", "k3"}, set())
+    assert b.claim(["k2", "k3", "k4"], "B", 30.0) == ({"k4"}, set())  # A's are live: only k4
+    assert a.claim(["k1"], "A", 1.0).held == {"k1"}  # an owner's own claim is renewed
+    a.put("k1", "ctx", generator="g", model="m")  # a stored context ends its claim ...
+    assert "k1" not in a.claims() and b.claim(["k1"], "B", 30.0).held == set()  # ... and is never claimed again
+    assert b.renew_claims("B", 30.0) == 1 and a.renew_claims("nobody", 30.0) == 0
+    owners = {key: owner for key, (owner, left) in b.claims().items()}
+    assert owners == {"k2": "A", "k3": "A", "k4": "B"}
+    time.sleep(1.2)  # A stopped renewing: its lease lapses and B takes its keys over
+    assert b.claim(["k2", "k3"], "B", 30.0) == ({"k2", "k3"}, {"k2", "k3"})
+    assert a.claim(["k2"], "A", 1.0).held == set()
+    assert b.release_claims("B") == 3 and a.claims() == {}
