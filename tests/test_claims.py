@@ -165,3 +165,18 @@ def test_claims_are_exclusive_end_with_the_context_and_lapse_with_the_lease(two_
     assert b.claim(["k2", "k3"], "B", 30.0) == ({"k2", "k3"}, {"k2", "k3"})
     assert a.claim(["k2"], "A", 1.0).held == set()
     assert b.release_claims("B") == 3 and a.claims() == {}
+
+
+def test_committed_workers_benchmark_meets_issue_15() -> None:
+    """benchmarks/workers.json (committed output of benchmarks/workers.py): each chunk paid once in
+    every run, 4 workers <= 0.35x one worker's wall time, and RESULTS.md quotes the same figures."""
+    root = TESTS.parent
+    data = json.loads((root / "benchmarks" / "workers.json").read_text())
+    results = (root / "benchmarks" / "RESULTS.md").read_text()
+    assert {r["store"] for r in data["runs"]} >= {"sqlite"}
+    for run in data["runs"]:
+        assert run["requests"] == run["chunks"] == run["chunks_with_context"]
+        assert f"{run['wall_s']:.2f}" in results
+    for store in {r["store"] for r in data["runs"]}:
+        wall = {r["workers"]: r["wall_s"] for r in data["runs"] if r["store"] == store}
+        assert wall[4] <= 0.35 * wall[1]
