@@ -3,16 +3,16 @@
 langchain-anthropic's `ChatAnthropic` keeps its SDK clients private (``_client``); the core
 `AnthropicContextGenerator` needs clients with the same key, base URL, retries, timeout, headers
 and proxy, so they are built here from the model's public fields (tested against the fake
-Messages API in tests/test_compat.py, which pins the supported versions). Nothing in this package
-reads another package's private members (the one exception, a store's relevance function, is
-the ensemble's; see contextual_retrieval_langchain/ensemble.py).
+Messages API in tests/test_compat.py, which pins the supported versions). The one private member
+read in this package is a retriever's tracing parameters (`retriever_ls_params`), for the
+ensemble's own child run; nothing else reads another package's private members.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["chat_anthropic_clients"]
+__all__ = ["chat_anthropic_clients", "retriever_ls_params"]
 
 
 def chat_anthropic_clients(llm: Any) -> tuple[Any, Any]:
@@ -35,3 +35,10 @@ def chat_anthropic_clients(llm: Any) -> tuple[Any, Any]:
         anthropic.Anthropic(**params, http_client=anthropic.DefaultHttpxClient(proxy=llm.anthropic_proxy)),
         anthropic.AsyncAnthropic(**params, http_client=anthropic.DefaultAsyncHttpxClient(proxy=llm.anthropic_proxy)),
     )
+
+
+def retriever_ls_params(retriever: Any, **kwargs: Any) -> dict[str, Any]:
+    """The tracing metadata (``ls_retriever_name``, ``ls_vector_store_provider``, ...) that
+    `BaseRetriever.invoke` adds to a retriever's run, for the one run the ensemble starts itself
+    (a vector store searched with scores). langchain-core computes it in a private method."""
+    return dict(retriever._get_ls_params(**kwargs))

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
+from numbers import Real
 from pathlib import Path
-from typing import Any, Iterable, Optional, Union
+from typing import Any, Callable, Iterable, Mapping, Optional, Union
+
+import numpy as np
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document as LCDocument
 from langchain_core.retrievers import BaseRetriever
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from contextual_retrieval_core.bm25 import BM25Index, load_with_records, save_with_records
 from contextual_retrieval_core.checks import not_a_string, positive_int
@@ -17,10 +21,95 @@ from contextual_retrieval_core.ensemble import DEFAULT_TOP_K
 
 from ._documents import CHUNK_ID_KEY, chunk_id_of
 
-__all__ = ["ContextualBM25Retriever", "BM25_SCORE_KEY"]
+__all__ = ["ContextualBM25Retriever", "BM25_SCORE_KEY", "MetadataFilter", "metadata_predicate"]
 
 #: metadata key of the BM25 score on returned Documents
 BM25_SCORE_KEY = "bm25_score"
+
+#: a metadata filter as LangChain vector stores take it in their ``filter`` search kwarg: a
+#: Chroma-style where dict (``{"team": "web"}``, ``{"year": {"$gte": 2023}}``, ``{"$and": [...]}``)
+#: or a predicate on the Document (as `InMemoryVectorStore` takes it)
+MetadataFilter = Union[Mapping[str, Any], Callable[[LCDocument], bool]]
+
+_COMPARE = {"$gt": lambda a, b: a > b, "$gte": lambda a, b: a >= b, "$lt": lambda a, b: a < b, "$lte": lambda a, b: a <= b}
+_MISSING = object()
+
+
+def metadata_predicate(where: MetadataFilter) -> Callable[[LCDocument], bool]:
+    """`where` as a predicate on Documents: a callable is returned as it is; a where dict is read
+    as Chroma reads it (``$eq $ne $gt $gte $lt $lte $in $nin $and $or``; several keys in one dict
+    are all required; ``$ne`` / ``$nin`` also match Documents without the key; ``True`` never
+    equals ``1``). An unknown operator or a comparison with a non-number is a ValueError.
+
+    Example:
+        >>> keep = metadata_predicate({"$and": [{"team": "web"}, {"year": {"$gte": 2023}}]})
+        >>> keep(LCDocument("a", metadata={"team": "web", "year": 2024})), keep(LCDocument("b", metadata={"team": "web"}))
+        (True, False)
+    """
+    if callable(where):
+        return where  # type: ignore[return-value]
+    if not isinstance(where, Mapping):
+        raise TypeError(f"filter must be a where dict (e.g. {{'team': 'web'}}) or a callable Document -> bool, got {type(where).__name__}")
+    _check_where(where)
+    return lambda doc: _matches(where, doc.metadata)
+
+
+def _check_where(where: Mapping[str, Any]) -> None:
+    if not where:
+        raise ValueError("filter is an empty dict: pass e.g. {'team': 'web'}, or filter=None for no filter")
+    for key, cond in where.items():
+        if key in ("$and", "$or"):
+            if not isinstance(cond, list) or not cond:
+                raise ValueError(f"filter: {key} takes a non-empty list of where dicts, got {cond!r}")
+            for sub in cond:
+                if not isinstance(sub, Mapping):
+                    raise ValueError(f"filter: {key} takes a list of where dicts, got an item {sub!r}")
+                _check_where(sub)
+        elif key.startswith("$"):
+            raise ValueError(f"filter: unknown logical operator {key!r}; use $and or $or")
+        elif isinstance(cond, Mapping):
+            for op, value in cond.items():
+                if op in _COMPARE and not _number(value):
+                    raise ValueError(f"filter: {op} on {key!r} compares numbers, got {value!r}")
+                if op in ("$in", "$nin") and not isinstance(value, list):
+                    raise ValueError(f"filter: {op} on {key!r} takes a list, got {value!r}")
+                if op not in _COMPARE and op not in ("$eq", "$ne", "$in", "$nin"):
+                    raise ValueError(f"filter: unknown operator {op!r} on {key!r}; use $eq $ne $gt $gte $lt $lte $in $nin")
+
+
+def _matches(where: Mapping[str, Any], metadata: Mapping[str, Any]) -> bool:
+    for key, cond in where.items():
+        if key == "$and":
+            ok = all(_matches(sub, metadata) for sub in cond)
+        elif key == "$or":
+            ok = any(_matches(sub, metadata) for sub in cond)
+        else:
+            value = metadata.get(key, _MISSING)
+            ops = cond.items() if isinstance(cond, Mapping) else [("$eq", cond)]
+            ok = all(_holds(op, value, operand) for op, operand in ops)
+        if not ok:
+            return False
+    return True
+
+
+def _holds(op: str, value: Any, operand: Any) -> bool:
+    if op == "$eq":
+        return _equal(value, operand)
+    if op == "$ne":
+        return not _equal(value, operand)
+    if op == "$in":
+        return any(_equal(value, o) for o in operand)
+    if op == "$nin":
+        return not any(_equal(value, o) for o in operand)
+    return _number(value) and _COMPARE[op](value, operand)
+
+
+def _equal(value: Any, operand: Any) -> bool:
+    return value is not _MISSING and isinstance(value, bool) == isinstance(operand, bool) and value == operand
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool)
 
 
 class ContextualBM25Retriever(BaseRetriever):
@@ -34,6 +123,11 @@ class ContextualBM25Retriever(BaseRetriever):
         index: a core `BM25Index` over the documents' ids.
         documents: the indexed Documents by id.
         k: how many Documents to return; ``invoke(query, k=...)`` overrides it per call.
+        filter: only Documents whose metadata match: a Chroma-style where dict or a predicate on
+            the Document (see `metadata_predicate`), the same value a vector store takes as its
+            ``filter`` search kwarg; ``invoke(query, filter=...)`` overrides it per call. The
+            search runs under the filter (the top `k` of the matching Documents), never a top-k
+            cut filtered afterwards.
 
     Example:
         >>> from langchain_core.documents import Document
@@ -48,14 +142,25 @@ class ContextualBM25Retriever(BaseRetriever):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    index: BM25Index
-    documents: dict[str, LCDocument] = Field(repr=False)
-    k: int = DEFAULT_TOP_K
+    index: BM25Index = Field(description="the core BM25Index over the documents' ids")
+    documents: dict[str, LCDocument] = Field(repr=False, description="the indexed Documents by id")
+    k: int = Field(default=DEFAULT_TOP_K, description="Documents returned per query")
+    filter: Optional[MetadataFilter] = Field(default=None, description="metadata filter applied to every query")
+
+    #: (the where dict as JSON, its mask over `index.ids`): the last dict filter's mask
+    _mask: Optional[tuple[str, np.ndarray]] = PrivateAttr(default=None)
 
     @field_validator("k", mode="before")
     @classmethod
     def _positive_k(cls, k: Any) -> int:
         return positive_int("k", k)
+
+    @field_validator("filter", mode="before")
+    @classmethod
+    def _known_filter(cls, where: Any) -> Any:
+        if where is not None:
+            metadata_predicate(where)  # a bad where dict fails here, naming the operator
+        return where
 
     @classmethod
     def from_documents(
@@ -81,19 +186,35 @@ class ContextualBM25Retriever(BaseRetriever):
         return cls(index=index, documents=by_id, k=k, **kwargs)
 
     def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: Optional[int] = None
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: Optional[int] = None,
+        filter: Optional[MetadataFilter] = None,
     ) -> list[LCDocument]:
-        return self._search(query, k)
+        return self._search(query, k, filter)
 
     async def _aget_relevant_documents(
-        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, k: Optional[int] = None
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, k: Optional[int] = None,
+        filter: Optional[MetadataFilter] = None,
     ) -> list[LCDocument]:
-        return self._search(query, k)  # in-process and vectorised: no I/O to await
+        return self._search(query, k, filter)  # in-process and vectorised: no I/O to await
 
-    def _search(self, query: str, k: Optional[int]) -> list[LCDocument]:
+    def _allowed(self, where: Optional[MetadataFilter]) -> Optional[np.ndarray]:
+        """`where` as a mask over the indexed Documents (a dict filter's mask is kept for the next
+        query with the same dict)."""
+        if where is None:
+            return None
+        key = json.dumps(where, sort_keys=True, default=repr) if isinstance(where, Mapping) else None
+        if key is not None and self._mask is not None and self._mask[0] == key:
+            return self._mask[1]
+        keep = metadata_predicate(where)
+        mask = np.fromiter((bool(keep(self.documents[i])) for i in self.index.ids), dtype=bool, count=len(self.index.ids))
+        if key is not None:
+            self._mask = (key, mask)
+        return mask
+
+    def _search(self, query: str, k: Optional[int], where: Optional[MetadataFilter] = None) -> list[LCDocument]:
         k = self.k if k is None else positive_int("k", k)
         out = []
-        for cid, score in self.index.search(query, k):
+        for cid, score in self.index.search(query, k, allowed=self._allowed(self.filter if where is None else where)):
             doc = self.documents[cid]
             out.append(doc.model_copy(update={"metadata": {**doc.metadata, BM25_SCORE_KEY: score}, "id": cid}))
         return out
@@ -101,16 +222,23 @@ class ContextualBM25Retriever(BaseRetriever):
     # -- persistence ------------------------------------------------------------------------------
 
     def save(self, path: Union[str, os.PathLike]) -> Path:
-        """Write the index, its documents and `k` to directory `path` (JSON and .npy; no pickle)."""
+        """Write the index, its documents, `k` and a where-dict `filter` to directory `path` (JSON and
+        .npy; no pickle). A callable filter cannot be written: ValueError."""
+        if self.filter is not None and not isinstance(self.filter, Mapping):
+            raise ValueError(
+                "filter is a callable, which cannot be saved as JSON: save with a where dict as filter (e.g. "
+                "{'team': 'web'}), or with filter=None and pass filter= again to ContextualBM25Retriever.load"
+            )
         records = (
             {"id": cid, "page_content": self.documents[cid].page_content, "metadata": self.documents[cid].metadata}
             for cid in self.index.ids
         )
-        return save_with_records(path, self.index, records, {"k": self.k})
+        settings = {"k": self.k, **({"filter": dict(self.filter)} if self.filter is not None else {})}
+        return save_with_records(path, self.index, records, settings)
 
     @classmethod
     def load(cls, path: Union[str, os.PathLike], **kwargs: Any) -> "ContextualBM25Retriever":
-        """Load a retriever written by `save`, with its saved `k` (keyword arguments override it)."""
+        """Load a retriever written by `save`, with its saved `k` and `filter` (keyword arguments override them)."""
         index, records, settings = load_with_records(path)
         documents = {r["id"]: LCDocument(page_content=r["page_content"], metadata=r["metadata"], id=r["id"]) for r in records}
         missing = [i for i in index.ids if i not in documents]

@@ -11,16 +11,24 @@ from __future__ import annotations
 
 import asyncio
 import warnings
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional, Sequence, Union
 
-from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
+from langchain_core.callbacks import (
+    AsyncCallbackManager,
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManager,
+    CallbackManagerForRetrieverRun,
+)
 from langchain_core.documents import Document as LCDocument
 from langchain_core.embeddings import Embeddings
-from langchain_core.retrievers import BaseRetriever
+from langchain_core.retrievers import BaseRetriever, RetrieverLike
 from langchain_core.runnables import RunnableConfig
-from langchain_core.runnables.config import patch_config
+from langchain_core.runnables.config import ensure_config, patch_config
+from langchain_core.runnables.configurable import RunnableConfigurableFields
+from langchain_core.runnables.utils import ConfigurableFieldSpec, get_unique_config_specs
 from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
-from pydantic import ConfigDict, PrivateAttr, model_validator
+from pydantic import ConfigDict, Field, model_validator
+from typing_extensions import override
 
 from contextual_retrieval_core.checks import is_blank, positive_int, renamed_keyword
 from contextual_retrieval_core.ensemble import (
@@ -35,11 +43,12 @@ from contextual_retrieval_core.ensemble import (
 )
 from contextual_retrieval_core.fusion import DEFAULT_DEPTH, DEFAULT_RRF_K, FusionMode
 from contextual_retrieval_core.fusion_config import FusionConfig
-from contextual_retrieval_core.rerank.base import OnRerankError
+from contextual_retrieval_core.rerank.base import OnRerankError, Reranker
 
+from ._compat import retriever_ls_params
 from ._documents import CHUNK_ID_KEY, chunk_id_of
-from .bm25 import BM25_SCORE_KEY, ContextualBM25Retriever
-from .rerank import RELEVANCE_SCORE_KEY
+from .bm25 import BM25_SCORE_KEY, ContextualBM25Retriever, MetadataFilter, metadata_predicate
+from .rerank import RELEVANCE_SCORE_KEY, RerankCompressor
 
 __all__ = [
     "ContextualEnsembleRetriever",
@@ -59,6 +68,11 @@ _FUSION_FIELDS = {"weights": "weights", "mode": "mode", "rrf_k": "rrf_k", "depth
 SOURCE_SCORES_KEY = "source_scores"
 #: metadata keys a source's own score may come in, first found wins
 _SCORE_KEYS = (BM25_SCORE_KEY, RELEVANCE_SCORE_KEY, "similarity_score", SCORE_KEY)
+#: warnings a scored vector-store search may raise that say nothing to our caller
+_QUIET = (
+    ("Relevance scores must be between", UserWarning),  # a store's relevance outside [0, 1]: fusion normalises it
+    ("legacy embedding function config", DeprecationWarning),  # chromadb, on every read
+)
 
 _Scored = list[tuple[str, Optional[float], LCDocument]]
 
@@ -74,14 +88,23 @@ class ContextualEnsembleRetriever(BaseRetriever):
     reranker was skipped with ``on_rerank_error="fused"``). A blank query returns no Documents.
     Async runs the retrievers concurrently.
 
+    The caller's config reaches every source as LangChain's `EnsembleRetriever` passes it: the
+    same tags, metadata, configurable values and limits, with the callbacks of a child run
+    tagged ``retriever_1``, ``retriever_2``, ...; `config_specs` lists the sources' configurable
+    fields.
+
     The fusion settings are the core's `FusionConfig`, validated there once: pass one as
     `config`, or the fields themselves; a field given explicitly overrides `config`'s setting, and
     after construction every field holds the setting in force.
 
-    A `VectorStoreRetriever` (search_type "similarity") is queried through its vector store's
-    ``similarity_search_with_score`` so its scores are kept (in a child run of its own, so
-    callbacks and tracing still see it); other `BaseRetriever`s get ``k=depth``
-    at invoke time (set ``candidates_kwarg=None`` for retrievers that take no such argument).
+    A `VectorStoreRetriever` (search_type "similarity") is searched through its vector store's
+    public ``similarity_search_with_relevance_scores`` so its scores are kept (in a child run of
+    its own, so callbacks and tracing still see it); a store without a relevance function (such
+    as `InMemoryVectorStore`) is searched with ``similarity_search_with_score``, its scores read
+    as similarities or distances by the order the store returned them in. Other
+    `BaseRetriever`s get ``k=depth`` at invoke time (set ``candidates_kwarg=None`` for
+    retrievers that take no such argument), except where the caller's config sets that value
+    (a source made with ``configurable_fields(k=ConfigurableField(...))``).
 
     Args:
         retrievers: the sources: `BaseRetriever`s or runnables ``str -> list[Document]``.
@@ -101,6 +124,12 @@ class ContextualEnsembleRetriever(BaseRetriever):
             order with ``rerank_error`` (the error's type and message) in each Document's metadata.
         id_key: metadata key of the chunk id for Documents without `Document.id`.
         candidates_kwarg: the invoke keyword that sets a `BaseRetriever`'s result count.
+        filter: a metadata filter applied to every source: a vector-store retriever gets it as
+            its store's ``filter`` search kwarg (so pass what the store takes: a where dict for
+            Chroma, a predicate on the Document for `InMemoryVectorStore`), a
+            `ContextualBM25Retriever` searches under the same filter, and any other source's
+            Documents are filtered by it afterwards (see `metadata_predicate`).
+            ``invoke(query, filter=...)`` overrides it per call.
 
     Example:
         >>> from langchain_core.documents import Document
@@ -114,60 +143,62 @@ class ContextualEnsembleRetriever(BaseRetriever):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    retrievers: list[Any]
-    names: Optional[list[str]] = None
-    weights: Optional[list[float]] = None
-    config: Optional[FusionConfig] = None
-    mode: FusionMode = "rrf"
-    rrf_k: float = DEFAULT_RRF_K
-    depth: int = DEFAULT_DEPTH
-    k: int = DEFAULT_TOP_K
-    reranker: Optional[Any] = None
-    rerank_depth: Optional[int] = None
-    on_rerank_error: OnRerankError = "raise"
-    id_key: str = CHUNK_ID_KEY
-    candidates_kwarg: Optional[str] = "k"
+    retrievers: list[RetrieverLike] = Field(description="the sources: retrievers or runnables str -> list[Document]")
+    names: list[str] = Field(default_factory=list, description="one unique name per source (set from the sources when not given)")
+    weights: list[float] = Field(default_factory=list, description="one fusion weight per source (the defaults when not given)")
+    config: Optional[FusionConfig] = Field(default=None, description="the core FusionConfig in force (built from the fields when not given)")
+    mode: FusionMode = Field(default="rrf", description='"rrf" or "relative_score"')
+    rrf_k: float = Field(default=DEFAULT_RRF_K, description="the RRF constant (0: the cookbook's w / rank)")
+    depth: int = Field(default=DEFAULT_DEPTH, description="Documents taken from each source before fusion")
+    k: int = Field(default=DEFAULT_TOP_K, description="Documents returned (invoke(query, k=...) overrides it)")
+    reranker: Union[Reranker, RerankCompressor, None] = Field(default=None, description="a core Reranker or a RerankCompressor, or None")
+    rerank_depth: Optional[int] = Field(default=None, description="fused candidates the reranker sees (None: depth)")
+    on_rerank_error: OnRerankError = Field(default="raise", description='"raise", or "fused" to keep the fused order when the reranker fails')
+    id_key: str = Field(default=CHUNK_ID_KEY, description="metadata key of the chunk id for Documents without Document.id")
+    candidates_kwarg: Optional[str] = Field(default="k", description="the invoke keyword that sets a BaseRetriever's result count")
+    filter: Optional[MetadataFilter] = Field(default=None, description="a metadata filter applied to every source")
 
-    _relevance_fns: dict[int, Callable[[float], float]] = PrivateAttr(default_factory=dict)
-    _top_n: Optional[int] = PrivateAttr(default=None)
+    @property
+    def config_specs(self) -> list[ConfigurableFieldSpec]:
+        """The configurable fields of the sources (as `EnsembleRetriever` lists them)."""
+        return get_unique_config_specs(spec for retriever in self.retrievers for spec in retriever.config_specs)
 
     @model_validator(mode="before")
     @classmethod
-    def _renamed_fields(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "candidates" in data:
-            data = dict(data)
-            data["depth"] = renamed_keyword("ContextualEnsembleRetriever", "candidates", "depth", data.pop("candidates"), data.get("depth"))
-        return data
-
-    @model_validator(mode="after")
-    def _fusion_settings(self) -> "ContextualEnsembleRetriever":
+    def _settings(cls, data: Any) -> Any:
         """Names and weights one per retriever; the fusion fields resolved through one
-        `FusionConfig` (validated there) and written back, so each field holds what is used."""
-        n = len(self.retrievers)
+        `FusionConfig` (validated there), so each field holds the setting in force."""
+        if not isinstance(data, dict) or not isinstance(data.get("retrievers"), (list, tuple)):
+            return data  # the field validation names what is wrong
+        data = dict(data)
+        if "candidates" in data:
+            data["depth"] = renamed_keyword("ContextualEnsembleRetriever", "candidates", "depth", data.pop("candidates"), data.get("depth"))
+        retrievers = data["retrievers"]
+        n = len(retrievers)
         if n == 0:
             raise ValueError("no retrievers: pass at least one (e.g. a vector store retriever and a ContextualBM25Retriever)")
-        if self.names is None:
-            self.names = _default_names(self.retrievers)
-        if len(self.names) != n or len(set(self.names)) != n:
-            raise ValueError(f"names must be {n} unique names, one per retriever; got {self.names}")
-        reranker = self.reranker
-        if reranker is not None and not callable(getattr(reranker, "rerank", None)):
-            inner = getattr(reranker, "reranker", None)  # a RerankCompressor: use its core reranker
-            if inner is None or not callable(getattr(inner, "rerank", None)):
-                raise TypeError(
-                    f"reranker must be a core Reranker or a RerankCompressor, got {type(reranker).__name__}; "
-                    "wrap other compressors in ContextualCompressionRetriever(base_retriever=this, ...)"
-                )
-            self._top_n, reranker = getattr(reranker, "top_n", None), inner
-        given = {setting: getattr(self, name) for name, setting in _FUSION_FIELDS.items() if name in self.model_fields_set}
+        names = data.get("names") or _default_names(retrievers)
+        if len(names) != n or len(set(names)) != n:
+            raise ValueError(f"names must be {n} unique names, one per retriever; got {names}")
+        reranker = data.get("reranker")
+        if isinstance(reranker, RerankCompressor):
+            reranker = reranker.reranker  # a compressor: its core reranker (its top_n caps k)
+        elif reranker is not None and not isinstance(reranker, Reranker):
+            raise TypeError(
+                f"reranker must be a core Reranker or a RerankCompressor, got {type(reranker).__name__}; "
+                "wrap other compressors in ContextualCompressionRetriever(base_retriever=this, ...)"
+            )
+        given = {setting: data.get(name) for name, setting in _FUSION_FIELDS.items()}
         given["reranker"] = reranker
-        config = FusionConfig.merged(self.config, **given)
+        config = FusionConfig.merged(data.get("config"), **given)
         config = config.replace(weights=config.weights_for(n, per="retriever"))
-        self.__dict__.update(
-            config=config, weights=list(config.weights), mode=config.mode, rrf_k=config.rrf_k, depth=config.depth,
-            k=config.top_k, reranker=config.reranker, rerank_depth=config.rerank_depth, on_rerank_error=config.on_rerank_error,
+        if data.get("filter") is not None:
+            metadata_predicate(data["filter"])  # a bad where dict fails here, naming the operator
+        data.update(
+            names=list(names), config=config, weights=list(config.weights), mode=config.mode, rrf_k=config.rrf_k,
+            depth=config.depth, k=config.top_k, rerank_depth=config.rerank_depth, on_rerank_error=config.on_rerank_error,
         )
-        return self
+        return data
 
     @classmethod
     def from_documents(
@@ -204,29 +235,82 @@ class ContextualEnsembleRetriever(BaseRetriever):
 
     # -- retrieval --------------------------------------------------------------------------------
 
+    @override
+    def invoke(self, input: str, config: Optional[RunnableConfig] = None, **kwargs: Any) -> list[LCDocument]:
+        """`BaseRetriever.invoke`, keeping `config` for the sources (as `EnsembleRetriever` does).
+        Keywords: ``k`` (Documents returned) and ``filter`` (a metadata filter) for this call."""
+        config = ensure_config(config)
+        run_manager = self._callback_manager(CallbackManager, config, kwargs).on_retriever_start(
+            None, input, name=config.get("run_name") or self.get_name(), run_id=kwargs.pop("run_id", None)
+        )
+        try:
+            result = self._fused(input, config, run_manager, **kwargs)
+        except Exception as exc:
+            run_manager.on_retriever_error(exc)
+            raise
+        run_manager.on_retriever_end(result)
+        return result
+
+    @override
+    async def ainvoke(self, input: str, config: Optional[RunnableConfig] = None, **kwargs: Any) -> list[LCDocument]:
+        """Async `invoke`: the sources run concurrently."""
+        config = ensure_config(config)
+        run_manager = await self._callback_manager(AsyncCallbackManager, config, kwargs).on_retriever_start(
+            None, input, name=config.get("run_name") or self.get_name(), run_id=kwargs.pop("run_id", None)
+        )
+        try:
+            result = await self._afused(input, config, run_manager, **kwargs)
+        except Exception as exc:
+            await run_manager.on_retriever_error(exc)
+            raise
+        await run_manager.on_retriever_end(result)
+        return result
+
+    def _callback_manager(self, manager: Any, config: RunnableConfig, kwargs: dict[str, Any]) -> Any:
+        """This run's callback manager, configured as `EnsembleRetriever.invoke` configures it (the
+        caller's tags and metadata inherited by every source, this retriever's own kept local)."""
+        return manager.configure(
+            config.get("callbacks"), None, verbose=kwargs.pop("verbose", False), inheritable_tags=config.get("tags"),
+            local_tags=self.tags, inheritable_metadata=config.get("metadata"), local_metadata=self.metadata,
+        )
+
     def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: Optional[int] = None
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: Optional[int] = None,
+        filter: Optional[MetadataFilter] = None,
     ) -> list[LCDocument]:
-        k = self._check_k(k)
+        return self._fused(query, ensure_config(None), run_manager, k=k, filter=filter)
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, k: Optional[int] = None,
+        filter: Optional[MetadataFilter] = None,
+    ) -> list[LCDocument]:
+        return await self._afused(query, ensure_config(None), run_manager, k=k, filter=filter)
+
+    def _fused(
+        self, query: str, config: RunnableConfig, run_manager: CallbackManagerForRetrieverRun, *,
+        k: Optional[int] = None, filter: Optional[MetadataFilter] = None,
+    ) -> list[LCDocument]:
+        k, where = self._check_k(k), self._where(filter)
         if is_blank(query):
             return []
         lists = [
-            self._run(i, r, query, patch_config(None, callbacks=run_manager.get_child(tag=f"retriever_{i + 1}")))
+            self._run(r, query, patch_config(config, callbacks=run_manager.get_child(tag=f"retriever_{i + 1}")), where)
             for i, r in enumerate(self.retrievers)
         ]
         fused, docs = self._fuse(lists)
         hits = self.config.rerank(query, fused, lambda i: docs[i].page_content, top_k=k)  # type: ignore[union-attr]
         return self._documents(hits, docs, lists)
 
-    async def _aget_relevant_documents(
-        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, k: Optional[int] = None
+    async def _afused(
+        self, query: str, config: RunnableConfig, run_manager: AsyncCallbackManagerForRetrieverRun, *,
+        k: Optional[int] = None, filter: Optional[MetadataFilter] = None,
     ) -> list[LCDocument]:
-        k = self._check_k(k)
+        k, where = self._check_k(k), self._where(filter)
         if is_blank(query):
             return []
         lists = await asyncio.gather(
             *(
-                self._arun(i, r, query, patch_config(None, callbacks=run_manager.get_child(tag=f"retriever_{i + 1}")))
+                self._arun(r, query, patch_config(config, callbacks=run_manager.get_child(tag=f"retriever_{i + 1}")), where)
                 for i, r in enumerate(self.retrievers)
             )
         )
@@ -236,48 +320,63 @@ class ContextualEnsembleRetriever(BaseRetriever):
 
     # -- one source -------------------------------------------------------------------------------
 
-    def _run(self, i: int, retriever: Any, query: str, config: RunnableConfig) -> _Scored:
+    def _run(self, retriever: Any, query: str, config: RunnableConfig, where: Optional[MetadataFilter]) -> _Scored:
         if _scored_vectorstore(retriever):
-            # the store's scored search keeps the similarity scores; a child run keeps the
-            # retriever visible to callbacks and tracing, as invoke would
-            run = _child_run(retriever, query, config)
+            # the store's scored search keeps the scores; a child run configured as
+            # BaseRetriever.invoke configures one keeps the retriever visible to callbacks and tracing
+            kwargs = self._search_kwargs(retriever, where)
+            run = _child_run(CallbackManager, retriever, query, config)
             try:
-                kwargs = {**retriever.search_kwargs, "k": self.depth}
-                pairs = retriever.vectorstore.similarity_search_with_score(query, **kwargs)
+                pairs = _relevance_scored(retriever.vectorstore, query, kwargs)
             except BaseException as exc:
                 run.on_retriever_error(exc)
                 raise
             run.on_retriever_end([d for d, _ in pairs])
-            return self._from_distances(retriever.vectorstore, pairs)
-        return self._from_docs(retriever.invoke(query, config, **self._invoke_kwargs(retriever)))
+            return self._from_pairs(pairs)
+        docs = retriever.invoke(query, config, **self._invoke_kwargs(retriever, config, where))
+        return self._from_docs(docs, retriever, where)
 
-    async def _arun(self, i: int, retriever: Any, query: str, config: RunnableConfig) -> _Scored:
+    async def _arun(self, retriever: Any, query: str, config: RunnableConfig, where: Optional[MetadataFilter]) -> _Scored:
         if _scored_vectorstore(retriever):
-            run = await _achild_run(retriever, query, config)
+            kwargs = self._search_kwargs(retriever, where)
+            run = await _child_run(AsyncCallbackManager, retriever, query, config)
             try:
-                kwargs = {**retriever.search_kwargs, "k": self.depth}
-                pairs = await retriever.vectorstore.asimilarity_search_with_score(query, **kwargs)
+                pairs = await _arelevance_scored(retriever.vectorstore, query, kwargs)
             except BaseException as exc:
                 await run.on_retriever_error(exc)
                 raise
             await run.on_retriever_end([d for d, _ in pairs])
-            return self._from_distances(retriever.vectorstore, pairs)
-        return self._from_docs(await retriever.ainvoke(query, config, **self._invoke_kwargs(retriever)))
+            return self._from_pairs(pairs)
+        docs = await retriever.ainvoke(query, config, **self._invoke_kwargs(retriever, config, where))
+        return self._from_docs(docs, retriever, where)
 
-    def _invoke_kwargs(self, retriever: Any) -> dict[str, Any]:
-        if isinstance(retriever, BaseRetriever) and self.candidates_kwarg:
-            return {self.candidates_kwarg: self.depth}
-        return {}
+    def _search_kwargs(self, retriever: VectorStoreRetriever, where: Optional[MetadataFilter]) -> dict[str, Any]:
+        kwargs = {**retriever.search_kwargs, "k": self.depth}
+        if where is not None:
+            kwargs["filter"] = where
+        return kwargs
 
-    def _from_distances(self, store: VectorStore, pairs: list[tuple[LCDocument, float]]) -> _Scored:
-        relevance = self._relevance_fns.get(id(store))
-        if relevance is None:
-            relevance = self._relevance_fns[id(store)] = _relevance_fn(store)
-        return [(chunk_id_of(d, self.id_key), float(relevance(s)), d) for d, s in pairs]
+    def _invoke_kwargs(self, retriever: Any, config: RunnableConfig, where: Optional[MetadataFilter]) -> dict[str, Any]:
+        """``k=depth`` for a `BaseRetriever` unless the caller's config sets its result count; the
+        filter for the sources that take one."""
+        kwargs: dict[str, Any] = {}
+        target = retriever.default if isinstance(retriever, RunnableConfigurableFields) else retriever
+        if self.candidates_kwarg and isinstance(target, BaseRetriever) and not _count_configured(retriever, self.candidates_kwarg, config):
+            kwargs[self.candidates_kwarg] = self.depth
+        if where is not None and isinstance(target, (VectorStoreRetriever, ContextualBM25Retriever)):
+            kwargs["filter"] = where
+        return kwargs
 
-    def _from_docs(self, docs: Sequence[LCDocument]) -> _Scored:
+    def _from_pairs(self, pairs: list[tuple[LCDocument, Optional[float]]]) -> _Scored:
+        return [(chunk_id_of(d, self.id_key), s, d) for d, s in pairs]
+
+    def _from_docs(self, docs: Sequence[LCDocument], retriever: Any, where: Optional[MetadataFilter]) -> _Scored:
         """(id, the source's own score or None, document); the core dedupes and scores a missing
-        score as 1 / rank."""
+        score as 1 / rank. A source that took no filter is filtered here."""
+        target = retriever.default if isinstance(retriever, RunnableConfigurableFields) else retriever
+        if where is not None and not isinstance(target, (VectorStoreRetriever, ContextualBM25Retriever)):
+            keep = metadata_predicate(where)
+            docs = [d for d in docs if keep(d)]
         out: _Scored = []
         for doc in docs:
             score = next((doc.metadata[key] for key in _SCORE_KEYS if isinstance(doc.metadata.get(key), (int, float))), None)
@@ -291,7 +390,7 @@ class ContextualEnsembleRetriever(BaseRetriever):
         for scored in lists:
             for cid, _, doc in scored:
                 docs.setdefault(cid, doc)
-        sources = [(name, [(cid, s) for cid, s, _ in scored]) for name, scored in zip(self.names, lists)]  # type: ignore[arg-type]
+        sources = [(name, [(cid, s) for cid, s, _ in scored]) for name, scored in zip(self.names, lists)]
         return self.config.fuse(sources), docs  # type: ignore[union-attr]
 
     def _documents(self, hits: Sequence[RankedHit], docs: dict[str, LCDocument], lists: Sequence[_Scored]) -> list[LCDocument]:
@@ -308,7 +407,7 @@ class ContextualEnsembleRetriever(BaseRetriever):
                 SCORE_KEY: hit.score,
                 FUSED_SCORE_KEY: hit.fused_score,
                 RANKS_KEY: dict(hit.ranks),
-                SOURCE_SCORES_KEY: {name: scores[hit.id] for name, scores in zip(self.names, own) if hit.id in scores},  # type: ignore[arg-type]
+                SOURCE_SCORES_KEY: {name: scores[hit.id] for name, scores in zip(self.names, own) if hit.id in scores},  # type: ignore[index]
             }
             if hit.rerank_score is not None:
                 meta[RERANK_SCORE_KEY] = hit.rerank_score
@@ -319,33 +418,72 @@ class ContextualEnsembleRetriever(BaseRetriever):
 
     def _check_k(self, k: Optional[int]) -> int:
         k = self.k if k is None else positive_int("k", k)
-        return min(k, self._top_n) if self._top_n else k
+        top_n = self.reranker.top_n if isinstance(self.reranker, RerankCompressor) else None
+        return min(k, top_n) if top_n else k
+
+    def _where(self, where: Optional[MetadataFilter]) -> Optional[MetadataFilter]:
+        if where is None:
+            return self.filter
+        metadata_predicate(where)  # a bad where dict fails before any source runs
+        return where
 
 
-def _relevance_fn(store: VectorStore) -> Callable[[float], float]:
-    """The store's distance -> relevance function (cosine: 1 - distance), else -distance."""
-    try:
-        with warnings.catch_warnings():  # chromadb warns about its own legacy config on every read
-            warnings.filterwarnings("ignore", message="legacy embedding function config", category=DeprecationWarning)
-            return store._select_relevance_score_fn()
-    except (NotImplementedError, AttributeError, ValueError):
-        return lambda distance: -distance  # smaller distance, higher score
+def _count_configured(retriever: Any, kwarg: str, config: RunnableConfig) -> bool:
+    """Whether the caller's config sets `retriever`'s result count: a source made with
+    ``configurable_fields(k=ConfigurableField(id=...))`` (or ``search_kwargs=...`` holding "k")
+    whose id the config's "configurable" names."""
+    if not isinstance(retriever, RunnableConfigurableFields):
+        return False
+    configurable = config.get("configurable") or {}
+    count = retriever.fields.get(kwarg)
+    if count is not None and count.id in configurable:
+        return True
+    search = retriever.fields.get("search_kwargs")
+    return search is not None and isinstance(configurable.get(search.id), dict) and kwarg in configurable[search.id]
 
 
-def _child_run(retriever: Any, query: str, config: RunnableConfig) -> Any:
-    from langchain_core.callbacks import CallbackManager
+def _relevance_scored(store: VectorStore, query: str, kwargs: dict[str, Any]) -> list[tuple[LCDocument, Optional[float]]]:
+    """(document, relevance) best first: the store's public relevance scores; for a store without
+    a relevance function, its raw scores oriented by their order (see `_oriented`)."""
+    with warnings.catch_warnings():
+        for message, category in _QUIET:
+            warnings.filterwarnings("ignore", message=message, category=category)
+        try:
+            return store.similarity_search_with_relevance_scores(query, **kwargs)
+        except NotImplementedError:  # no relevance function (InMemoryVectorStore): raised before searching
+            return _oriented(store.similarity_search_with_score(query, **kwargs))
 
-    manager = CallbackManager.configure(config.get("callbacks"), getattr(retriever, "callbacks", None), inheritable_tags=config.get("tags"),
-                                        local_tags=retriever.tags, inheritable_metadata=config.get("metadata"), local_metadata=retriever.metadata)
-    return manager.on_retriever_start(None, query, name=retriever.get_name())
+
+async def _arelevance_scored(store: VectorStore, query: str, kwargs: dict[str, Any]) -> list[tuple[LCDocument, Optional[float]]]:
+    with warnings.catch_warnings():
+        for message, category in _QUIET:
+            warnings.filterwarnings("ignore", message=message, category=category)
+        try:
+            return await store.asimilarity_search_with_relevance_scores(query, **kwargs)
+        except NotImplementedError:
+            return _oriented(await store.asimilarity_search_with_score(query, **kwargs))
 
 
-async def _achild_run(retriever: Any, query: str, config: RunnableConfig) -> Any:
-    from langchain_core.callbacks import AsyncCallbackManager
+def _oriented(pairs: list[tuple[LCDocument, float]]) -> list[tuple[LCDocument, Optional[float]]]:
+    """A store returns its best match first, so scores that rise down the list are distances
+    (negated: higher is better), scores that fall are similarities (kept); scores in no order say
+    nothing of their direction and are dropped (fusion then uses 1 / rank)."""
+    scores = [float(s) for _, s in pairs]
+    rising = any(b > a for a, b in zip(scores, scores[1:]))
+    falling = any(b < a for a, b in zip(scores, scores[1:]))
+    if rising and falling:
+        return [(d, None) for d, _ in pairs]
+    return [(d, -s if rising else s) for (d, _), s in zip(pairs, scores)]
 
-    manager = AsyncCallbackManager.configure(config.get("callbacks"), getattr(retriever, "callbacks", None), inheritable_tags=config.get("tags"),
-                                             local_tags=retriever.tags, inheritable_metadata=config.get("metadata"), local_metadata=retriever.metadata)
-    return await manager.on_retriever_start(None, query, name=retriever.get_name())
+
+def _child_run(manager: Any, retriever: VectorStoreRetriever, query: str, config: RunnableConfig) -> Any:
+    """The run `retriever.invoke(query, config)` would start (its tags, metadata and tracing params)."""
+    configured = manager.configure(
+        config.get("callbacks"), None, inheritable_tags=config.get("tags"), local_tags=retriever.tags,
+        inheritable_metadata={**(config.get("metadata") or {}), **retriever_ls_params(retriever)},
+        local_metadata=retriever.metadata,
+    )
+    return configured.on_retriever_start(None, query, name=config.get("run_name") or retriever.get_name())
 
 
 def _scored_vectorstore(retriever: Any) -> bool:

@@ -10,6 +10,7 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
+from llama_index.core.vector_stores.types import MetadataFilters
 
 from contextual_retrieval_core.checks import is_blank, renamed_keyword
 from contextual_retrieval_core.ensemble import RankedHit, fallback_hits, unique_names
@@ -125,6 +126,7 @@ class HybridRetriever(BaseRetriever):
         bm25: Optional[BaseRetriever] = None,
         depth: Optional[int] = None,
         config: Optional[FusionConfig] = None,
+        filters: Optional[MetadataFilters] = None,
         candidates: Optional[int] = None,
         **kwargs: Any,
     ) -> "HybridRetriever":
@@ -132,16 +134,32 @@ class HybridRetriever(BaseRetriever):
         ("bm25"), each returning `depth` results (default: `config`'s, 150).
 
         BM25 indexes `nodes` (default: the index's docstore; with a vector store that keeps text
-        only, such as Chroma, pass the nodes from your pipeline) unless `bm25` is given. Other
+        only, such as Chroma, pass the nodes from your pipeline) unless `bm25` is given.
+        `filters` (LlamaIndex `MetadataFilters`, as `index.as_retriever(filters=...)` takes them)
+        apply to both sides: the vector store filters its own search, and BM25 searches under the
+        same filters as a mask, so each side returns its best `depth` matching nodes. A `bm25`
+        given with `filters` must be a `ContextualBM25Retriever` holding the same filters. Other
         keyword arguments are the constructor's.
         """
         from .bm25 import ContextualBM25Retriever
 
         depth = renamed_keyword("HybridRetriever.from_defaults", "candidates", "depth", candidates, depth)
         depth = FusionConfig.merged(config, depth=depth).depth  # validated before anything is built
+        if filters is not None and not isinstance(filters, MetadataFilters):
+            raise TypeError(
+                f"filters must be llama_index MetadataFilters, got {type(filters).__name__}; e.g. "
+                "MetadataFilters(filters=[MetadataFilter(key='team', value='web')])"
+            )
         if bm25 is None:
-            bm25 = ContextualBM25Retriever.from_defaults(nodes=nodes, index=None if nodes else index, similarity_top_k=depth)
-        vector = index.as_retriever(similarity_top_k=depth)
+            bm25 = ContextualBM25Retriever.from_defaults(
+                nodes=nodes, index=None if nodes else index, similarity_top_k=depth, filters=filters
+            )
+        elif filters is not None and not (isinstance(bm25, ContextualBM25Retriever) and bm25.filters == filters):
+            raise ValueError(
+                "filters= was given with a bm25 retriever that does not hold them: build it with "
+                "ContextualBM25Retriever(nodes, filters=filters), or leave bm25=None and from_defaults builds it"
+            )
+        vector = index.as_retriever(similarity_top_k=depth, filters=filters)
         return cls({"dense": vector, "bm25": bm25}, config=config, depth=depth, **kwargs)
 
     # -- retrieval ----------------------------------------------------------------------------------

@@ -110,5 +110,18 @@ def test_no_private_member_of_another_package_is_read_outside_compat():
                     if f"{owner}._{name}" in OWN_OBJECTS or name in ("replace", "asdict", "fields"):  # namedtuple API
                         continue
                     found.append(f"{path.relative_to(ROOT)}:{n}: {owner}._{name}")
-    allowed = {"_select_relevance_score_fn"}  # the ensemble's (contextual_retrieval_langchain/ensemble.py)
-    assert [f for f in found if not any(a in f for a in allowed)] == []
+    assert found == []
+
+
+def test_retriever_ls_params_are_the_ones_invoke_traces():
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    from contextual_retrieval_langchain._compat import retriever_ls_params
+
+    retriever = InMemoryVectorStore(DeterministicFakeEmbedding(size=4)).as_retriever()
+    assert retriever_ls_params(retriever) == {
+        "ls_retriever_name": "vectorstore",
+        "ls_vector_store_provider": "InMemoryVectorStore",
+        "ls_embedding_provider": "DeterministicFakeEmbedding",
+    }
