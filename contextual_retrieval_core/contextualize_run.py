@@ -1,5 +1,7 @@
-"""One `Contextualizer` run: its bookkeeping (store commits, usage accounting) and its realtime
-scheduling (one cache-warming request per document, then bounded fan-out).
+"""One `Contextualizer` run: its bookkeeping (store commits, usage accounting), its realtime
+scheduling (one cache-warming request per document, then bounded fan-out) and its share of the
+work among other workers on the same store (each document's chunks claimed just before they are
+generated; contextualize_claims.py).
 
 A context is committed to the store before its request slot is freed, so a kill loses at most the
 requests in flight; a commit that fails ends the run at once.
@@ -32,6 +34,7 @@ from .types import Chunk, Document
 from .usage import UsageReport
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    from .contextualize_claims import WorkClaims
     from .contextualizer import Contextualizer
 
 __all__ = ["DocState", "Run", "WorkItem"]
@@ -55,7 +58,7 @@ class WorkItem:
     """One unit of realtime work: a document's first chunk (it writes the cache), another chunk,
     or a group of chunks situated in one request."""
 
-    kind: str  # "first" | "chunk" | "group"
+    kind: str  # "doc" (claim, then one of the others) | "first" | "chunk" | "group"
     state: DocState
     chunks: list[Chunk]
 
@@ -71,6 +74,7 @@ class Run:
         grouped_keys: dict[str, str],
         contexts: dict[str, str],
         total: int,
+        claims: WorkClaims,
         *,
         prefer_sync: bool = False,
     ) -> None:
@@ -85,6 +89,10 @@ class Run:
         self.windowed_docs: set[str] = set()
         self.warned_cache = False
         self.lock = threading.RLock()
+        self.claims = claims
+        #: chunk id -> (its document's state, the chunk): claimed by another worker when reached
+        self.left: dict[str, tuple[DocState, Chunk]] = {}
+        self.taking_over = False  # True once this run generates what it first left to others
         self.bar = tqdm(total=total, desc="contexts", unit="chunk", disable=not owner.show_progress or not total)
 
     def close(self) -> None:
@@ -191,17 +199,12 @@ class Run:
             pending += 1
             queue.put_nowait((priority, next(seq), item))
 
-        # priority 0: chunks of documents whose cache is written; 1: the first chunk of a cacheable
-        # document (warm-ups start early, so their chunks are never the tail); 2: the rest
-        for state in states.values():
-            if self.owner.grouped and self.below_minimum(state):
-                push(2, WorkItem("group", state, list(state.todo)))
-            elif state.cacheable is not False:
-                state.waiting = list(state.todo[1:])  # until the first chunk has written the cache
-                push(1, WorkItem("first", state, [state.todo[0]]))
-            else:
-                for chunk in state.todo:
-                    push(2, WorkItem("chunk", state, [chunk]))
+        # priority 0: chunks of documents whose cache is written; 1: a cacheable document (its
+        # warm-up starts early, so its chunks are never the tail); 1.5: the other chunks of a
+        # started document; 2: the rest. Larger documents first, so no worker ends on a long one.
+        for state in sorted(states.values(), key=lambda s: -len(s.todo)):
+            grouped = self.owner.grouped and self.below_minimum(state)
+            push(1 if state.cacheable is not False and not grouped else 2, WorkItem("doc", state, list(state.todo)))
 
         async def worker() -> None:
             nonlocal pending
@@ -249,9 +252,61 @@ class Run:
                     "run again later, lower concurrency, or raise the rate limit"
                 )
 
+    def take_claims(self, state: DocState) -> None:
+        """Claim the document's chunks to generate; those another worker holds are left to it."""
+        held, others, taken = self.claims.partition(state.todo, self.keys)
+        with self.lock:
+            state.todo = held
+            for chunk in others:
+                self.left[chunk.id] = (state, chunk)
+            # taken over: from an expired lease, or (waiting on others) one released unfinished
+            self.report.taken_over += len(held) if self.taking_over else taken
+
+    async def _start(self, item: WorkItem, push: Any) -> None:
+        """A document's turn: claim its chunks, then situate them as its kind of document goes."""
+        state = item.state
+        await asyncio.to_thread(self.take_claims, state)
+        if not state.todo:
+            return
+        if self.owner.grouped and self.below_minimum(state):
+            await self._group(state, list(state.todo), push)
+        elif state.cacheable is not False:
+            state.waiting = list(state.todo[1:])  # until the first chunk has written the cache
+            await self._handle(WorkItem("first", state, [state.todo[0]]), push)
+        else:
+            for chunk in state.todo[1:]:
+                push(1.5, WorkItem("chunk", state, [chunk]))
+            await self._handle(WorkItem("chunk", state, [state.todo[0]]), push)
+
+    async def wait_for_others(self, generate: Any) -> None:
+        """Serve the chunks left to other workers from the store once they land; take over those
+        whose claim expired or was released, generating them with `generate(states)`."""
+        while self.left and self.fatal is None:
+            await asyncio.sleep(self.claims.poll_s)
+            keys = [self.keys[i] for i in self.left] + [self.grouped_keys[i] for i in self.left if i in self.grouped_keys]
+            found = await asyncio.to_thread(self.owner.store.get_many, keys)
+            for chunk_id in list(self.left):
+                hit = found.get(self.keys[chunk_id]) or found.get(self.grouped_keys.get(chunk_id, ""))
+                if hit and hit.strip():
+                    self.contexts[chunk_id] = hit
+                    del self.left[chunk_id]
+                    self.report.left_to_other_workers += 1
+                    self.bar.update(1)
+            if not self.left:
+                return
+            states: dict[str, DocState] = {}
+            for old, chunk in self.left.values():
+                state = states.setdefault(old.document.id, DocState(old.document, old.cacheable, []))
+                state.todo.append(chunk)
+            self.left, self.taking_over = {}, True
+            await generate(states)  # claims each document again: what is still held elsewhere is left again
+
     async def _handle(self, item: WorkItem, push: Any) -> None:
         kind, state = item.kind, item.state
         if self.fatal is not None:
+            return
+        if kind == "doc":
+            await self._start(item, push)
             return
         if kind == "group":
             await self._group(state, item.chunks, push)
@@ -303,4 +358,6 @@ class Run:
     def batch(self, states: dict[str, DocState]) -> None:
         from .contextualize_batches import BatchRunner
 
-        BatchRunner(self.owner, self, self.report).run(states)
+        for state in states.values():  # a batch is submitted whole: claim it whole first
+            self.take_claims(state)
+        BatchRunner(self.owner, self, self.report).run({d: s for d, s in states.items() if s.todo})

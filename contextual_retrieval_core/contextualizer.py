@@ -41,6 +41,7 @@ from typing import Any, Literal, Sequence
 
 from .checks import positive_int
 from .contextualize_batches import BatchRunner
+from .contextualize_claims import DEFAULT_CLAIM_LEASE_S, DEFAULT_CLAIM_POLL_S, WorkClaims
 from .contextualize_run import DocState, Run
 from .generators.base import BatchGeneration, ContextGenerator, GroupedGeneration, PromptCaching, label_of
 from .store import ContextStore
@@ -98,6 +99,12 @@ class Contextualizer:
         position, separator: how `ContextualChunk.indexed_text` joins context and chunk.
         show_progress: a progress bar over the contexts to generate.
         batch_poll_interval: seconds between batch status checks.
+        claim_lease_s: several workers may share one store: a run claims each document's chunks
+            just before it generates them, for this many seconds (default 60), renewed every
+            `claim_renew_s` (default: a third of the lease) while it lives; other workers skip
+            them, serve them from the store once they land, and take them over when a lease
+            runs out (a dead worker). claim_poll_s: how often a worker waiting on others looks
+            at the store (default 1). Only generators that call an LLM claim.
         give_up_after_rate_limited_s: stop the run (`RateLimitedTooLong`) once the API has answered
             nothing but 429 rate-limit errors, SDK retries included, for this many seconds
             (default 120; None: never). Everything generated before is stored.
@@ -126,6 +133,9 @@ class Contextualizer:
         batch_max_requests: int = _BATCH_MAX_REQUESTS,
         batch_max_bytes: int = _BATCH_MAX_BYTES,
         give_up_after_rate_limited_s: float | None = 120.0,
+        claim_lease_s: float = DEFAULT_CLAIM_LEASE_S,
+        claim_renew_s: float | None = None,
+        claim_poll_s: float = DEFAULT_CLAIM_POLL_S,
     ) -> None:
         if generator is None:
             from .generators.structural import StructuralContextGenerator
@@ -136,6 +146,11 @@ class Contextualizer:
             raise ValueError(
                 f"give_up_after_rate_limited_s must be a positive number of seconds or None, got {give_up_after_rate_limited_s!r}"
             )
+        for name, value in (("claim_lease_s", claim_lease_s), ("claim_renew_s", claim_renew_s), ("claim_poll_s", claim_poll_s)):
+            if (value is not None or name != "claim_renew_s") and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+        if claim_renew_s is not None and claim_renew_s >= claim_lease_s:
+            raise ValueError(f"claim_renew_s ({claim_renew_s!r}) must be shorter than claim_lease_s ({claim_lease_s!r}), or leases lapse")
         if mode not in ("realtime", "batch"):
             raise ValueError(f"mode must be 'realtime' or 'batch', not {mode!r}")
         if mode == "batch" and not isinstance(generator, BatchGeneration):
@@ -154,6 +169,7 @@ class Contextualizer:
         self.batch_poll_interval = batch_poll_interval
         self.batch_max_requests, self.batch_max_bytes = batch_max_requests, batch_max_bytes
         self.give_up_after_rate_limited_s = give_up_after_rate_limited_s
+        self.claim_lease_s, self.claim_renew_s, self.claim_poll_s = claim_lease_s, claim_renew_s, claim_poll_s
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_lock = threading.Lock()
         self._loop_closer: weakref.finalize | None = None
@@ -273,14 +289,20 @@ class Contextualizer:
         total = sum(len(s.todo) for s in states.values())
         if total:  # before the first request: a store that cannot take the answers stops here
             await asyncio.to_thread(self.store.check_writable)
-        run = Run(self, report, keys, grouped_keys, contexts, total, prefer_sync=prefer_sync)
+        claims = WorkClaims(self.store, lease_s=self.claim_lease_s, renew_s=self.claim_renew_s,
+                            poll_s=self.claim_poll_s, enabled=gen.is_llm and bool(total))
+        run = Run(self, report, keys, grouped_keys, contexts, total, claims, prefer_sync=prefer_sync)
+
+        async def generate(todo: dict[str, DocState]) -> None:
+            await (asyncio.to_thread(run.batch, todo) if self.mode == "batch" else run.realtime(todo))
+
         try:
             if total:
-                if self.mode == "batch":
-                    await asyncio.to_thread(run.batch, states)
-                else:
-                    await run.realtime(states)
+                claims.start()
+                await generate(states)
+                await run.wait_for_others(generate)
         finally:
+            await asyncio.to_thread(claims.stop)
             run.close()
             for state in states.values():
                 if state.cacheable and state.generated > 1:
@@ -415,7 +437,7 @@ def _validate(
 #: the Contextualizer settings both ingestion parts (LangChain's ContextualDocumentTransformer,
 #: LlamaIndex's ContextualNodeParser) expose as fields of the same names
 SHARED_OPTIONS = ("concurrency", "mode", "grouped", "position", "separator", "show_progress",
-                  "give_up_after_rate_limited_s")
+                  "give_up_after_rate_limited_s", "claim_lease_s", "claim_renew_s", "claim_poll_s")
 
 
 def contextualizer_for(generator: ContextGenerator, store: Any, part: Any) -> Contextualizer:

@@ -30,12 +30,15 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, NamedTuple
 from urllib.parse import quote
 
+from .store_batches import BatchLedger
+from .store_batches import now_iso as _now
+from .store_claims import CLAIMS_TABLE, ClaimLedger
 from .store_errors import ContextStoreError, check_store_path, explain
 
 __all__ = ["ContextStore", "ContextStoreError", "ImportResult", "SCHEMA_VERSION"]
@@ -68,7 +71,7 @@ CREATE TABLE IF NOT EXISTS batches (
     status TEXT NOT NULL,
     created_at TEXT NOT NULL
 );
-"""
+""" + CLAIMS_TABLE + "\n"
 
 
 class ImportResult(NamedTuple):
@@ -84,11 +87,7 @@ def _absorb(h: Any, part: str) -> None:
     h.update(data)
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat()
-
-
-class ContextStore:
+class ContextStore(ClaimLedger, BatchLedger):
     """Generated contexts in an SQLite file, keyed by `ContextStore.key`.
 
     Args:
@@ -99,7 +98,9 @@ class ContextStore:
             or folder is not writable is opened read-only on its own; `read_only_reason` says why.
 
     Safe to share across threads (one connection behind a lock) and across processes (WAL mode,
-    busy timeout, one transaction per write).
+    busy timeout, one short transaction per write). Several ingestion workers on one store split
+    the work through claims (`claim`, `renew_claims`, `release_claims`; store_claims.py); the
+    batch ledger is in store_batches.py.
     """
 
     def __new__(cls, path: Any = None, *args: Any, **kwargs: Any) -> ContextStore:
@@ -117,7 +118,7 @@ class ContextStore:
             self.read_only_reason = check_store_path(Path(self.path), read_only) or self.read_only_reason
         try:
             self._conn = self._connect(timeout)
-            self._init_db(timeout)
+            self._open_when_unlocked(timeout)
         except sqlite3.DatabaseError as exc:
             self.close()
             raise ValueError(f"{self.path}: not a usable context store: {exc}") from exc
@@ -146,6 +147,21 @@ class ContextStore:
             # a WAL database in a read-only folder without its -shm file: read the file as it is
             conn.close()
             return sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, **options)
+
+    def _open_when_unlocked(self, timeout: float) -> None:
+        """`_init_db`, retried while another process holds a lock it cannot wait for (switching a new
+        file to WAL while other workers open it too): "database is locked" is waited out, up to
+        `timeout`, never shown."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self._init_db(timeout)
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                if self._conn is not None and self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                time.sleep(0.05)
 
     def _init_db(self, timeout: float) -> None:
         conn = self._conn
@@ -339,63 +355,11 @@ class ContextStore:
                     "chunk_id, original_index, usage, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     rows,
                 )
+                db.executemany("DELETE FROM claims WHERE key = ?", [(row[0],) for row in rows])  # its work is done
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
-
-    # -- Message Batches in flight ---------------------------------------------------------
-
-    def add_batch(self, batch_id: str, *, generator: str, model: str, manifest: dict[str, Any]) -> None:
-        """Record a submitted batch (and how to map its results back) the moment it exists.
-
-        A process that dies while the batch runs finds it with `pending_batches` and collects its
-        results instead of paying for the requests again.
-        """
-        self._refuse_if_read_only()
-        with self._lock, self._errors(f"recording Message Batch {batch_id}"):
-            db = self._db
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                db.execute(
-                    "INSERT OR REPLACE INTO batches (batch_id, generator, model, manifest, status, created_at) "
-                    "VALUES (?, ?, ?, ?, 'pending', ?)",
-                    (batch_id, generator, model, json.dumps(manifest, sort_keys=True), _now()),
-                )
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-
-    def pending_batches(self, *, generator: str, model: str) -> list[tuple[str, dict[str, Any]]]:
-        """Batches submitted by this generator and model whose results are not yet collected."""
-        with self._lock, self._errors("reading pending Message Batches"):
-            rows = self._db.execute(
-                "SELECT batch_id, manifest FROM batches WHERE status='pending' AND generator=? AND model=? "
-                "ORDER BY created_at",
-                (generator, model),
-            ).fetchall()
-        return [(batch_id, json.loads(manifest)) for batch_id, manifest in rows]
-
-    def finish_batch(self, batch_id: str) -> None:
-        """Mark a batch's results as collected."""
-        self._set_batch_status(batch_id, "done")
-
-    def abandon_batch(self, batch_id: str) -> None:
-        """Mark a batch the API no longer knows (or whose results are gone) as abandoned: it is
-        never polled again, and its chunks are generated anew."""
-        self._set_batch_status(batch_id, "abandoned")
-
-    def batch_status(self, batch_id: str) -> str | None:
-        """"pending", "done" or "abandoned"; None for a batch never recorded."""
-        with self._lock, self._errors("reading Message Batches"):
-            row = self._db.execute("SELECT status FROM batches WHERE batch_id=?", (batch_id,)).fetchone()
-        return None if row is None else str(row[0])
-
-    def _set_batch_status(self, batch_id: str, status: str) -> None:
-        self._refuse_if_read_only()
-        with self._lock, self._errors(f"updating Message Batch {batch_id}"):
-            self._db.execute("UPDATE batches SET status=? WHERE batch_id=?", (status, batch_id))
 
     # -- JSONL -------------------------------------------------------------------------------
 

@@ -7,7 +7,8 @@ SQLite store's ``INSERT OR REPLACE``. The schema is created on first use under a
 so several workers may open a new database at once. The password in the URL never appears in
 a message or a repr. Install with the ``postgres`` extra.
 
-Work claims (issue 15) are not here yet: they land in the SQLite store first.
+Work claims (store_claims.py) work the same way here, for workers on several machines; their
+leases are timed by the server's clock, so the machines' clocks need not agree.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, Iterable, Iterator
 from urllib.parse import urlsplit, urlunsplit
 
 from .store import SCHEMA_VERSION, ContextStore, _now
+from .store_claims import CLAIMS_TABLE, Claimed
 from .store_errors import ContextStoreError
 
 __all__ = ["PostgresContextStore", "redact_url"]
@@ -44,8 +46,21 @@ CREATE TABLE IF NOT EXISTS batches (
     manifest TEXT NOT NULL,
     status TEXT NOT NULL,
     created_at TEXT NOT NULL
+);
+""" + CLAIMS_TABLE
+_SERVER_NOW = "extract(epoch from clock_timestamp())"
+_CLAIM = (
+    "INSERT INTO claims (key, owner, expires_at) "
+    f"SELECT w.key, %(owner)s, {_SERVER_NOW} + %(lease)s FROM unnest(%(keys)s::text[]) AS w(key) "
+    "WHERE NOT EXISTS (SELECT 1 FROM contexts c WHERE c.key = w.key AND trim(c.context) <> '') ORDER BY w.key "
+    "ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at "
+    f"WHERE claims.owner = excluded.owner OR claims.expires_at < {_SERVER_NOW} RETURNING key"
 )
-"""
+# a context committed while the insert waited on its claim's row lock: that claim is void
+_UNCLAIM_STORED = (
+    "DELETE FROM claims WHERE owner = %(owner)s AND key = ANY(%(keys)s) AND EXISTS "
+    "(SELECT 1 FROM contexts c WHERE c.key = claims.key AND trim(c.context) <> '') RETURNING key"
+)
 _SCHEMA_LOCK = 0x63727478  # pg_advisory_xact_lock key: one schema creation at a time
 _UPSERT = (
     "INSERT INTO contexts (key, context, generator, model, doc_id, chunk_id, original_index, usage, created_at) "
@@ -186,6 +201,41 @@ class PostgresContextStore(ContextStore):
         with self._lock, self._errors(doing), self._db.transaction():
             with self._db.cursor() as cur:
                 cur.executemany(_UPSERT, rows)
+                cur.execute("DELETE FROM claims WHERE key = ANY(%s)", ([row[0] for row in rows],))
+
+    # -- claims (store_claims.py says what they mean) --------------------------------------------
+
+    def claim(self, keys: Iterable[str], owner: str, lease_s: float) -> Claimed:
+        wanted = sorted(set(keys))
+        if not wanted:
+            return Claimed(set(), set())
+        self._refuse_if_read_only()
+        args = {"keys": wanted, "owner": owner, "lease": float(lease_s)}
+        with self._lock, self._errors("claiming contexts to generate"), self._db.transaction():
+            expired = {k for (k,) in self._db.execute(
+                f"SELECT key FROM claims WHERE key = ANY(%(keys)s) AND owner <> %(owner)s AND expires_at < {_SERVER_NOW}",
+                args).fetchall()}
+            held = {k for (k,) in self._db.execute(_CLAIM, args).fetchall()}
+            if held:
+                held -= {k for (k,) in self._db.execute(_UNCLAIM_STORED, {**args, "keys": sorted(held)}).fetchall()}
+        return Claimed(held, expired & held)
+
+    def renew_claims(self, owner: str, lease_s: float) -> int:
+        self._refuse_if_read_only()
+        with self._lock, self._errors("renewing claims"):
+            cur = self._db.execute(f"UPDATE claims SET expires_at = {_SERVER_NOW} + %s WHERE owner = %s", (float(lease_s), owner))
+            return int(cur.rowcount)
+
+    def release_claims(self, owner: str) -> int:
+        if self.read_only:
+            return 0
+        with self._lock, self._errors("releasing claims"):
+            return int(self._db.execute("DELETE FROM claims WHERE owner = %s", (owner,)).rowcount)
+
+    def claims(self) -> dict[str, tuple[str, float]]:
+        with self._lock, self._errors("reading claims"):
+            rows = self._db.execute(f"SELECT key, owner, expires_at - {_SERVER_NOW} FROM claims").fetchall()
+        return {key: (owner, float(left)) for key, owner, left in rows}
 
     def add_batch(self, batch_id: str, *, generator: str, model: str, manifest: dict[str, Any]) -> None:
         self._refuse_if_read_only()

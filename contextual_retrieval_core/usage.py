@@ -138,6 +138,10 @@ class UsageReport:
         grouped_requests / grouped_fallbacks: grouped-mode requests, and chunks that fell back to a
             per-chunk request because the grouped answer lacked them.
         chunks_not_in_document: chunks whose text does not occur in their document (allowed).
+        left_to_other_workers: chunks another worker held a claim on when this run reached them
+            (it was generating them): this run did not pay for them, it served them from the store
+            once they landed. taken_over: chunks whose claim this run took over from a worker whose
+            lease expired (it died) or that gave them up, and generated itself.
         abandoned_batches: ids of stored Message Batches the API no longer knows (404): marked
             abandoned in the store, their chunks generated again.
         elapsed_s: wall time.
@@ -163,6 +167,8 @@ class UsageReport:
     grouped_fallbacks: int = 0
     chunks_not_in_document: int = 0
     documents_without_chunks: int = 0
+    left_to_other_workers: int = 0
+    taken_over: int = 0
     abandoned_batches: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
 
@@ -201,6 +207,11 @@ class UsageReport:
             f"contexts: {self.chunks} chunks in {self.documents} documents — {self.store_hits} from the store, "
             f"{self.generated} generated ({label}, {self.mode}{', grouped' if self.grouped else ''})",
         ]
+        if self.left_to_other_workers or self.taken_over:
+            lines.append(
+                f"  workers: {self.left_to_other_workers} chunks left to other workers (served from the store once "
+                f"they landed), {self.taken_over} taken over from expired or released claims"
+            )
         if not self.is_llm:
             lines.append("  no LLM: contexts are structural (title, headings, enclosing code names)")
             return "\n".join(lines)

@@ -74,6 +74,8 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
         show_progress: a progress bar over the contexts to generate.
         give_up_after_rate_limited_s: stop the run, everything generated kept, once the API has
             answered nothing but rate limits (429) for this long (default 120 s; None: never).
+        claim_lease_s, claim_renew_s, claim_poll_s: work claims when several workers share one
+            store (the core `Contextualizer`'s; defaults 60 s, a third of the lease, 1 s).
 
     Example:
         >>> from langchain_core.documents import Document
@@ -112,6 +114,9 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
     separator: str = "\n\n"
     show_progress: bool = True
     give_up_after_rate_limited_s: Optional[float] = Field(default=120.0, gt=0)
+    claim_lease_s: float = Field(default=60.0, gt=0)
+    claim_renew_s: Optional[float] = Field(default=None, gt=0)
+    claim_poll_s: float = Field(default=1.0, gt=0)
 
     _contextualizer: Optional[Contextualizer] = PrivateAttr(default=None)
     _last_report: Optional[UsageReport] = PrivateAttr(default=None)

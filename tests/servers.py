@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
@@ -33,7 +34,7 @@ def require(config: pytest.Config, ok: bool, reason: str) -> None:
             return plugin.require(config, ok, reason)
     raise RuntimeError("tests/conftest.py is not loaded: run pytest from the repository root")
 
-__all__ = ["chroma_server", "postgres_server", "free_port", "PG_BIN_DIRS"]
+__all__ = ["chroma_server", "postgres_server", "running_postgres", "pg_bin", "free_port", "PG_BIN_DIRS"]
 
 
 def free_port() -> int:
@@ -98,30 +99,32 @@ def chroma_server(pytestconfig: pytest.Config) -> Iterator[str]:
 PG_BIN_DIRS = [Path(f"/usr/lib/postgresql/{v}/bin") for v in (17, 16, 15, 14)]
 
 
-def _pg_bin() -> Path | None:
+def pg_bin() -> Path | None:
+    """The folder holding initdb and pg_ctl: Debian's, PATH's, or the pgserver package's; None if none."""
     for folder in PG_BIN_DIRS:
         if (folder / "initdb").is_file() and (folder / "pg_ctl").is_file():
             return folder
     found = shutil.which("initdb")
-    return Path(found).parent if found and shutil.which("pg_ctl") else None
+    if found and shutil.which("pg_ctl"):
+        return Path(found).parent
+    try:  # the pgserver package ships the server binaries in its wheel
+        import pgserver  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    shipped = Path(pgserver.__file__).parent / "pginstall" / "bin"
+    return shipped if (shipped / "initdb").is_file() else None
 
 
-@pytest.fixture(scope="session")
-def postgres_server(pytestconfig: pytest.Config) -> Iterator[str]:
-    """URL (``postgresql://USER@127.0.0.1:PORT/postgres``) of a throwaway PostgreSQL cluster.
+@contextmanager
+def running_postgres(bin_dir: Path) -> Iterator[str]:
+    """Start a throwaway PostgreSQL cluster with the server binaries in `bin_dir`; yields its URL
+    (``postgresql://USER@127.0.0.1:PORT/postgres``) and removes it afterwards.
 
     initdb into a temporary folder (trust authentication, loopback only), pg_ctl start on a free
     port with the socket in the same folder, pg_ctl stop -m immediate at the end. PostgreSQL
-    refuses to run as root, so as root the cluster belongs to the `nobody`-like user named by
+    refuses to run as root, so as root the cluster belongs to the user named by
     $CONTEXTUAL_RETRIEVAL_PG_USER (default "postgres", created by the Debian package).
     """
-    bin_dir = _pg_bin()
-    require(
-        pytestconfig,
-        bin_dir is not None,
-        "no PostgreSQL server binaries (initdb, pg_ctl): apt-get install postgresql (Debian) or put them on PATH",
-    )
-    assert bin_dir is not None
     data = Path(tempfile.mkdtemp(prefix="pg-test-"))
     port = free_port()
     run_as: list[str] = []
@@ -130,10 +133,7 @@ def postgres_server(pytestconfig: pytest.Config) -> Iterator[str]:
         import pwd
 
         user = os.environ.get("CONTEXTUAL_RETRIEVAL_PG_USER", "postgres")
-        try:
-            entry = pwd.getpwnam(user)
-        except KeyError:
-            require(pytestconfig, False, f"running as root and no user {user!r} to own the PostgreSQL cluster")
+        entry = pwd.getpwnam(user)  # KeyError: no such user
         os.chown(data, entry.pw_uid, entry.pw_gid)
         os.chmod(data, 0o700)
         run_as = ["runuser", "-u", user, "--"]
@@ -143,7 +143,7 @@ def postgres_server(pytestconfig: pytest.Config) -> Iterator[str]:
         [*run_as, str(bin_dir / "initdb"), "-D", str(db), "-U", user, "--auth=trust", "-E", "UTF8", "--no-sync"],
         check=True, capture_output=True, env=env,
     )
-    opts = f"-c listen_addresses=127.0.0.1 -p {port} -k {data} -c fsync=off"
+    opts = f"-c listen_addresses=127.0.0.1 -p {port} -k {data} -c fsync=off -c max_connections=200"
     start = subprocess.run(
         [*run_as, str(bin_dir / "pg_ctl"), "-D", str(db), "-l", str(data / "server.log"), "-o", opts, "-w", "-t", "60", "start"],
         capture_output=True, env=env,
@@ -151,9 +151,35 @@ def postgres_server(pytestconfig: pytest.Config) -> Iterator[str]:
     if start.returncode != 0:
         log = (data / "server.log").read_text(errors="replace") if (data / "server.log").exists() else ""
         shutil.rmtree(data, ignore_errors=True)
-        pytest.fail(f"pg_ctl start failed: {start.stderr.decode(errors='replace')}{log[-2000:]}")
+        raise RuntimeError(f"pg_ctl start failed: {start.stderr.decode(errors='replace')}{log[-2000:]}")
     try:
         yield f"postgresql://{user}@127.0.0.1:{port}/postgres"
     finally:
         subprocess.run([*run_as, str(bin_dir / "pg_ctl"), "-D", str(db), "-m", "immediate", "stop"], capture_output=True, env=env)
         shutil.rmtree(data, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_server(pytestconfig: pytest.Config) -> Iterator[str]:
+    """URL of a throwaway PostgreSQL cluster for the session (`running_postgres`)."""
+    bin_dir = pg_bin()
+    require(
+        pytestconfig,
+        bin_dir is not None,
+        "no PostgreSQL server binaries (initdb, pg_ctl): apt-get install postgresql (Debian), "
+        "pip install pgserver, or put them on PATH",
+    )
+    assert bin_dir is not None
+    if os.geteuid() == 0:
+        import pwd
+
+        user = os.environ.get("CONTEXTUAL_RETRIEVAL_PG_USER", "postgres")
+        try:
+            pwd.getpwnam(user)
+        except KeyError:
+            require(pytestconfig, False, f"running as root and no user {user!r} to own the PostgreSQL cluster")
+    try:
+        with running_postgres(bin_dir) as url:
+            yield url
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
