@@ -23,7 +23,6 @@ retry controller and maps every vector back by its `index`.
 from __future__ import annotations
 
 import asyncio
-import weakref
 from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
@@ -133,7 +132,6 @@ class VoyageContextualizedEmbedder(VoyageClients):
         self.max_tokens_per_input = min(max_tokens_per_input, max_tokens_per_request)
         self.token_estimator = token_estimator or estimate_tokens
         self.max_concurrency = max_concurrency
-        self._loop_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
         self._init_clients(client, async_client, max_retries, timeout)
 
     # -- public API ---------------------------------------------------------------------------
@@ -276,17 +274,6 @@ class VoyageContextualizedEmbedder(VoyageClients):
         for request, response in zip(requests, responses):
             out = self._fill(out, request, response)
         return _normalise(out)
-
-    def _aio_client(self):  # type: ignore[no-untyped-def]
-        """The injected async client, or one built for the running event loop (an httpx/aiohttp
-        session must not outlive or cross its loop)."""
-        if self._async_client is not None:
-            return self._async_client
-        loop = asyncio.get_running_loop()
-        client = self._loop_clients.get(loop)
-        if client is None:
-            client = self._loop_clients[loop] = self._build(self._async_cls)
-        return client
 
 
 def _documents(documents: Sequence[Sequence[str]]) -> list[list[str]]:
