@@ -8,6 +8,7 @@ answer the next requests with injected faults (429, 503, ...) before serving nor
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections import deque
 from dataclasses import dataclass, field
@@ -179,6 +180,20 @@ class _QuietServer(ThreadingHTTPServer):
 def serve_in_thread(httpd: Any, owner: object, name: str) -> tuple[Any, threading.Thread]:
     """Serve `httpd` (its handlers reach `owner` as server.owner) in a daemon thread."""
     httpd.owner = owner
+    # remember every open connection, so that `stop_server` can close the keep-alive ones: a stopped
+    # server must stop answering, not go on serving the connections a client already holds
+    httpd.open_sockets = open_sockets = set()
+    process, finish = httpd.process_request, httpd.shutdown_request
+
+    def process_request(request: Any, client_address: Any) -> None:
+        open_sockets.add(request)
+        process(request, client_address)
+
+    def shutdown_request(request: Any) -> None:
+        open_sockets.discard(request)
+        finish(request)
+
+    httpd.process_request, httpd.shutdown_request = process_request, shutdown_request
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name=name, daemon=True)
     thread.start()
     return httpd, thread
@@ -188,6 +203,11 @@ def stop_server(httpd: Any, thread: threading.Thread | None) -> None:
     """Shut a server started by `serve_in_thread` down and wait for its thread."""
     if httpd is not None:
         httpd.shutdown()
+        for connection in list(getattr(httpd, "open_sockets", ())):
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
         httpd.server_close()
     if thread is not None:
         thread.join(timeout=5)
