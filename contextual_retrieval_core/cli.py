@@ -320,9 +320,8 @@ def _cmd_index(args: argparse.Namespace) -> int:
           f"embedder: {embedder.model_name}", file=sys.stderr)
     if not args.max_file_size > 0:
         raise ValueError(f"--max-file-size must be a positive number of megabytes, got {args.max_file_size}")
-    with index:
-        report = index.update(args.paths, show_progress=not args.no_progress, max_file_bytes=int(args.max_file_size * 1e6),
-                              prune_missing=args.prune_missing, lock_wait=args.lock_wait)
+    report = index.update(args.paths, show_progress=not args.no_progress, max_file_bytes=int(args.max_file_size * 1e6),
+                          prune_missing=args.prune_missing, lock_wait=args.lock_wait)
     print(report.format())
     print(f'search it: contextual-retrieval query {index_dir} "your question"')
     if args.json:
@@ -338,8 +337,7 @@ def _cmd_remove(args: argparse.Namespace) -> int:
     manifest = ContextualIndex.read_manifest(args.index_dir)
     embedder = choose_embedder(manifest.embedder["kind"], manifest.embedder["model"])
     index = ContextualIndex(args.index_dir, embedder=embedder, weights=manifest.weights)
-    with index:
-        report = index.remove(args.paths, lock_wait=args.lock_wait)
+    report = index.remove(args.paths, lock_wait=args.lock_wait)
     print(f"removed {report.files_removed} files ({report.chunks_removed} chunks); {report.chunks_total} chunks "
           f"remain in {args.index_dir}")
     return 0

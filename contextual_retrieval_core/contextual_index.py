@@ -189,16 +189,10 @@ class ContextualIndex:
     # -- indexing -------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the embedding cache's database (a later call opens it again)."""
+        """Close the embedding cache's database (`update` does at its end; a later call reopens it)."""
         if self._cached is not None:
             self._cached.close()
             self._cached = None
-
-    def __enter__(self) -> "ContextualIndex":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def update(
         self,
@@ -229,7 +223,10 @@ class ContextualIndex:
         check_not_nested(self.path, paths)
         with folder_lock(self.path, lock_wait):
             self._reload_manifest()  # another run may have updated it while this one waited
-            return self._update(paths, show_progress, batch_size, max_file_bytes, prune_missing)
+            try:
+                return self._update(paths, show_progress, batch_size, max_file_bytes, prune_missing)
+            finally:
+                self.close()  # the embedding cache is checkpointed now, under the lock, not at some later GC
 
     def remove(self, paths: Sequence[str | os.PathLike[str]], *, lock_wait: float = 0.0) -> IndexReport:
         """Drop every indexed file at or under `paths` (paths on disk, existing or not, or doc ids
