@@ -140,3 +140,13 @@ def offline_env(monkeypatch, tmp_path):
     for name in HOSTED_KEYS:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+@pytest.fixture()
+def cohere_server():
+    """Cohere's rerank API on a loopback port (`tests/fakes/cohere_server.py`); `.reranker()` gives
+    a core `CohereReranker` on real SDK clients pointed at it."""
+    from tests.fakes.cohere_server import FakeCohereServer
+
+    with FakeCohereServer() as server:
+        yield server

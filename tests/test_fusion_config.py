@@ -12,8 +12,6 @@ import pytest
 from contextual_retrieval_core import FusionConfig, HybridSearcher
 from contextual_retrieval_core.ensemble import fuse_sources
 from contextual_retrieval_core.fusion import reciprocal_rank_fusion
-from contextual_retrieval_core.rerank import CohereReranker
-from tests.fakes.cohere_server import FakeCohereServer
 from tests.test_bad_input import CHUNKS, WordEmbedder
 
 
@@ -99,21 +97,8 @@ def test_old_names_still_work_with_a_deprecation_warning_naming_the_new_one() ->
 # -- the reranker fails: raise (default) or keep the fused order ------------------------------------
 
 
-@pytest.fixture
-def cohere_server():
-    with FakeCohereServer() as server:
-        yield server
-
-
-def cohere_reranker(server: FakeCohereServer) -> CohereReranker:
-    return CohereReranker(
-        client=cohere.ClientV2(api_key=server.api_key, base_url=server.base_url, max_retries=0),
-        async_client=cohere.AsyncClientV2(api_key=server.api_key, base_url=server.base_url, max_retries=0),
-    )
-
-
 def test_a_failing_reranker_raises_by_default(cohere_server) -> None:
-    searcher = HybridSearcher(CHUNKS, WordEmbedder(), reranker=cohere_reranker(cohere_server))
+    searcher = HybridSearcher(CHUNKS, WordEmbedder(), reranker=cohere_server.reranker())
     assert searcher.search("ACME revenue")[0].rerank_score is not None  # the server works
     cohere_server.fail_next(500, times=1)
     with pytest.raises(cohere.errors.InternalServerError):
@@ -121,7 +106,7 @@ def test_a_failing_reranker_raises_by_default(cohere_server) -> None:
 
 
 def test_on_rerank_error_fused_keeps_the_fused_order_and_reports_why(cohere_server) -> None:
-    reranker = cohere_reranker(cohere_server)
+    reranker = cohere_server.reranker()
     searcher = HybridSearcher(CHUNKS, WordEmbedder(), reranker=reranker, on_rerank_error="fused")
     fused = HybridSearcher(CHUNKS, WordEmbedder()).search("ACME revenue", top_k=2)
     reranked = searcher.search("ACME revenue", top_k=2)

@@ -11,8 +11,6 @@ import pytest
 from contextual_retrieval_core.cli import main
 from contextual_retrieval_core.contextual_index import ContextualIndex
 from contextual_retrieval_core.fusion_config import FusionConfig
-from contextual_retrieval_core.rerank import CohereReranker
-from tests.fakes.cohere_server import FakeCohereServer
 from tests.test_index_atomic import folder_digest
 from tests.test_indexing import CountingEmbedder, make_corpus
 
@@ -25,30 +23,17 @@ def built(tmp_path_factory):
     return ix
 
 
-@pytest.fixture
-def server():
-    with FakeCohereServer() as fake:
-        yield fake
-
-
-def reranker(server: FakeCohereServer) -> CohereReranker:
-    return CohereReranker(
-        client=cohere.ClientV2(api_key=server.api_key, base_url=server.base_url, max_retries=0),
-        async_client=cohere.AsyncClientV2(api_key=server.api_key, base_url=server.base_url, max_retries=0),
-    )
-
-
 @pytest.mark.parametrize("query", ["", " ", "\n\t "])
-def test_a_blank_query_returns_no_results_in_every_path(built, server, query) -> None:
+def test_a_blank_query_returns_no_results_in_every_path(built, cohere_server, query) -> None:
     embedder = CountingEmbedder()
     index = ContextualIndex(built, embedder=embedder)
     assert index.search("refunds", top_k=2)  # the index answers real questions
     embedder.queries.clear()
     assert index.search(query) == []
     assert index.search(query, top_k=1, depth=5) == []
-    assert index.search(query, reranker=reranker(server)) == []
-    assert index.search(query, config=FusionConfig(reranker=reranker(server), on_rerank_error="fused", top_k=3)) == []
-    assert embedder.queries == [] and server.requests == []  # nothing embedded, nothing sent
+    assert index.search(query, reranker=cohere_server.reranker()) == []
+    assert index.search(query, config=FusionConfig(reranker=cohere_server.reranker(), on_rerank_error="fused", top_k=3)) == []
+    assert embedder.queries == [] and cohere_server.requests == []  # nothing embedded, nothing sent
 
 
 @pytest.mark.usefixtures("offline_env")
@@ -61,28 +46,28 @@ def test_a_blank_question_on_the_command_line_prints_no_results_and_touches_noth
     assert folder_digest(built) == before
 
 
-def test_a_failing_reranker_raises_by_default(built, server) -> None:
+def test_a_failing_reranker_raises_by_default(built, cohere_server) -> None:
     index = ContextualIndex(built, embedder=CountingEmbedder())
-    assert index.search("refunds", top_k=2, reranker=reranker(server))[0].rerank_score is not None
-    server.fail_next(500, times=1)
+    assert index.search("refunds", top_k=2, reranker=cohere_server.reranker())[0].rerank_score is not None
+    cohere_server.fail_next(500, times=1)
     with pytest.raises(cohere.errors.InternalServerError):
-        index.search("refunds", top_k=2, reranker=reranker(server))
+        index.search("refunds", top_k=2, reranker=cohere_server.reranker())
 
 
 @pytest.mark.parametrize("how", ["keyword", "config"])
-def test_on_rerank_error_fused_keeps_the_fused_order_and_each_hit_says_why(built, server, how) -> None:
+def test_on_rerank_error_fused_keeps_the_fused_order_and_each_hit_says_why(built, cohere_server, how) -> None:
     index = ContextualIndex(built, embedder=CountingEmbedder())
     fused = index.search("how many days until refunds", top_k=3)
     assert fused and all(h.rerank_error is None and h.rerank_score is None for h in fused)
-    settings = ({"reranker": reranker(server), "on_rerank_error": "fused"} if how == "keyword"
-                else {"config": FusionConfig(reranker=reranker(server), on_rerank_error="fused")})
+    settings = ({"reranker": cohere_server.reranker(), "on_rerank_error": "fused"} if how == "keyword"
+                else {"config": FusionConfig(reranker=cohere_server.reranker(), on_rerank_error="fused")})
     reranked = index.search("how many days until refunds", top_k=3, **settings)
     assert all(h.rerank_error is None and h.rerank_score is not None for h in reranked)
 
-    server.fail_next(500, times=1, message="upstream overloaded")
+    cohere_server.fail_next(500, times=1, message="upstream overloaded")
     hits = index.search("how many days until refunds", top_k=3, **settings)
     assert [(h.id, h.score, h.fused_score, h.ranks) for h in hits] == [(h.id, h.score, h.fused_score, h.ranks) for h in fused]
     assert all(h.rerank_score is None for h in hits)
     assert {h.rerank_error for h in hits} == {"InternalServerError: HTTP 500: upstream overloaded"}
-    assert server.api_key not in hits[0].rerank_error
-    assert [r.status for r in server.requests] == [200, 500]
+    assert cohere_server.api_key not in hits[0].rerank_error
+    assert [r.status for r in cohere_server.requests] == [200, 500]

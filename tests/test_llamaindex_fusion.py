@@ -13,9 +13,7 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from contextual_retrieval_core import FusionConfig, HybridSearcher
-from contextual_retrieval_core.rerank import CohereReranker
 from contextual_retrieval_llamaindex import ContextualBM25Retriever, ContextualRerank, HybridRetriever, LocalMiniLMEmbedding
-from tests.fakes.cohere_server import FakeCohereServer
 from tests.test_bad_input import CHUNKS
 
 QUERY = "ACME revenue grew"
@@ -34,19 +32,6 @@ def minilm() -> LocalMiniLMEmbedding:
 @pytest.fixture(scope="module")
 def hybrid(nodes, minilm) -> HybridRetriever:
     return HybridRetriever.from_defaults(VectorStoreIndex(nodes, embed_model=minilm), nodes=nodes, similarity_top_k=3)
-
-
-@pytest.fixture
-def cohere_server():
-    with FakeCohereServer() as server:
-        yield server
-
-
-def cohere_reranker(server: FakeCohereServer) -> CohereReranker:
-    return CohereReranker(
-        client=cohere.ClientV2(api_key=server.api_key, base_url=server.base_url, max_retries=0),
-        async_client=cohere.AsyncClientV2(api_key=server.api_key, base_url=server.base_url, max_retries=0),
-    )
 
 
 @pytest.mark.parametrize("query", ["", "   ", "\n"])
@@ -81,7 +66,7 @@ def test_config_and_settings_are_the_cores_and_agree(nodes, minilm) -> None:
 
 
 def test_a_failing_reranker_raises_by_default(nodes, cohere_server) -> None:
-    hybrid = HybridRetriever({"bm25": ContextualBM25Retriever(nodes)}, reranker=cohere_reranker(cohere_server))
+    hybrid = HybridRetriever({"bm25": ContextualBM25Retriever(nodes)}, reranker=cohere_server.reranker())
     cohere_server.fail_next(500)
     with pytest.raises(cohere.errors.InternalServerError):
         hybrid.retrieve(QUERY)
@@ -89,7 +74,7 @@ def test_a_failing_reranker_raises_by_default(nodes, cohere_server) -> None:
 
 @pytest.mark.parametrize("wrap", [False, True], ids=["core-reranker", "ContextualRerank"])
 async def test_on_rerank_error_fused_keeps_the_fused_order_sync_and_async(nodes, cohere_server, wrap) -> None:
-    reranker = cohere_reranker(cohere_server)
+    reranker = cohere_server.reranker()
     bm25 = ContextualBM25Retriever(nodes)
     plain = HybridRetriever({"bm25": bm25}, similarity_top_k=2).retrieve(QUERY)
     hybrid = HybridRetriever(

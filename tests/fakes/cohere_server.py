@@ -52,6 +52,18 @@ class FakeCohereServer(LoopbackServer):
         """What to pass as `cohere.ClientV2(base_url=...)`."""
         return self.url
 
+    def reranker(self, *, max_retries: int = 0, **options: Any) -> Any:
+        """A core `CohereReranker` on real `cohere` SDK clients (sync and async) pointed here."""
+        import cohere
+
+        from contextual_retrieval_core.rerank.cohere import CohereReranker
+
+        return CohereReranker(
+            client=cohere.ClientV2(api_key=self.api_key, base_url=self.base_url, max_retries=max_retries),
+            async_client=cohere.AsyncClientV2(api_key=self.api_key, base_url=self.base_url, max_retries=max_retries),
+            **options,
+        )
+
     def routes(self) -> dict[str, Any]:
         return {"/v2/rerank": self._rerank}
 

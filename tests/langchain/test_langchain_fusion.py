@@ -9,14 +9,12 @@ import cohere
 import pytest
 
 from contextual_retrieval_core import FusionConfig, HybridSearcher
-from contextual_retrieval_core.rerank import CohereReranker
 from contextual_retrieval_langchain import (
     ContextualBM25Retriever,
     ContextualEnsembleRetriever,
     RerankCompressor,
     chroma_from_documents,
 )
-from tests.fakes.cohere_server import FakeCohereServer
 
 QUERY = "quarterly revenue report"
 
@@ -25,19 +23,6 @@ QUERY = "quarterly revenue report"
 def sources(contextual_docs, lc_embeddings):
     store = chroma_from_documents(contextual_docs, lc_embeddings)
     return [store.as_retriever(), ContextualBM25Retriever.from_documents(contextual_docs, k=150)]
-
-
-@pytest.fixture
-def cohere_server():
-    with FakeCohereServer() as server:
-        yield server
-
-
-def cohere_reranker(server: FakeCohereServer) -> CohereReranker:
-    return CohereReranker(
-        client=cohere.ClientV2(api_key=server.api_key, base_url=server.base_url, max_retries=0),
-        async_client=cohere.AsyncClientV2(api_key=server.api_key, base_url=server.base_url, max_retries=0),
-    )
 
 
 @pytest.mark.parametrize("query", ["", "  ", "\n\t"])
@@ -92,7 +77,7 @@ def test_invoke_k_and_the_old_candidates_name(sources) -> None:
 
 
 def test_a_failing_reranker_raises_by_default(sources, cohere_server) -> None:
-    retriever = ContextualEnsembleRetriever(retrievers=sources, reranker=cohere_reranker(cohere_server))
+    retriever = ContextualEnsembleRetriever(retrievers=sources, reranker=cohere_server.reranker())
     cohere_server.fail_next(500)
     with pytest.raises(cohere.errors.InternalServerError):
         retriever.invoke(QUERY)
@@ -100,7 +85,7 @@ def test_a_failing_reranker_raises_by_default(sources, cohere_server) -> None:
 
 @pytest.mark.parametrize("as_compressor", [False, True])
 async def test_on_rerank_error_fused_keeps_the_fused_order_sync_and_async(sources, cohere_server, as_compressor) -> None:
-    reranker = cohere_reranker(cohere_server)
+    reranker = cohere_server.reranker()
     plain = ContextualEnsembleRetriever(retrievers=sources, k=4).invoke(QUERY)
     retriever = ContextualEnsembleRetriever(
         retrievers=sources, k=4, reranker=RerankCompressor(reranker=reranker) if as_compressor else reranker, on_rerank_error="fused"
