@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-from numbers import Real
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
@@ -18,6 +17,7 @@ from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 from contextual_retrieval_core.bm25 import BM25Index, load_with_records, save_with_records
 from contextual_retrieval_core.checks import not_a_string, positive_int
 from contextual_retrieval_core.ensemble import DEFAULT_TOP_K
+from contextual_retrieval_core.where import where_predicate
 
 from ._documents import CHUNK_ID_KEY, chunk_id_of
 
@@ -31,15 +31,9 @@ BM25_SCORE_KEY = "bm25_score"
 #: or a predicate on the Document (as `InMemoryVectorStore` takes it)
 MetadataFilter = Union[Mapping[str, Any], Callable[[LCDocument], bool]]
 
-_COMPARE = {"$gt": lambda a, b: a > b, "$gte": lambda a, b: a >= b, "$lt": lambda a, b: a < b, "$lte": lambda a, b: a <= b}
-_MISSING = object()
-
-
 def metadata_predicate(where: MetadataFilter) -> Callable[[LCDocument], bool]:
     """`where` as a predicate on Documents: a callable is returned as it is; a where dict is read
-    as Chroma reads it (``$eq $ne $gt $gte $lt $lte $in $nin $and $or``; several keys in one dict
-    are all required; ``$ne`` / ``$nin`` also match Documents without the key; ``True`` never
-    equals ``1``). An unknown operator or a comparison with a non-number is a ValueError.
+    on `Document.metadata` as Chroma reads it (the core's `where_predicate`).
 
     Example:
         >>> keep = metadata_predicate({"$and": [{"team": "web"}, {"year": {"$gte": 2023}}]})
@@ -50,66 +44,8 @@ def metadata_predicate(where: MetadataFilter) -> Callable[[LCDocument], bool]:
         return where  # type: ignore[return-value]
     if not isinstance(where, Mapping):
         raise TypeError(f"filter must be a where dict (e.g. {{'team': 'web'}}) or a callable Document -> bool, got {type(where).__name__}")
-    _check_where(where)
-    return lambda doc: _matches(where, doc.metadata)
-
-
-def _check_where(where: Mapping[str, Any]) -> None:
-    if not where:
-        raise ValueError("filter is an empty dict: pass e.g. {'team': 'web'}, or filter=None for no filter")
-    for key, cond in where.items():
-        if key in ("$and", "$or"):
-            if not isinstance(cond, list) or not cond:
-                raise ValueError(f"filter: {key} takes a non-empty list of where dicts, got {cond!r}")
-            for sub in cond:
-                if not isinstance(sub, Mapping):
-                    raise ValueError(f"filter: {key} takes a list of where dicts, got an item {sub!r}")
-                _check_where(sub)
-        elif key.startswith("$"):
-            raise ValueError(f"filter: unknown logical operator {key!r}; use $and or $or")
-        elif isinstance(cond, Mapping):
-            for op, value in cond.items():
-                if op in _COMPARE and not _number(value):
-                    raise ValueError(f"filter: {op} on {key!r} compares numbers, got {value!r}")
-                if op in ("$in", "$nin") and not isinstance(value, list):
-                    raise ValueError(f"filter: {op} on {key!r} takes a list, got {value!r}")
-                if op not in _COMPARE and op not in ("$eq", "$ne", "$in", "$nin"):
-                    raise ValueError(f"filter: unknown operator {op!r} on {key!r}; use $eq $ne $gt $gte $lt $lte $in $nin")
-
-
-def _matches(where: Mapping[str, Any], metadata: Mapping[str, Any]) -> bool:
-    for key, cond in where.items():
-        if key == "$and":
-            ok = all(_matches(sub, metadata) for sub in cond)
-        elif key == "$or":
-            ok = any(_matches(sub, metadata) for sub in cond)
-        else:
-            value = metadata.get(key, _MISSING)
-            ops = cond.items() if isinstance(cond, Mapping) else [("$eq", cond)]
-            ok = all(_holds(op, value, operand) for op, operand in ops)
-        if not ok:
-            return False
-    return True
-
-
-def _holds(op: str, value: Any, operand: Any) -> bool:
-    if op == "$eq":
-        return _equal(value, operand)
-    if op == "$ne":
-        return not _equal(value, operand)
-    if op == "$in":
-        return any(_equal(value, o) for o in operand)
-    if op == "$nin":
-        return not any(_equal(value, o) for o in operand)
-    return _number(value) and _COMPARE[op](value, operand)
-
-
-def _equal(value: Any, operand: Any) -> bool:
-    return value is not _MISSING and isinstance(value, bool) == isinstance(operand, bool) and value == operand
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, Real) and not isinstance(value, bool)
+    keep = where_predicate(where)
+    return lambda doc: keep(doc.metadata)
 
 
 class ContextualBM25Retriever(BaseRetriever):
