@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Literal, Sequence
+from typing import Any, Callable, Iterable, Literal, Sequence, TypeVar
 
 import numpy as np
 
 from .types import ContextualChunk, compose_indexed_text
 
-__all__ = ["WindowConfig", "DenseRows", "chunk_windows", "build_dense_rows", "collapse_hits", "embed_texts"]
+__all__ = ["WindowConfig", "DenseRows", "chunk_windows", "build_dense_rows", "collapse_hits", "first_per_owner", "embed_texts"]
+
+T = TypeVar("T")
 
 Pooling = Literal["max", "mean"]
 _PIECE = re.compile(r"\S+\s*|\s+")
@@ -171,18 +173,24 @@ def window_texts(embedder: Any, chunks: Sequence[ContextualChunk], windows: Wind
     return [chunk_windows(c, counts, special, size, overlap) for c in chunks]
 
 
-def collapse_hits(hits: list[tuple[str, float]], owners: dict[str, str], depth: int) -> list[tuple[str, float]]:
-    """Row hits (best first) to chunk hits: each chunk once, at its best row's score."""
+def first_per_owner(items: Iterable[T], owner_of: Callable[[T], str], limit: int) -> list[tuple[str, T]]:
+    """(owner, item) for the first item (best first) of each owner, at most `limit` owners: how a
+    chunk's window rows collapse to the chunk, whatever the rows are (ids, nodes, Documents)."""
     seen: set[str] = set()
-    out = []
-    for row, score in hits:
-        chunk = owners.get(row, row)
-        if chunk not in seen:
-            seen.add(chunk)
-            out.append((chunk, score))
-            if len(out) == depth:
+    out: list[tuple[str, T]] = []
+    for item in items:
+        owner = owner_of(item)
+        if owner not in seen:
+            seen.add(owner)
+            out.append((owner, item))
+            if len(out) == limit:
                 break
     return out
+
+
+def collapse_hits(hits: list[tuple[str, float]], owners: dict[str, str], depth: int) -> list[tuple[str, float]]:
+    """Row hits (best first) to chunk hits: each chunk once, at its best row's score."""
+    return [(chunk, score) for chunk, (_, score) in first_per_owner(hits, lambda h: owners.get(h[0], h[0]), depth)]
 
 
 def _through(embedder: Any, name: str) -> Any:

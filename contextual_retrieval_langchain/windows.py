@@ -12,7 +12,7 @@ their core embedder) are never windowed.
 
 Example:
     >>> from langchain_core.vectorstores import InMemoryVectorStore
-    >>> from contextual_retrieval_core.windows import WindowConfig
+    >>> from contextual_retrieval_core.windows import WindowConfig, first_per_owner
     >>> from contextual_retrieval_langchain import LocalMiniLMEmbeddings
     >>> embeddings = LocalMiniLMEmbeddings()
     >>> store = WindowedVectorStore(InMemoryVectorStore(embeddings), windows=WindowConfig(size=16))
@@ -32,7 +32,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
 from contextual_retrieval_core.window_rows import WINDOW_OF_KEY, max_pooling_only, plan_rows, row_owner, windowable
-from contextual_retrieval_core.windows import WindowConfig
+from contextual_retrieval_core.windows import WindowConfig, first_per_owner
 
 from ._documents import CHUNK_ID_KEY, ORIGINAL_CONTENT_KEY, chunk_id_of
 
@@ -120,17 +120,10 @@ class WindowedVectorStore(VectorStore):
     # -- searching --------------------------------------------------------------------------------
 
     def _collapse(self, pairs: Sequence[tuple[Document, float]], k: int) -> list[tuple[Document, float]]:
-        seen: set[str] = set()
-        out = []
-        for doc, score in pairs:
-            owner = str(doc.metadata.get(WINDOW_OF_KEY) or row_owner(chunk_id_of(doc, self.id_key)))
-            if owner in seen:
-                continue
-            seen.add(owner)
-            out.append((self._docs.get(owner, doc), score))
-            if len(out) == k:
-                break
-        return out
+        def owner(pair: tuple[Document, float]) -> str:
+            return str(pair[0].metadata.get(WINDOW_OF_KEY) or row_owner(chunk_id_of(pair[0], self.id_key)))
+
+        return [(self._docs.get(chunk, doc), score) for chunk, (doc, score) in first_per_owner(pairs, owner, k)]
 
     def similarity_search_with_relevance_scores(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
         return self._collapse(self.vectorstore.similarity_search_with_relevance_scores(query, k=k + self.extra, **kwargs), k)

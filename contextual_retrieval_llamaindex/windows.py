@@ -21,7 +21,7 @@ from llama_index.core.schema import BaseNode, MetadataMode, NodeRelationship, No
 from llama_index.core.vector_stores.types import MetadataFilters
 
 from contextual_retrieval_core.window_rows import WINDOW_OF_KEY, max_pooling_only, plan_rows, row_owner, windowable
-from contextual_retrieval_core.windows import WindowConfig
+from contextual_retrieval_core.windows import WindowConfig, first_per_owner
 
 from ._compat import index_embed_model
 from ._convert import indexed_text
@@ -97,18 +97,12 @@ class WindowedVectorRetriever(BaseRetriever):
         super().__init__(**kwargs)
 
     def _collapse(self, results: List[NodeWithScore]) -> List[NodeWithScore]:
-        seen: set[str] = set()
-        out = []
-        for r in results:
-            owner = row_owner(r.node.node_id)
-            node = r.node if owner == r.node.node_id else self._nodes.get(owner)
-            if node is None or owner in seen:
-                continue
-            seen.add(owner)
-            out.append(NodeWithScore(node=node, score=r.score))
-            if len(out) == self.depth:
-                break
-        return out
+        """Each node once, at its best row's score (a window row stands for its node)."""
+        rows = [(row_owner(r.node.node_id), r) for r in results]
+        known = [(owner, r) for owner, r in rows if owner == r.node.node_id or owner in self._nodes]
+        picked = first_per_owner(known, lambda row: row[0], self.depth)
+        return [NodeWithScore(node=r.node if owner == r.node.node_id else self._nodes[owner], score=r.score)
+                for owner, (_, r) in picked]
 
     def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
         return self._collapse(self._inner.retrieve(query_bundle))
