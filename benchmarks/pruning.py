@@ -19,8 +19,13 @@ Peers: LlamaIndex `SentenceEmbeddingOptimizer` at percentile cut-offs 0.25 and 0
 (`context_before = context_after = 0`) and with its default window of one sentence each side
 (which repeats overlapping windows, so it can return more text than it got);
 LangChain `DocumentCompressorPipeline([EmbeddingsRedundantFilter, EmbeddingsFilter])` at similarity
-thresholds 0.2 and 0.3 (whole chunks kept or dropped). Ours: the defaults, other budget shares
-(the frontier `comparison` interpolates on), and the defaults without neighbours.
+thresholds 0.2 and 0.3 (whole chunks kept or dropped). These settings prune lightly (0.2 or less
+for all but one), so each peer also runs matched to ours: at the two settings of `MATCH_GRID` whose
+token reductions bracket ours-default's, picked on token reduction alone (the sweep is in the JSON
+as `matched_sweeps`); for LlamaIndex that is `threshold_cutoff` (a node with no sentence over it
+makes the optimizer raise "returned zero sentences", so it is run node by node and such a node is
+dropped). Ours: the defaults, other budget shares (the frontier `comparison` interpolates on), and
+the defaults without neighbours.
 
 - ms_per_query: wall time per query on the first `--timing-queries` queries, with a fresh
   embedder (no embedding cache) per configuration, so every configuration pays its embeddings.
@@ -51,6 +56,12 @@ TOP_K = 10
 OUR_FRONTIER = (0.1, 0.15, 0.2, 0.45, 0.6, 0.8, 1.0)  # budget shares besides the default 0.3
 LLAMAINDEX_PERCENTILES = (0.25, 0.5)
 LANGCHAIN_THRESHOLDS = (0.2, 0.3)
+# Matched settings: each peer also runs at the two settings of this grid whose token reductions
+# bracket ours-default's (nearest below, nearest above; the two highest when it never gets there),
+# chosen on token reduction alone, never on recall. LlamaIndex's percentile cut-off cannot reach it
+# on code (punkt finds few "sentences" per chunk, and a cut-off that rounds to 0 keeps them all), so
+# its matched rows use the optimizer's other knob, `threshold_cutoff`.
+MATCH_GRID = tuple(round(0.15 + 0.05 * i, 2) for i in range(12))  # 0.15 .. 0.70
 
 
 @dataclass
@@ -120,6 +131,43 @@ def llamaindex_optimizer(embedder, percentile: float, window: int = 0) -> Callab
         return out
 
     return run
+
+
+def llamaindex_threshold(embedder, threshold: float) -> Callable:
+    """`SentenceEmbeddingOptimizer(threshold_cutoff=...)`, no window, node by node (see the docstring)."""
+    from llama_index.core.postprocessor import SentenceEmbeddingOptimizer
+    from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+    from contextual_retrieval_llamaindex.embeddings import CoreEmbedding
+
+    model = CoreEmbedding(embedder)
+
+    def run(query, chunks):
+        optimizer = SentenceEmbeddingOptimizer(embed_model=model, threshold_cutoff=threshold, context_before=0, context_after=0)
+        bundle = QueryBundle(query)
+        out = {}
+        for c in chunks:
+            try:
+                (n,) = optimizer.postprocess_nodes([NodeWithScore(node=TextNode(id_=c.id, text=c.text), score=1.0)], query_bundle=bundle)
+            except ValueError as exc:  # "Optimizer returned zero sentences."
+                if "zero sentences" not in str(exc):
+                    raise
+                continue
+            out[n.node.node_id] = n.node.get_content()
+        return out
+
+    return run
+
+
+def bracket(sweep: list[dict], target: float) -> list[dict]:
+    """The two sweep points whose token reductions bracket `target` (nearest below, nearest above);
+    the two nearest under it when none reaches it, the two nearest over it when all pass it."""
+    rows = sorted(sweep, key=lambda r: r["token_reduction"])
+    below = [r for r in rows if r["token_reduction"] <= target]
+    above = [r for r in rows if r["token_reduction"] > target]
+    if below and above:
+        return [below[-1], above[0]]
+    return (below[-2:] if below else above[:2])
 
 
 def langchain_pipeline(embedder, threshold: float) -> Callable:
@@ -204,12 +252,14 @@ def markdown_table(payload: dict) -> str:
 
 
 def comparison_table(payload: dict) -> str:
-    """Each peer against our frontier interpolated at the peer's token reduction."""
+    """Each peer against our frontier interpolated at the peer's token reduction ("matched": a
+    setting picked to bracket ours-default's token reduction)."""
     rows = ["| peer | its token reduction | its answer recall | ours at that reduction | margin (points) |",
             "|---|---:|---:|---:|---:|"]
     for c in payload["comparison"]:
         note = "" if c["inside_our_frontier"] else " (outside our frontier: nearest point)"
-        rows.append(f"| {c['peer']} | {c['token_reduction']:.3f} | {c['peer_answer_recall']:.3f} | "
+        matched = " (matched)" if c.get("matched") else ""
+        rows.append(f"| {c['peer']}{matched} | {c['token_reduction']:.3f} | {c['peer_answer_recall']:.3f} | "
                     f"{c['ours_answer_recall']:.3f}{note} | {c['margin_points']:+.1f} |")
     return "\n".join(rows)
 
@@ -261,10 +311,39 @@ def main(argv: list[str] | None = None) -> int:
         results.append(row)
         print(f"{name:48s} reduction {row['token_reduction']:.3f}  recall {row['answer_recall']:.3f}  "
               f"term recall {row['answer_term_recall']:.3f}  golden kept {row['golden_kept']}", flush=True)
+    # matched settings: sweep each peer's knob on token reduction alone, keep the two bracketing ours-default
+    target = next(r["token_reduction"] for r in results if r["name"] == "ours-default")
+    peers = {"llamaindex-sentence-optimizer-threshold": llamaindex_threshold, "langchain-redundant+embeddings-filter": langchain_pipeline}
+    sweeps: dict[str, list[dict]] = {}
+    matched: list[tuple[str, Callable, float]] = []
+    for peer, make in peers.items():
+        sweep = []
+        for t in MATCH_GRID:
+            outputs = [make(cached, t)(c.query, c.chunks) for c in cases]
+            sweep.append({"setting": t, "token_reduction": score(cases, outputs, counter, tokenizer)["token_reduction"]})
+        sweeps[peer] = sweep
+        for point in bracket(sweep, target):
+            matched.append((f"{peer}-t{point['setting']:g}", make, point["setting"]))
+    already = {r["name"]: r for r in results}
+    for name, make, t in list(matched):
+        if name in already:  # a light setting that is also a matched one: one row, flagged
+            already[name]["matched"] = True
+            matched.remove((name, make, t))
+            continue
+        outputs = [make(cached, t)(c.query, c.chunks) for c in cases]
+        row = {"name": name, **score(cases, outputs, counter, tokenizer), "matched": True}
+        results.append(row)
+        print(f"{name:48s} reduction {row['token_reduction']:.3f}  recall {row['answer_recall']:.3f}  "
+              f"term recall {row['answer_term_recall']:.3f}  golden kept {row['golden_kept']}", flush=True)
+
+    def timed_configs(embedder):
+        yield from configs(embedder)
+        for name, make, t in matched:
+            yield name, make(embedder, t)
     timing = cases[: args.timing_queries]
     fresh = LocalMiniLMEmbedder()
     fresh.embed(["load the model before timing"])  # the model load is not any configuration's cost
-    for (name, run), row in zip(configs(fresh), results):
+    for (name, run), row in zip(timed_configs(fresh), results):
         started = time.perf_counter()
         for c in timing:
             run(c.query, c.chunks)
@@ -278,11 +357,12 @@ def main(argv: list[str] | None = None) -> int:
             comparison.append({
                 "peer": peer["name"], "token_reduction": peer["token_reduction"], "peer_answer_recall": peer["answer_recall"],
                 "ours_answer_recall": round(value, 4), "margin_points": round(100 * (value - peer["answer_recall"]), 2),
-                "inside_our_frontier": inside,
+                "inside_our_frontier": inside, "matched": bool(peer.get("matched")),
             })
     payload = {
         "dataset": Path(args.dataset).name, "contexts": Path(contexts).name, "queries": len(cases), "top_k": TOP_K,
         "tokenizer": counter.name, "timing_queries": len(timing), "configs": results, "comparison": comparison,
+        "matched_target": target, "matched_sweeps": sweeps,
     }
     Path(args.json).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     for c in comparison:

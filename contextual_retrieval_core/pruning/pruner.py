@@ -257,8 +257,11 @@ class ContextPruner:
         if plan.result is not None:
             return plan.result
         qv = np.asarray(self.embedder.embed_queries([query]), dtype=np.float64)[0]
-        vectors = np.asarray(self.embedder.embed_documents(plan.texts), dtype=np.float64)
-        return self._finish(plan, qv, vectors)
+        chunk_vecs = np.asarray(self.embedder.embed_documents([c.indexed_text for c in plan.items]), dtype=np.float64)
+        self._coarse(plan, qv, chunk_vecs)
+        texts = _distinct(plan.unit_texts)
+        vectors = np.asarray(self.embedder.embed_documents(texts.texts), dtype=np.float64) if texts.texts else np.zeros((0, qv.shape[0]))
+        return self._finish(plan, qv, texts.expand(vectors))
 
     async def aprune(self, query: str, chunks: Sequence[ContextualChunk | Chunk], *, kinds: Sequence[TextKind | None] | None = None) -> PruningResult:
         """Async `prune` (the embedder's async methods, or its sync ones in a worker thread)."""
@@ -266,8 +269,11 @@ class ContextPruner:
         if plan.result is not None:
             return plan.result
         qv = np.asarray(await aembed_queries(self.embedder, [query]), dtype=np.float64)[0]
-        vectors = np.asarray(await aembed_documents(self.embedder, plan.texts), dtype=np.float64)
-        return self._finish(plan, qv, vectors)
+        chunk_vecs = np.asarray(await aembed_documents(self.embedder, [c.indexed_text for c in plan.items]), dtype=np.float64)
+        self._coarse(plan, qv, chunk_vecs)
+        texts = _distinct(plan.unit_texts)
+        vectors = np.asarray(await aembed_documents(self.embedder, texts.texts), dtype=np.float64) if texts.texts else np.zeros((0, qv.shape[0]))
+        return self._finish(plan, qv, texts.expand(vectors))
 
     # -- steps ------------------------------------------------------------------------------------
 
@@ -294,7 +300,6 @@ class ContextPruner:
         if report.unchanged_reason is not None:
             plan.result = self._unchanged(plan)
             return plan
-        plan.texts = [c.indexed_text for c in items] + [u.text for us in plan.units for u in us]
         return plan
 
     def _unchanged(self, plan: "_Plan") -> PruningResult:
@@ -304,10 +309,10 @@ class ContextPruner:
         plan.report.elapsed_s = time.perf_counter() - plan.started
         return PruningResult(out, plan.report)
 
-    def _finish(self, plan: "_Plan", qv: np.ndarray, vectors: np.ndarray) -> PruningResult:
-        items, report, n_chunks = plan.items, plan.report, len(plan.items)
-        chunk_vecs, unit_vecs = vectors[:n_chunks], vectors[n_chunks:]
-        # 1. coarse filter
+    def _coarse(self, plan: "_Plan", qv: np.ndarray, chunk_vecs: np.ndarray) -> None:
+        """Step 1, the coarse filter: sets the chunk scores, the kept chunks and the unit texts to embed
+        (only the kept chunks' units are embedded)."""
+        items, n_chunks = plan.items, len(plan.items)
         dense = scale(_cos(chunk_vecs, qv))
         sparse = scale(bm25_scores(plan.query, [c.indexed_text for c in items], self.tokenizer))
         chunk_score = self.alpha * dense + (1 - self.alpha) * sparse
@@ -315,13 +320,19 @@ class ContextPruner:
         keep = chunk_score >= self.keep_share * best
         if self.top_n is not None:
             keep &= np.isin(np.arange(n_chunks), np.argsort(-chunk_score, kind="stable")[: self.top_n])
+        plan.chunk_score, plan.best, plan.keep = chunk_score, best, keep
+        plan.unit_texts = [u.text for ci, us in enumerate(plan.units) if keep[ci] for u in us]
+
+    def _finish(self, plan: "_Plan", qv: np.ndarray, unit_vecs: np.ndarray) -> PruningResult:
+        """Steps 2-4 over the kept chunks' units (`unit_vecs` in `plan.unit_texts` order)."""
+        items, report = plan.items, plan.report
+        chunk_score, best, keep = plan.chunk_score, plan.best, plan.keep
         # 2. units of the kept chunks
         owner = np.array([ci for ci, us in enumerate(plan.units) for _ in us], dtype=np.int64)
         all_units = [u for us in plan.units for u in us]
-        live = keep[owner]
-        idx = np.flatnonzero(live)
+        idx = np.flatnonzero(keep[owner])
         units = [all_units[i] for i in idx]
-        vecs = unit_vecs[idx]
+        vecs = unit_vecs
         costs = np.array([max(1, self.token_counter.count(u.text)) for u in units], dtype=np.int64)
         sparse_u = bm25_scores(plan.query, [u.text for u in units], self.tokenizer)
         rel = relevance(qv, vecs, sparse_u, self.dense_weight)
@@ -378,8 +389,29 @@ class _Plan:
     report: PruningReport
     started: float
     units: list[list[Unit]] = field(default_factory=list)
-    texts: list[str] = field(default_factory=list)
     result: PruningResult | None = None
+    # set by the coarse filter
+    chunk_score: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    best: float = 0.0
+    keep: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    unit_texts: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Distinct:
+    """Each distinct text once (units such as ``}`` or ``return result`` repeat), and the way back."""
+
+    texts: list[str]
+    index: np.ndarray
+
+    def expand(self, vectors: np.ndarray) -> np.ndarray:
+        return vectors[self.index] if len(self.index) else np.zeros((0, vectors.shape[1] if vectors.ndim == 2 else 0))
+
+
+def _distinct(texts: list[str]) -> _Distinct:
+    first: dict[str, int] = {}
+    index = np.array([first.setdefault(t, len(first)) for t in texts], dtype=np.int64)
+    return _Distinct(list(first), index)
 
 
 def _as_contextual(c: Any, i: int) -> ContextualChunk:
