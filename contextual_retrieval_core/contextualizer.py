@@ -105,6 +105,11 @@ class Contextualizer:
             them, serve them from the store once they land, and take them over when a lease
             runs out (a dead worker). claim_poll_s: how often a worker waiting on others looks
             at the store (default 1). Only generators that call an LLM claim.
+        structural_header: put the chunk's structural context (file, section, enclosing
+            definitions: what `StructuralContextGenerator` writes, free and offline) on a line
+            before an LLM's context (default False; the store keeps the LLM's context as written).
+            On the cookbook set it lifts contextual-hybrid from 85.93 / 90.12 / 94.25 to
+            87.17 / 92.37 / 95.06 (Pass@5/10/20, benchmarks/structural_header.py).
         give_up_after_rate_limited_s: stop the run (`RateLimitedTooLong`) once the API has answered
             nothing but 429 rate-limit errors, SDK retries included, for this many seconds
             (default 120; None: never). Everything generated before is stored.
@@ -136,6 +141,7 @@ class Contextualizer:
         claim_lease_s: float = DEFAULT_CLAIM_LEASE_S,
         claim_renew_s: float | None = None,
         claim_poll_s: float = DEFAULT_CLAIM_POLL_S,
+        structural_header: bool = False,
     ) -> None:
         if generator is None:
             from .generators.structural import StructuralContextGenerator
@@ -170,6 +176,9 @@ class Contextualizer:
         self.batch_max_requests, self.batch_max_bytes = batch_max_requests, batch_max_bytes
         self.give_up_after_rate_limited_s = give_up_after_rate_limited_s
         self.claim_lease_s, self.claim_renew_s, self.claim_poll_s = claim_lease_s, claim_renew_s, claim_poll_s
+        if not isinstance(structural_header, bool):
+            raise TypeError(f"structural_header must be True or False, got {structural_header!r}")
+        self.structural_header = structural_header
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_lock = threading.Lock()
         self._loop_closer: weakref.finalize | None = None
@@ -323,6 +332,12 @@ class Contextualizer:
             )
         for chunk_id, twin in twins.items():
             contexts[chunk_id] = contexts[twin]
+        if self.structural_header and not _is_structural(gen):
+            from .generators.structural import StructuralContextGenerator, with_structural_header
+
+            structural = StructuralContextGenerator()
+            for c in ordered:
+                contexts[c.id] = with_structural_header(structural.generate(docs[c.document_id], c).context, contexts[c.id])
         out = [
             ContextualChunk(c, contexts[c.id], position=self.position, separator=self.separator) for c in ordered
         ]
@@ -437,10 +452,17 @@ def _validate(
 #: the Contextualizer settings both ingestion parts (LangChain's ContextualDocumentTransformer,
 #: LlamaIndex's ContextualNodeParser) expose as fields of the same names
 SHARED_OPTIONS = ("concurrency", "mode", "grouped", "position", "separator", "show_progress",
-                  "give_up_after_rate_limited_s", "claim_lease_s", "claim_renew_s", "claim_poll_s")
+                  "give_up_after_rate_limited_s", "claim_lease_s", "claim_renew_s", "claim_poll_s", "structural_header")
 
 
 def contextualizer_for(generator: ContextGenerator, store: Any, part: Any) -> Contextualizer:
     """The `Contextualizer` an ingestion part runs: `generator`, `store`, and the part's fields
     named in `SHARED_OPTIONS` (one place, so the two frameworks' parts never drift apart)."""
     return Contextualizer(generator, store, **{name: getattr(part, name) for name in SHARED_OPTIONS})
+
+
+def _is_structural(generator: Any) -> bool:
+    """Whether `generator` writes the structural context itself (it gets no second header)."""
+    from .generators.structural import StructuralContextGenerator
+
+    return isinstance(generator, StructuralContextGenerator)

@@ -273,6 +273,7 @@ def evaluate(
     ks: Sequence[int] = K_VALUES,
     show_progress: bool = False,
     windows: Any = None,
+    structural_header: bool = False,
 ) -> list[ConfigResult]:
     """Run configurations (default: all that the inputs allow) with the library's defaults.
 
@@ -280,6 +281,8 @@ def evaluate(
     `structural-*` ones compute the offline structural contexts here. Each distinct text is
     embedded once per call, whichever configurations share it. `windows`: a
     `contextual_retrieval_core.windows.WindowConfig` for windowed dense vectors (default: none).
+    `structural_header`: the `contextual-*` configurations put each chunk's structural context on a
+    line before its LLM context (as `Contextualizer(structural_header=True)` does).
     """
     if configs is None:
         configs = [c for c, (ctx, _, _) in CONFIGS.items() if contexts is not None or ctx != "llm"]
@@ -300,8 +303,14 @@ def evaluate(
         if CONFIGS[name][0] == "llm" and contexts is None:
             raise ValueError(f"configuration {name!r} needs contexts: pass --contexts FILE")
     sources: dict[str | None, Mapping[str, str] | None] = {None: None, "llm": contexts}
-    if any(CONFIGS[name][0] == "structural" for name in configs):
+    header = structural_header and contexts is not None and any(CONFIGS[name][0] == "llm" for name in configs)
+    if header or any(CONFIGS[name][0] == "structural" for name in configs):
         sources["structural"] = structural_contexts(dataset, show_progress=show_progress)
+    if header:
+        from .generators.structural import with_structural_header
+
+        found = sources["structural"]
+        sources["llm"] = {cid: with_structural_header(found[cid], text) for cid, text in contexts.items()}  # type: ignore[union-attr,index]
     once = _EmbedOnce(embedder)
     results = []
     for name in configs:

@@ -76,6 +76,8 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
             answered nothing but rate limits (429) for this long (default 120 s; None: never).
         claim_lease_s, claim_renew_s, claim_poll_s: work claims when several workers share one
             store (the core `Contextualizer`'s; defaults 60 s, a third of the lease, 1 s).
+        structural_header: put each chunk's structural context (file, section, enclosing
+            definitions; free and offline) on a line before the LLM's context (default False).
 
     Example:
         >>> from langchain_core.documents import Document
@@ -117,6 +119,7 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
     claim_lease_s: float = Field(default=60.0, gt=0)
     claim_renew_s: Optional[float] = Field(default=None, gt=0)
     claim_poll_s: float = Field(default=1.0, gt=0)
+    structural_header: bool = False
 
     _contextualizer: Optional[Contextualizer] = PrivateAttr(default=None)
     _last_report: Optional[UsageReport] = PrivateAttr(default=None)

@@ -38,7 +38,7 @@ from .structure_text import (
     Heading, code_title, heading_chain, headings, normalize, prose_title, short_path, short_title,
 )
 
-__all__ = ["StructuralContextGenerator", "StructuralInfo", "StructuralReport"]
+__all__ = ["StructuralContextGenerator", "StructuralInfo", "StructuralReport", "with_structural_header"]
 
 _log = logging.getLogger(__name__)
 
@@ -404,3 +404,16 @@ def _sentence(source: str, chain: tuple[str, ...], label: str, defines: tuple[st
         if more:
             out += f" and {more} more"
     return out.rstrip(".") + "."
+
+
+def with_structural_header(header: str, context: str) -> str:
+    """`context` with the chunk's structural context on a line before it (``Contextualizer(structural_header=True)``,
+    ``evaluate(structural_header=True)``): the file, section or enclosing definitions first, then what
+    the LLM wrote.
+
+    Example:
+        >>> with_structural_header("From app/service.py, in class Service.", "Starts the worker pool.")
+        'From app/service.py, in class Service.\\nStarts the worker pool.'
+    """
+    header, context = header.strip(), context.strip()
+    return f"{header}\n{context}" if header and context else header or context
