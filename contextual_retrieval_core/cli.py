@@ -65,9 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--windows", action="store_true",
                     help="embed chunks longer than the embedder's window as overlapping windows, each with "
                     "the chunk's context, scored by the best window (off by default: see benchmarks/RESULTS.md)")
-    ev.add_argument("--structural-header", action="store_true",
+    ev.add_argument("--structural-header", action=argparse.BooleanOptionalAction, default=True,
                     help="put each chunk's structural context (file, section, definitions) on a line before the "
-                    "--contexts context in the contextual-* configurations (off by default: see benchmarks/RESULTS.md)")
+                    "--contexts context in the contextual-* configurations, as indexing does (default; "
+                    "--no-structural-header: the contexts as given)")
     ev.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     ev.add_argument("--plot", metavar="PATH", help="also write a PNG bar chart of Pass@k (needs matplotlib: "
                     "the `plot` extra, pip install 'contextual-retrieval-kit[plot]')")
@@ -251,7 +252,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
     results = evaluate(dataset, embedder, contexts, configs, show_progress=not args.no_progress,
                        windows=WindowConfig() if getattr(args, "windows", False) else None,
-                       structural_header=getattr(args, "structural_header", False))
+                       structural_header=getattr(args, "structural_header", True))
     elapsed = time.perf_counter() - started
     print(
         f"dataset: {len(dataset.documents)} documents, {len(dataset.chunks)} chunks, "
@@ -266,7 +267,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             dataset=folder.resolve().name,
             embedder=embedder.model_name,
             contexts=Path(args.contexts).name if args.contexts else None,
-            structural_header=bool(getattr(args, "structural_header", False)),
+            structural_header=bool(getattr(args, "structural_header", True)),
             elapsed_s=round(elapsed, 1),
         )
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)

@@ -35,6 +35,7 @@ __all__ = [
     "ConfigResult",
     "CONFIGS",
     "structural_contexts",
+    "headed_contexts",
     "load_cookbook",
     "load_contexts_jsonl",
     "pass_at_k",
@@ -254,6 +255,16 @@ def structural_contexts(dataset: EvalDataset, *, show_progress: bool = False) ->
     return {c.id: c.context for c in result.chunks}
 
 
+def headed_contexts(dataset: EvalDataset, contexts: Mapping[str, str], structural: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Chunk id -> the LLM context with the chunk's structural context on a line before it: what
+    `Contextualizer(structural_header=True)` (the default) indexes for these contexts.
+    `structural`: `structural_contexts(dataset)` when already computed."""
+    from .generators.structural import with_structural_header
+
+    found = structural if structural is not None else structural_contexts(dataset)
+    return {cid: with_structural_header(found[cid], text) for cid, text in contexts.items()}
+
+
 def score_rankings(name: str, ranked: Sequence[Sequence[str]], golden: Sequence[Sequence[str]], ks: Iterable[int] = K_VALUES) -> ConfigResult:
     ks = tuple(ks)
     return ConfigResult(
@@ -273,7 +284,7 @@ def evaluate(
     ks: Sequence[int] = K_VALUES,
     show_progress: bool = False,
     windows: Any = None,
-    structural_header: bool = False,
+    structural_header: bool = True,
 ) -> list[ConfigResult]:
     """Run configurations (default: all that the inputs allow) with the library's defaults.
 
@@ -307,10 +318,7 @@ def evaluate(
     if header or any(CONFIGS[name][0] == "structural" for name in configs):
         sources["structural"] = structural_contexts(dataset, show_progress=show_progress)
     if header:
-        from .generators.structural import with_structural_header
-
-        found = sources["structural"]
-        sources["llm"] = {cid: with_structural_header(found[cid], text) for cid, text in contexts.items()}  # type: ignore[union-attr,index]
+        sources["llm"] = headed_contexts(dataset, contexts, sources["structural"])  # type: ignore[arg-type]
     once = _EmbedOnce(embedder)
     results = []
     for name in configs:

@@ -77,7 +77,7 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
         claim_lease_s, claim_renew_s, claim_poll_s: work claims when several workers share one
             store (the core `Contextualizer`'s; defaults 60 s, a third of the lease, 1 s).
         structural_header: put each chunk's structural context (file, section, enclosing
-            definitions; free and offline) on a line before the LLM's context (default False).
+            definitions; free and offline) on a line before the LLM's context (default True).
 
     Example:
         >>> from langchain_core.documents import Document
@@ -119,7 +119,7 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
     claim_lease_s: float = Field(default=60.0, gt=0)
     claim_renew_s: Optional[float] = Field(default=None, gt=0)
     claim_poll_s: float = Field(default=1.0, gt=0)
-    structural_header: bool = False
+    structural_header: bool = True
 
     _contextualizer: Optional[Contextualizer] = PrivateAttr(default=None)
     _last_report: Optional[UsageReport] = PrivateAttr(default=None)

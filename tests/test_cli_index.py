@@ -82,7 +82,8 @@ def test_claude_contexts_rerun_makes_no_request(repo_copy, tmp_path, monkeypatch
         assert first["contexts"]["generated"] == first["chunks_total"] == messages()
         assert "requests:" in capsys.readouterr().out  # the cost and cache report
         hit = json.loads(_query_json(index, "fuse named ranked lists", capsys))[0]
-        assert hit["context"].startswith("This chunk is from the document beginning")  # Claude's (the fake's)
+        header, claude = hit["context"].split("\n", 1)  # the structural header, then Claude's (the fake's)
+        assert header.startswith("From ") and claude.startswith("This chunk is from the document beginning")
 
         before = messages()
         second = run_index(repo_copy, index, tmp_path)

@@ -300,7 +300,8 @@ def test_grouped_mode_one_request_per_small_document_with_fallback(tmp_path, mod
             ]
         assert len(grouped_bodies) == 3
         small = [ch for ch in result.chunks if ch.chunk.document_id != "doc0"]
-        assert [ch.context.startswith("Chunk 0 of the document") for ch in small] == [True, False, False, False] * 3
+        # each context: the structural header line, then the LLM's
+        assert [ch.context.split("\n", 1)[1].startswith("Chunk 0 of the document") for ch in small] == [True, False, False, False] * 3
         again = contextualizer(srv, tmp_path, grouped=True).contextualize(documents, chunks)
         assert again.report.store_hits == len(chunks)
 
@@ -366,7 +367,7 @@ def test_structural_default_and_callable_generators(tmp_path):
     seen = []
     gen = CallableContextGenerator(lambda d, c: seen.append(c.id) or f"about {d.id}", name="mine", model="m1")
     out = Contextualizer(gen, tmp_path / "c.sqlite3", show_progress=False).contextualize([doc], [chunk])
-    assert out.chunks[0].context == "about notes/setup.md" and seen == ["c0"]
+    assert out.chunks[0].context == "From notes/setup.md, section: Setup > Linux.\nabout notes/setup.md" and seen == ["c0"]
     Contextualizer(gen, tmp_path / "c.sqlite3", show_progress=False).contextualize([doc], [chunk])
     assert seen == ["c0"]
 
@@ -519,7 +520,7 @@ def test_a_blank_context_is_never_stored(tmp_path):
         return answers[chunk.id]
 
     store = tmp_path / "s.sqlite3"
-    c = Contextualizer(CallableContextGenerator(situate, name="mine"), store, show_progress=False)
+    c = Contextualizer(CallableContextGenerator(situate, name="mine"), store, show_progress=False, structural_header=False)
     with pytest.raises(ContextualizationError, match="1 of 2") as info:
         c.contextualize([doc], chunks)
     assert list(info.value.failures) == ["b"] and "no text" in info.value.failures["b"]

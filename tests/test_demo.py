@@ -62,7 +62,9 @@ def test_demo_uses_claude_when_the_key_is_set_and_pays_once(monkeypatch, capsys)
         first = run_demo(show_progress=False, out=io.StringIO())
         assert first.generator == "anthropic / claude-haiku-4-5"
         assert first.report.generated == messages() == n_chunks
-        assert all(q.context.startswith("This chunk is from the document beginning") for q in first.queries)
+        # the structural header line, then Claude's (the fake's) context
+        assert all(q.context.split("\n", 1)[-1].startswith("This chunk is from the document beginning") for q in first.queries)
+        assert all(q.context.startswith("From ") and "\n" in q.context for q in first.queries)
 
         second = run_demo(show_progress=False, out=io.StringIO())  # contexts come from the store
         assert messages() == n_chunks and second.report.store_hits == n_chunks

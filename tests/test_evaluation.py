@@ -131,7 +131,7 @@ class CountingEmbedder:
 def test_evaluate_embeds_each_distinct_text_once_per_run(tiny_dataset):
     """Nine configurations, three text sets (plain, structural, Claude contexts) and one query set:
     the embedder sees each distinct text exactly once."""
-    from contextual_retrieval_core.evaluation import structural_contexts
+    from contextual_retrieval_core.evaluation import headed_contexts, structural_contexts
     from contextual_retrieval_core.types import ContextualChunk
 
     ds = load_cookbook(tiny_dataset)
@@ -140,9 +140,11 @@ def test_evaluate_embeds_each_distinct_text_once_per_run(tiny_dataset):
     results = evaluate(ds, embedder, contexts)
     assert len(results) == 9
     structural = structural_contexts(ds)
+    headed = headed_contexts(ds, contexts)  # the default: structural header, then the LLM context
+    assert all(headed[c.id] == f"{structural[c.id]}\n{contexts[c.id]}" for c in ds.chunks)
     distinct = {c.text for c in ds.chunks}
     distinct |= {ContextualChunk(c, structural[c.id]).indexed_text for c in ds.chunks}
-    distinct |= {ContextualChunk(c, contexts[c.id]).indexed_text for c in ds.chunks}
+    distinct |= {ContextualChunk(c, headed[c.id]).indexed_text for c in ds.chunks}
     assert len(embedder.documents) == len(set(embedder.documents)) == len(distinct)
     assert set(embedder.documents) == distinct
     assert sorted(embedder.queries) == sorted({q.query for q in ds.queries})

@@ -188,7 +188,13 @@ def test_ingestion_pipeline_cache_and_store_pay_once(tmp_path):
     pipeline2 = IngestionPipeline(
         transformations=[ContextualNodeParser(other, splitter(), tmp_path / "o.sqlite3", show_progress=False)], cache=cache
     )
-    assert {n.metadata["context"] for n in pipeline2.run(documents=docs())} == {"other"}
+    headed = pipeline2.run(documents=docs())
+    assert {n.metadata["context"].split("\n")[-1] for n in headed} == {"other"}
+    assert all(n.metadata["context"].startswith("From ") for n in headed)  # the structural header (default)
+    # the header setting keys the pipeline cache too: switched off, no stale headed hit
+    pipeline3 = IngestionPipeline(transformations=[ContextualNodeParser(
+        other, splitter(), tmp_path / "o.sqlite3", show_progress=False, structural_header=False)], cache=cache)
+    assert {n.metadata["context"] for n in pipeline3.run(documents=docs())} == {"other"}
 
 
 async def test_acall_runs_requests_concurrently_and_matches_sync(tmp_path):

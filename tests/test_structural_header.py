@@ -46,10 +46,10 @@ def test_contextualizer_puts_the_header_before_the_llm_context_and_stores_the_ll
     with FakeAnthropicServer() as server:
         client = anthropic.Anthropic(api_key=server.api_key, base_url=server.url, max_retries=0)
         gen = AnthropicContextGenerator("claude-3-haiku-20240307", client=client)
-        plain = Contextualizer(gen, store, show_progress=False).contextualize([DOC], CHUNKS)
+        plain = Contextualizer(gen, store, show_progress=False, structural_header=False).contextualize([DOC], CHUNKS)
         requests = len([r for r in server.requests if r.path == "/v1/messages"])
         assert requests == len(CHUNKS)
-        headed = Contextualizer(gen, store, show_progress=False, structural_header=True).contextualize([DOC], CHUNKS)
+        headed = Contextualizer(gen, store, show_progress=False).contextualize([DOC], CHUNKS)  # the default
         # the store answered: no second payment, and it holds the LLM's text as written
         assert len([r for r in server.requests if r.path == "/v1/messages"]) == requests
         assert headed.report.store_hits == len(CHUNKS) and headed.report.generated == 0
@@ -63,8 +63,8 @@ def test_contextualizer_puts_the_header_before_the_llm_context_and_stores_the_ll
 
 
 def test_the_structural_generator_gets_no_second_header_and_bad_values_are_refused():
-    plain = Contextualizer(show_progress=False).contextualize([DOC], CHUNKS)
-    headed = Contextualizer(show_progress=False, structural_header=True).contextualize([DOC], CHUNKS)
+    plain = Contextualizer(show_progress=False, structural_header=False).contextualize([DOC], CHUNKS)
+    headed = Contextualizer(show_progress=False).contextualize([DOC], CHUNKS)
     assert [c.context for c in headed.chunks] == [c.context for c in plain.chunks]
     with pytest.raises(TypeError, match="structural_header must be True or False"):
         Contextualizer(show_progress=False, structural_header="yes")
@@ -97,7 +97,8 @@ def test_both_framework_parts_pass_it_to_the_core():
     assert len(nodes) == 1
     header = StructuralContextGenerator().generate(DOC, Chunk("n", DOC.id, nodes[0].get_content(), 0)).context
     assert nodes[0].metadata["context"] == f"{header}\nPart 0 of the differential executor."
-    off = ContextualNodeParser(node_parser=SentenceSplitter(chunk_size=1024), generator=_fixed_generator(), show_progress=False)
+    off = ContextualNodeParser(node_parser=SentenceSplitter(chunk_size=1024), generator=_fixed_generator(), show_progress=False,
+                               structural_header=False)
     assert off.get_nodes_from_documents([LIDocument(text=SOURCE, id_=DOC.id)])[0].metadata["context"] == "Part 0 of the differential executor."
 
 
@@ -128,19 +129,37 @@ def test_evaluate_and_the_eval_command_index_the_headed_contexts(tiny_dataset, t
     contexts = load_contexts_jsonl(tiny_dataset / "contexts.jsonl", ds)
     structural = structural_contexts(ds)
     recorder = _Recorder()
-    evaluate(ds, recorder, contexts, ["contextual-dense"], structural_header=True)
+    evaluate(ds, recorder, contexts, ["contextual-dense"])  # the default: headed
     headed = {ContextualChunk(c, with_structural_header(structural[c.id], contexts[c.id])).indexed_text for c in ds.chunks}
     assert set(recorder.documents) == headed
     # the BM25 side sees the same text: headed contexts in, the same ranking as pre-composed ones
     composed = {cid: with_structural_header(structural[cid], text) for cid, text in contexts.items()}
     a = evaluate(ds, _Recorder(), contexts, ["contextual-bm25"], structural_header=True)[0]
-    b = evaluate(ds, _Recorder(), composed, ["contextual-bm25"])[0]
+    b = evaluate(ds, _Recorder(), composed, ["contextual-bm25"], structural_header=False)[0]
     assert a.pass_at == b.pass_at and a.mrr == b.mrr
+    plain = evaluate(ds, _Recorder(), contexts, ["contextual-bm25"], structural_header=False)[0]
+    # BM25 sees the header: a query only the header answers ("target": the header of the chunk
+    # inside run_target names it; neither chunk's text nor any LLM context has the word)
+    from contextual_retrieval_core.evaluation import EvalDataset, EvalQuery
+
+    tail = Chunk("c1", DOC.id, SOURCE[SOURCE.index("        first = ") :], 1)
+    mini = EvalDataset([DOC], [Chunk("other", DOC.id, "self.secondary = secondary", 2), tail],
+                       [EvalQuery("target", ("c1",))])
+    mini_contexts = {"c1": "Calls both sides.", "other": "Stores the executor pair."}
+    scores = {h: evaluate(mini, _Recorder(), mini_contexts, ["contextual-bm25"], structural_header=h, ks=(1,))[0].pass_at[1]
+              for h in (True, False)}
+    assert scores == {True: 100.0, False: 0.0}
 
     out = tmp_path / "r.json"
     assert main(["eval", "--dataset", str(tiny_dataset), "--contexts", str(tiny_dataset / "contexts.jsonl"),
-                 "--configs", "contextual-bm25", "--structural-header", "--json", str(out),
+                 "--configs", "contextual-bm25", "--json", str(out),
                  "--embedding-cache", "none", "--no-progress"]) == 0
     payload = json.loads(out.read_text())
     assert payload["structural_header"] is True
     assert payload["configs"][0]["mrr"] == round(a.mrr, 2)
+    assert main(["eval", "--dataset", str(tiny_dataset), "--contexts", str(tiny_dataset / "contexts.jsonl"),
+                 "--configs", "contextual-bm25", "--no-structural-header", "--json", str(out),
+                 "--embedding-cache", "none", "--no-progress"]) == 0
+    payload = json.loads(out.read_text())
+    assert payload["structural_header"] is False and payload["configs"][0]["mrr"] == round(plain.mrr, 2)
+    assert payload["configs"][0]["pass_at"] == {str(k): round(v, 2) for k, v in plain.pass_at.items()}

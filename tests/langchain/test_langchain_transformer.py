@@ -54,7 +54,7 @@ def test_is_a_langchain_document_transformer() -> None:
 
 def test_whole_documents_with_a_splitter() -> None:
     splitter = RecursiveCharacterTextSplitter(chunk_size=60, chunk_overlap=0)
-    transformer = ContextualDocumentTransformer(text_splitter=splitter, generator=part_generator(), show_progress=False)
+    transformer = ContextualDocumentTransformer(structural_header=False, text_splitter=splitter, generator=part_generator(), show_progress=False)
     docs = whole_documents()
     out = transformer.transform_documents(docs)
 
@@ -67,17 +67,17 @@ def test_whole_documents_with_a_splitter() -> None:
         assert o.metadata["context"] == context and o.metadata["source"] == o.metadata["parent_id"]
         assert o.id == o.metadata["chunk_id"] == stable_chunk_id(o.metadata["parent_id"], o.metadata["chunk_index"], o.metadata["original_content"])
     # ids are the same on every run, from a fresh transformer too
-    again = ContextualDocumentTransformer(text_splitter=splitter, generator=part_generator(), show_progress=False)
+    again = ContextualDocumentTransformer(structural_header=False, text_splitter=splitter, generator=part_generator(), show_progress=False)
     assert [d.id for d in again.transform_documents(docs)] == [d.id for d in out]
 
 
 def test_chunks_with_parents_as_list_or_mapping() -> None:
     chunks = chunk_documents()
     chunks[0].id = "my-own-id"  # a chunk's own id is kept
-    transformer = ContextualDocumentTransformer(generator=context_generator(), show_progress=False)
+    transformer = ContextualDocumentTransformer(structural_header=False, generator=context_generator(), show_progress=False)
     from_list = transformer.transform_documents(chunks, parents=whole_documents())
     mapping = {d.metadata["source"]: d.page_content for d in whole_documents()}
-    from_map = ContextualDocumentTransformer(generator=context_generator(), show_progress=False).transform_documents(chunks, parents=mapping)
+    from_map = ContextualDocumentTransformer(structural_header=False, generator=context_generator(), show_progress=False).transform_documents(chunks, parents=mapping)
 
     assert from_list == from_map
     assert from_list[0].id == "my-own-id"
@@ -133,7 +133,7 @@ def test_errors_name_the_fix() -> None:
 
 def test_any_chat_model_gets_plain_text_blocks(tmp_path) -> None:
     llm = RecordingChatModel(calls=[])
-    transformer = ContextualDocumentTransformer(llm=llm, store=tmp_path / "c.sqlite3", show_progress=False, concurrency=1)
+    transformer = ContextualDocumentTransformer(structural_header=False, llm=llm, store=tmp_path / "c.sqlite3", show_progress=False, concurrency=1)
     out = transformer.transform_documents(chunk_documents()[:2], parents=whole_documents())
     assert [d.metadata["context"] for d in out] == ["Situating context."] * 2
     assert len(llm.calls) == 2
@@ -211,7 +211,7 @@ def test_markdown_header_splitter_whose_split_text_returns_documents() -> None:
     splitter = MarkdownHeaderTextSplitter([("#", "h1"), ("##", "h2")])
     text = "# Guide\n\n## Linux\n\nRun make install.\n\n## Windows\n\nRun setup.exe."
     doc = LCDocument(text, metadata={"source": f"guide.{kind}", "team": "docs"})
-    transformer = ContextualDocumentTransformer(text_splitter=splitter, generator=part_generator(), show_progress=False)
+    transformer = ContextualDocumentTransformer(structural_header=False, text_splitter=splitter, generator=part_generator(), show_progress=False)
     chunks = transformer.transform_documents([doc])
     windows = next(c for c in chunks if "setup.exe" in c.metadata["original_content"])
     # the splitter's header metadata and the document's own, the parent and a stable id
