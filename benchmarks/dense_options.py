@@ -37,7 +37,7 @@ from _paths import DEFAULT_DATASET  # noqa: E402
 from contextual_retrieval_core.embeddings.cache import CachedEmbedder  # noqa: E402
 from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder  # noqa: E402
 from contextual_retrieval_core.evaluation import (  # noqa: E402
-    CONFIGS, load_contexts_jsonl, load_cookbook, score_rankings, structural_contexts,
+    CONFIGS, headed_contexts, load_contexts_jsonl, load_cookbook, score_rankings, structural_contexts,
 )
 from contextual_retrieval_core.hybrid import HybridSearcher  # noqa: E402
 from contextual_retrieval_core.types import ContextualChunk  # noqa: E402
@@ -126,7 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     dataset = load_cookbook(args.dataset)
     llm = load_contexts_jsonl(Path(args.dataset) / "contexts_claude-3-haiku.jsonl", dataset)
-    sources = {None: None, "llm": llm, "structural": structural_contexts(dataset)}
+    structural = structural_contexts(dataset)
+    # the LLM contexts as indexed by default: the structural header, then Claude's context
+    sources = {None: None, "llm": headed_contexts(dataset, llm, structural), "structural": structural}
     minilm = LocalMiniLMEmbedder()
     embedder = CachedEmbedder(minilm, args.cache or ":memory:")
     queries = [q.query for q in dataset.queries]

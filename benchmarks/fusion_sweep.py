@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     from contextual_retrieval_core import DEFAULT_RRF_K, DEFAULT_WEIGHTS, BM25Index, ContextualChunk, HybridSearcher
     from contextual_retrieval_core.embeddings import LocalMiniLMEmbedder
     from contextual_retrieval_core.embeddings.cache import CachedEmbedder
-    from contextual_retrieval_core.evaluation import load_contexts_jsonl, load_cookbook, score_rankings
+    from contextual_retrieval_core.evaluation import headed_contexts, load_contexts_jsonl, load_cookbook, score_rankings
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", default=DEFAULT_DATASET)
@@ -32,7 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     ds = load_cookbook(args.dataset)
-    contexts = load_contexts_jsonl(args.contexts or Path(args.dataset) / "contexts_claude-3-haiku.jsonl", ds)
+    # as indexed by default: the structural header, then Claude's context
+    contexts = headed_contexts(ds, load_contexts_jsonl(args.contexts or Path(args.dataset) / "contexts_claude-3-haiku.jsonl", ds))
     chunks = [ContextualChunk(c, contexts[c.id]) for c in ds.chunks]
     embedder = CachedEmbedder(LocalMiniLMEmbedder(), args.embedding_cache)
     queries = [q.query for q in ds.queries]

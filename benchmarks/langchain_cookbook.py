@@ -38,6 +38,7 @@ from _paths import DEFAULT_DATASET  # noqa: E402
 from contextual_retrieval_core.embeddings.cache import CachedEmbedder  # noqa: E402
 from contextual_retrieval_core.evaluation import (  # noqa: E402
     format_table,
+    headed_contexts,
     load_contexts_jsonl,
     load_cookbook,
     results_to_json,
@@ -80,7 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     generator = CallableContextGenerator(lambda doc, chunk: Generation(contexts[chunk.id]), name="cookbook-contexts-file", is_llm=False)
     transformer = ContextualDocumentTransformer(generator=generator, parent_id_key="doc_id", show_progress=False)
     docs = transformer.transform_documents(chunks, parents=parents)
-    core_texts = {c.id: ContextualChunk(c, contexts[c.id]).indexed_text for c in dataset.chunks}
+    headed = headed_contexts(dataset, contexts)  # what the transformer indexes by default
+    core_texts = {c.id: ContextualChunk(c, headed[c.id]).indexed_text for c in dataset.chunks}
     assert all(d.page_content == core_texts[d.id] for d in docs), "page_content must be the core's indexed_text"
     retriever = ContextualEnsembleRetriever.from_documents(docs, EmbedderEmbeddings(embedder=embedder))
     seconds["langchain ingest (transform + Chroma + BM25)"] = round(time.perf_counter() - start, 2)
@@ -103,13 +105,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     from contextual_retrieval_core.hybrid import HybridSearcher
 
     start = time.perf_counter()
-    searcher = HybridSearcher([ContextualChunk(c, contexts[c.id]) for c in dataset.chunks], embedder)
+    searcher = HybridSearcher([ContextualChunk(c, headed[c.id]) for c in dataset.chunks], embedder)
     core_ranked = [[h.id for h in hits] for hits in searcher.search_many(queries, top_k=20)]
     core = score_rankings("core contextual-hybrid", core_ranked, golden)
     seconds["core contextual-hybrid"] = round(time.perf_counter() - start, 2)
 
     start = time.perf_counter()
-    stock_ranked, _ = run_langchain([ContextualChunk(c, contexts[c.id]) for c in dataset.chunks], queries, embedder)
+    stock_ranked, _ = run_langchain([ContextualChunk(c, headed[c.id]) for c in dataset.chunks], queries, embedder)
     seconds["langchain EnsembleRetriever (stock)"] = round(time.perf_counter() - start, 2)
 
     results = [

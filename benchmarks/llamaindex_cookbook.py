@@ -40,6 +40,7 @@ from contextual_retrieval_core.evaluation import (  # noqa: E402
     ConfigResult,
     EvalDataset,
     format_table,
+    headed_contexts,
     load_contexts_jsonl,
     load_cookbook,
     score_rankings,
@@ -195,7 +196,8 @@ def run(
     queries = [q.query for q in dataset.queries]
     seconds: dict[str, float] = {}
     start = time.perf_counter()
-    searcher = HybridSearcher([ContextualChunk(c, contexts[c.id]) for c in dataset.chunks], embedder)
+    headed = headed_contexts(dataset, contexts)  # what ContextualNodeParser indexes by default
+    searcher = HybridSearcher([ContextualChunk(c, headed[c.id]) for c in dataset.chunks], embedder)
     core_ranked = [[h.id for h in hits] for hits in searcher.search_many(queries, TOP_K)]
     core = score_rankings("core contextual-hybrid (defaults)", core_ranked, golden)
     seconds["core"] = time.perf_counter() - start
@@ -231,7 +233,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         results, seconds, identical = run(dataset, contexts, embedder, Path(tmp), contexts=loaded)
     start = time.perf_counter()
-    candidates = candidate_agreement([ContextualChunk(c, loaded[c.id]) for c in dataset.chunks],
+    headed = headed_contexts(dataset, loaded)
+    candidates = candidate_agreement([ContextualChunk(c, headed[c.id]) for c in dataset.chunks],
                                      [q.query for q in dataset.queries], embedder)
     seconds["chroma vs exact candidates"] = time.perf_counter() - start
     print(format_table(results))

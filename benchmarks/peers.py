@@ -35,6 +35,7 @@ from contextual_retrieval_core.evaluation import (  # noqa: E402
     EvalDataset,
     evaluate,
     format_table,
+    headed_contexts,
     load_contexts_jsonl,
     load_cookbook,
     results_to_json,
@@ -143,11 +144,11 @@ def run(
 
     configs = ["contextual-hybrid"] + (["hybrid"] if plain else [])
     for cfg in configs:
-        (res,) = timed(f"ours {cfg}", lambda: evaluate(dataset, embedder, contexts, configs=[cfg]))
+        (res,) = timed(f"ours {cfg}", lambda: evaluate(dataset, embedder, contexts, configs=[cfg], structural_header=False))
         res.name = f"ours {cfg} (defaults)" if cfg == "contextual-hybrid" else f"ours {cfg} (no contexts)"
         results.append(res)
     for cfg in ("contextual-dense", "contextual-bm25"):
-        (res,) = evaluate(dataset, embedder, contexts, configs=[cfg])
+        (res,) = evaluate(dataset, embedder, contexts, configs=[cfg], structural_header=False)
         res.name = f"ours {cfg} alone"
         components.append(res)
     for name, runner in (("langchain EnsembleRetriever (stock)", run_langchain), ("llamaindex QueryFusionRetriever (stock)", run_llamaindex)):
@@ -173,7 +174,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     dataset_dir = args.dataset or default_dataset()
     dataset = load_cookbook(dataset_dir)
     contexts_path = args.contexts or dataset_dir / "contexts_claude-3-haiku.jsonl"
-    contexts = load_contexts_jsonl(contexts_path, dataset)
+    # as the library indexes them by default: each chunk's structural header, then Claude's context;
+    # every retriever gets the same text (evaluate is told they are headed already)
+    contexts = headed_contexts(dataset, load_contexts_jsonl(contexts_path, dataset))
     embedder = CachedEmbedder(LocalMiniLMEmbedder(), args.cache)
     print(f"dataset: {dataset_dir} ({len(dataset.chunks)} chunks, {len(dataset.queries)} queries); contexts: {contexts_path.name}")
     print(f"embedder: {embedder.model_name} via CachedEmbedder({args.cache})")

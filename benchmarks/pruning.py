@@ -85,12 +85,12 @@ def minilm_counter(embedder):
 
 
 def load_cases(dataset_dir: str, contexts_path: str, embedder) -> list[Case]:
-    from contextual_retrieval_core.evaluation import load_contexts_jsonl, load_cookbook
+    from contextual_retrieval_core.evaluation import headed_contexts, load_contexts_jsonl, load_cookbook
     from contextual_retrieval_core.hybrid import HybridSearcher
     from contextual_retrieval_core.types import ContextualChunk
 
     dataset = load_cookbook(dataset_dir)
-    contexts = load_contexts_jsonl(contexts_path, dataset)
+    contexts = headed_contexts(dataset, load_contexts_jsonl(contexts_path, dataset))  # as indexed by default
     answers = [json.loads(line).get("answer", "") for line in (Path(dataset_dir) / "evaluation_set.jsonl").open(encoding="utf-8") if line.strip()]
     chunks = [ContextualChunk(c, contexts[c.id]) for c in dataset.chunks]
     searcher = HybridSearcher(chunks, embedder)

@@ -48,11 +48,11 @@ def truncation(dataset_dir: str, contexts_path: str) -> dict:
     """Chunks longer than the local embedder's window, counted with its own tokenizer (truncation
     enabled at its max length: an encoding that overflows was cut)."""
     from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
-    from contextual_retrieval_core.evaluation import load_contexts_jsonl, load_cookbook
+    from contextual_retrieval_core.evaluation import headed_contexts, load_contexts_jsonl, load_cookbook
     from contextual_retrieval_core.types import ContextualChunk
 
     dataset = load_cookbook(dataset_dir)
-    contexts = load_contexts_jsonl(contexts_path, dataset)
+    contexts = headed_contexts(dataset, load_contexts_jsonl(contexts_path, dataset))  # as indexed by default
     embedder = LocalMiniLMEmbedder()
     cut = embedder.count_truncated
 

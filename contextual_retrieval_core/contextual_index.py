@@ -146,9 +146,13 @@ class ContextualIndex:
         clear_index(Path(path), _COLLECTION)
 
     def _generator_identity(self) -> dict[str, str]:
+        """The manifest's record of the contexts; an LLM's carry the structural header (the default)."""
+        from .contextualizer import is_structural_generator
         gen = self.generator
-        return {"name": gen.name, "model": gen.model, "prompt": gen.prompt_identity,
-                "label": label_of(gen)}
+        identity = {"name": gen.name, "model": gen.model, "prompt": gen.prompt_identity, "label": label_of(gen)}
+        if not is_structural_generator(gen):
+            identity.update(header="structural", label=identity["label"] + " + structural header")
+        return identity
 
     def _fix(self) -> str:
         return f"re-run `contextual-retrieval index PATH... --index-dir {self.path}` to repair it"

@@ -333,7 +333,7 @@ class Contextualizer:
             )
         for chunk_id, twin in twins.items():
             contexts[chunk_id] = contexts[twin]
-        if self.structural_header and not _is_structural(gen):
+        if self.structural_header and not is_structural_generator(gen):
             from .generators.structural import StructuralContextGenerator, with_structural_header
 
             structural = StructuralContextGenerator()
@@ -401,7 +401,7 @@ def contextualizer_for(generator: ContextGenerator, store: Any, part: Any) -> Co
     return Contextualizer(generator, store, **{name: getattr(part, name) for name in SHARED_OPTIONS})
 
 
-def _is_structural(generator: Any) -> bool:
+def is_structural_generator(generator: Any) -> bool:
     """Whether `generator` writes the structural context itself (it gets no second header)."""
     from .generators.structural import StructuralContextGenerator
 

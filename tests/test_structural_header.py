@@ -163,3 +163,38 @@ def test_evaluate_and_the_eval_command_index_the_headed_contexts(tiny_dataset, t
     payload = json.loads(out.read_text())
     assert payload["structural_header"] is False and payload["configs"][0]["mrr"] == round(plain.mrr, 2)
     assert payload["configs"][0]["pass_at"] == {str(k): round(v, 2) for k, v in plain.pass_at.items()}
+
+
+def test_an_index_records_the_header_and_an_older_index_is_re_embedded_with_it_at_no_llm_cost(tmp_path):
+    from contextual_retrieval_core.contextual_index import ContextualIndex
+    from contextual_retrieval_core.embeddings.cache import CachedEmbedder
+    from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
+
+    folder = tmp_path / "src"
+    folder.mkdir()
+    (folder / "differential.py").write_text(SOURCE, encoding="utf-8")
+    calls: list[str] = []
+
+    def situate(document, chunk):
+        calls.append(chunk.id)
+        return "Part of the differential executor."
+
+    gen = CallableContextGenerator(situate, name="fixed-llm", model="m1", is_llm=True)
+    embedder = CachedEmbedder(LocalMiniLMEmbedder(), ":memory:")
+    index = ContextualIndex(tmp_path / "ix", embedder=embedder, generator=gen)
+    index.update([folder], show_progress=False)
+    n = len(calls)
+    manifest = json.loads((tmp_path / "ix" / "manifest.json").read_text())
+    assert manifest["generator"]["header"] == "structural" and manifest["generator"]["label"].endswith("+ structural header")
+    hit = index.search("run_target compares the two executors", top_k=1)[0]
+    assert hit.context.startswith("From ") and hit.context.endswith("\nPart of the differential executor.")
+
+    # an index written before the header was the default: its manifest has no "header"
+    manifest["generator"].pop("header")
+    manifest["generator"]["label"] = manifest["generator"]["label"].replace(" + structural header", "")
+    (tmp_path / "ix" / "manifest.json").write_text(json.dumps(manifest))
+    again = ContextualIndex(tmp_path / "ix", embedder=embedder, generator=gen)
+    report = again.update([folder], show_progress=False)
+    assert "every file is re-situated" in report.note and "+ structural header" in report.note
+    assert len(calls) == n  # the contexts came from the index's store: no second generation
+    assert again.search("run_target compares the two executors", top_k=1)[0].context == hit.context
