@@ -8,7 +8,8 @@ context, the offline `StructuralContextGenerator`'s "From <file>, in <scope>; de
 on a line before the LLM's context; what `Contextualizer(structural_header=True)` indexes).
 Everything else is the library's defaults (MiniLM, BM25, weighted RRF 0.5 / 0.5, one vector a
 chunk). Writes benchmarks/structural_header.json: {"dataset", "contexts", "without": [...],
-"with": [...], "delta": {config: {k: points}}}, each list as `results_to_json` writes it.
+"with": [...], "delta": {config: {k: points}}, "header_tokens": {"mean", "median", "max"}}, each
+list as `results_to_json` writes it; header_tokens counts the header with the embedder's tokenizer.
 
 The no-context half of issue 14's adoption rule is the `hybrid` against `structural-hybrid` rows
 of quality.json (the header alone is the structural context).
@@ -53,7 +54,17 @@ def main(argv: list[str] | None = None) -> int:
         w["name"]: {k: round(w["pass_at"][k] - o["pass_at"][k], 2) for k in w["pass_at"]} | {"mrr": round(w["mrr"] - o["mrr"], 2)}
         for o, w in zip(runs["without"], runs["with"])
     }
-    payload = {"dataset": Path(args.dataset).name, "contexts": Path(contexts_path).name, **runs, "delta": delta}
+    # what the header costs: its tokens per chunk, by the embedder's own tokenizer (special tokens not counted)
+    from statistics import mean, median
+
+    from contextual_retrieval_core.evaluation import structural_contexts
+
+    structural = structural_contexts(dataset)
+    tokens = [n - 2 for n in embedder.embedder.count_tokens([structural[c.id] for c in dataset.chunks])]
+    header_tokens = {"mean": round(mean(tokens), 1), "median": median(tokens), "max": max(tokens)}
+    print(f"header tokens per chunk: mean {header_tokens['mean']}, median {header_tokens['median']}, max {header_tokens['max']}")
+    payload = {"dataset": Path(args.dataset).name, "contexts": Path(contexts_path).name, **runs, "delta": delta,
+               "header_tokens": header_tokens}
     Path(args.json).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     for name, d in delta.items():
         print(f"{name:20s} " + "  ".join(f"{k}: {v:+.2f}" for k, v in d.items()))

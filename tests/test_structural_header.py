@@ -198,3 +198,24 @@ def test_an_index_records_the_header_and_an_older_index_is_re_embedded_with_it_a
     assert "every file is re-situated" in report.note and "+ structural header" in report.note
     assert len(calls) == n  # the contexts came from the index's store: no second generation
     assert again.search("run_target compares the two executors", top_k=1)[0].context == hit.context
+
+
+def test_results_md_quotes_structural_header_json():
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[1] / "benchmarks"
+    data = json.loads((bench / "structural_header.json").read_text(encoding="utf-8"))
+    results = (bench / "RESULTS.md").read_text(encoding="utf-8")
+    section = results[results.index("## The structural header on LLM contexts"):]
+    section = section[: section.index("\n## ", 1)]
+
+    def cells(row):
+        return " ".join(f"{row['pass_at'][k]:.2f}" for k in ("5", "10", "20")) + f"  {row['mrr']:.2f}"
+
+    for without, with_ in zip(data["without"], data["with"]):
+        d = data["delta"][with_["name"]]
+        change = " ".join(f"{d[k]:+.2f}" for k in ("5", "10", "20")) + f"  {d['mrr']:+.2f}"
+        line = next(line for line in section.splitlines() if line.startswith(with_["name"] + " "))
+        assert line.split() == [with_["name"], *cells(without).split(), *cells(with_).split(), *change.split()]
+    h = data["header_tokens"]
+    assert f"{round(h['mean'])} more tokens" in section and f"median {h['median']}, at most {h['max']}" in section
