@@ -353,6 +353,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
     from .checks import is_blank
     from .contextual_index import ContextualIndex
     from .factories import choose_embedder, choose_reranker, weights_for
+    from .types import labelled
 
     if is_blank(args.question):  # no results in every query path: said before any work
         raise ValueError('the question is empty; ask one in quotes, e.g. "how are contexts cached?"')
@@ -378,7 +379,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
         ranks = ", ".join(f"{name} {'-' if r is None else r}" for name, r in h.ranks.items())
         print(f"\n{rank}. {h.path}:{h.start_line}-{h.end_line}  score {h.score:.4f}  ({ranks})")
         if h.context:
-            print(f"   context: {h.context}")
+            print(labelled("   context: ", h.context))
         lines = h.text.splitlines()
         shown = lines if args.full else lines[:6]
         for line in shown:

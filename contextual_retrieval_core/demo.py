@@ -33,7 +33,7 @@ from .code_outline import chunk_boundaries
 from .factories import choose_embedder, choose_generator, choose_reranker, installed, unused_keys, weights_for
 from .generators.base import label_of
 from .tokenizer import Tokenizer
-from .types import Chunk, ContextualChunk, Document, stable_chunk_id
+from .types import Chunk, ContextualChunk, Document, labelled, stable_chunk_id
 from .usage import UsageReport
 from .checks import positive_int
 
@@ -217,7 +217,7 @@ def run_demo(
     say("1. every chunk is situated within its document, e.g.")
     example = next(c for c in contextual if c.document_id == DEMO_QUERIES[0].path and DEMO_QUERIES[0].marker in c.text)
     say(f"   chunk:   {_snippet(example.text)}")
-    say(f"   context: {example.context}")
+    say(labelled("   context: ", example.context))
     say("   " + result.report.format().replace("\n", "\n   "))
     say()
     say("2. the chunks are indexed twice, with the same embedder, BM25 and rank fusion:")
@@ -257,7 +257,7 @@ def run_demo(
             + ", ".join(p for p, _ in outcome.plain_top))
         say(f"    contextual  {_fmt_rank(outcome.contextual_rank, k, outcome.contextual_file_rank)}   top {k}: "
             + ", ".join(p for p, _ in outcome.contextual_top))
-        say(f"    context:    {target.context}")
+        say(labelled("    context:    ", target.context))
         if outcome.added_words:
             say(f"    why: the context supplies {', '.join(repr(w) for w in outcome.added_words)} — "
                 "words of the query the chunk never says")

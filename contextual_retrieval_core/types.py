@@ -149,6 +149,18 @@ def format_for_llm(context: str, text: str) -> str:
     return f"{CONTEXT_LABEL}\n\n{context}\n\n{SOURCE_LABEL}\n\n{text}"
 
 
+def labelled(label: str, text: str) -> str:
+    """`label` then `text`, a multi-line text's later lines indented under its first (the CLI shows
+    a context, structural header and LLM context on two lines, this way).
+
+    Example:
+        >>> print(labelled("   context: ", "From a.py, in def run.\\nStarts the workers."))
+           context: From a.py, in def run.
+                    Starts the workers.
+    """
+    return label + text.replace("\n", "\n" + " " * len(label))
+
+
 def stable_chunk_id(document_id: str, index: int, text: str) -> str:
     """A chunk id that is the same on every run: a UUID from the document id, position and text.
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..embeddings.base import Embedder
-from ..types import Chunk, ContextualChunk
+from ..types import Chunk, ContextualChunk, labelled
 from .pruner import ContextPruner, PruningResult
 
 __all__ = ["prune_hits", "evidence_records", "format_evidence"]
@@ -54,7 +54,7 @@ def format_evidence(question: str, hits: Sequence[Any], result: PruningResult) -
         spans = ", ".join(f"{p['start_line']}-{p['end_line']}" for p in record["pieces"])
         lines.append(f"{rank}. {record['path']} lines {spans}")
         if record["context"]:
-            lines.append(f"   context: {record['context']}")
+            lines.append(labelled("   context: ", record["context"]))
         for i, piece in enumerate(record["pieces"]):
             if i:
                 lines.append("   | […]")
