@@ -179,9 +179,8 @@ class HybridSearcher:
             nonempty = [i for i, q in enumerate(queries) if not is_blank(q)]
             if nonempty:
                 qv = self.embedder.embed_queries([queries[i] for i in nonempty])  # type: ignore[union-attr]
-                rows = self.vectors.search_many(qv, self.depth + self._extra_rows)
-                for i, hits in zip(nonempty, rows):
-                    dense[i] = collapse_hits(hits, self._owners, self.depth)
+                for i, hits in zip(nonempty, self._dense_rows(qv)):
+                    dense[i] = hits
         results = []
         for qi, query in enumerate(queries):
             sources: list[tuple[str, list[tuple[str, float]]]] = []
@@ -191,6 +190,21 @@ class HybridSearcher:
                 sources.append(("bm25", self.bm25.search(query, self.depth) if not is_blank(query) else []))
             results.append(self._finish(query, sources, top_k))
         return results
+
+    def _dense_rows(self, qv: Any) -> list[list[tuple[str, float]]]:
+        """Each query's dense top-`depth` chunks. With window rows, the rows come best first, so the
+        first `depth` distinct chunks among the top rows are the answer: fetch `depth` more rows than
+        chunks wanted, and all `depth + extra` only for a query whose rows did not reach `depth`
+        chunks (the same hits as always fetching them all)."""
+        depth, extra = self.depth, self._extra_rows
+        first = depth + min(extra, depth)
+        out = [collapse_hits(hits, self._owners, depth) for hits in self.vectors.search_many(qv, first)]
+        wanted = min(depth, len(self.chunks))
+        short = [i for i, chunks in enumerate(out) if len(chunks) < wanted] if first < depth + extra else []
+        if short:
+            for i, hits in zip(short, self.vectors.search_many(np.asarray(qv)[short], depth + extra)):
+                out[i] = collapse_hits(hits, self._owners, depth)
+        return out
 
     def _finish(self, query: str, sources: list[tuple[str, list[tuple[str, float]]]], top_k: int) -> list[SearchHit]:
         config = self._sides

@@ -75,6 +75,34 @@ def test_depth_counts_chunks_not_windows(minilm: LocalMiniLMEmbedder) -> None:
     assert not any(WINDOW_MARK in h.id for h in hits)
 
 
+def test_windowed_search_fetches_few_rows_yet_finds_exactly_the_best_window_per_chunk(minilm: LocalMiniLMEmbedder) -> None:
+    """The dense side fetches `depth` extra rows first, and every row only for a query whose top rows
+    hold too few chunks: the hits are the brute-force max-sim ranking either way."""
+    chunks = [long_chunk("a")] + distractors()
+    searcher = HybridSearcher(chunks, minilm, use_bm25=False, depth=2, windows=WindowConfig())
+    fetched: list[int] = []
+    search_many = searcher.vectors.search_many
+    searcher.vectors.search_many = lambda q, k: fetched.append(k) or search_many(q, k)
+    index, owners = searcher.vectors, searcher._owners
+
+    def brute(query: str, depth: int) -> list[str]:
+        sims = index.vectors @ minilm.embed_queries([query])[0]
+        best: dict[str, float] = {}
+        for rid, sim in zip(index.ids, sims):
+            chunk = owners.get(rid, rid)
+            best[chunk] = max(best.get(chunk, -9.0), float(sim))
+        return sorted(best, key=lambda c: -best[c])[:depth]
+
+    refetched = []
+    for query in ("stir the soup and add salt", "when does the deployment signing key rotate?", "cats sleeping"):
+        fetched.clear()
+        assert [h.id for h in searcher.search(query, top_k=2)] == brute(query, 2), query
+        assert fetched[0] == 2 + 2 and (len(fetched) == 1 or fetched[1] == 2 + searcher._extra_rows)
+        refetched.append(len(fetched) == 2)
+    # the soup query's top 4 rows are all windows of "a": one chunk, so it fetched every row
+    assert searcher._extra_rows >= 3 and refetched[0] and not refetched[2]
+
+
 def test_mean_pooling_keeps_one_row_per_chunk(minilm: LocalMiniLMEmbedder) -> None:
     chunks = [long_chunk()] + distractors()
     rows = build_dense_rows(minilm, chunks, WindowConfig(pooling="mean"))
