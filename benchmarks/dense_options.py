@@ -8,10 +8,12 @@ Offline MiniLM embedder (256-token window), library fusion defaults, Pass@5/10/2
   (`windows=None`, the old behaviour) and windowed (`WindowConfig()`: max-sim over overlapping
   windows of 256 tokens, a quarter of overlap, each window with the chunk's context); and
   mean-pooled windows (`WindowConfig(pooling="mean")`).
-- `options` (on the hybrid and contextual-hybrid rows, over the windowed index):
-  `context_vector`: a vector of the context alone as a third fusion source (equal weights);
-  `prf` (over both indexes): dense pseudo-relevance feedback, the query vector moved toward the best-matching rows of
-  the fused top 3 (Rocchio, alpha 1, beta 0.5), dense searched again and fused with BM25.
+- `options`: `prf` (the hybrid, structural-hybrid and contextual-hybrid rows, over both indexes):
+  the library's dense pseudo-relevance feedback, `HybridSearcher(dense_prf=0.5, prf_top=3)`: the
+  query vector moved toward the best-matching rows of the fused top 3 (Rocchio, alpha 1, beta 0.5,
+  the outside probe's setting), dense searched again and fused with BM25; `context_vector`
+  (contextual-hybrid, over the windowed index): a vector of the context alone as a third fusion
+  source (equal weights).
 - `latency`: p50 / p90 of one `HybridSearcher.search` (contextual-hybrid, top 20), the windowed
   and the one-vector index interleaved in the same run; `index_rows` and `index_bytes` of each.
 
@@ -27,7 +29,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
@@ -46,6 +47,7 @@ from contextual_retrieval_core.windows import WindowConfig, collapse_hits  # noq
 
 KS = (5, 10, 20)
 DEPTH = 20
+PRF_BETA, PRF_TOP = 0.5, 3  # the outside probe's setting, named in issue 14; not fitted here
 
 
 def scores(name: str, ranked: list[list[str]], golden: list[list[str]]) -> dict:
@@ -66,35 +68,6 @@ def context_vector_run(searcher: HybridSearcher, embedder, chunks, queries) -> l
         sources = [("dense", collapse_hits(row_hits, searcher._owners, searcher.depth)),
                    ("bm25", searcher.bm25.search(q, searcher.depth)), ("context", c_hits)]
         out.append([h.id for h in config.fuse(sources)[:DEPTH]])
-    return out
-
-
-def prf_run(searcher: HybridSearcher, embedder, queries, beta: float = 0.5, top: int = 3) -> list[list[str]]:
-    """Rocchio dense PRF: q' = q + beta * mean(best row of each fused top-`top` chunk)."""
-    index = searcher.vectors
-    row_of = {rid: i for i, rid in enumerate(index.ids)}
-    rows_of_chunk: dict[str, list[int]] = {}
-    for rid in index.ids:
-        rows_of_chunk.setdefault(searcher._owners.get(rid, rid), []).append(row_of[rid])
-    qv = embedder.embed_queries(queries)
-    k_rows = searcher.depth + searcher._extra_rows
-    first = index.search_many(qv, k_rows)
-    config = searcher._sides
-    moved = []
-    bm25 = [searcher.bm25.search(q, searcher.depth) for q in queries]
-    for q, vec, row_hits, b in zip(queries, qv, first, bm25):
-        fused = config.fuse([("dense", collapse_hits(row_hits, searcher._owners, searcher.depth)), ("bm25", b)])
-        picks = []
-        for h in fused[:top]:
-            rows = rows_of_chunk[h.id]
-            sims = index.vectors[rows] @ vec
-            picks.append(index.vectors[rows[int(np.argmax(sims))]])
-        moved.append(vec + beta * np.mean(picks, axis=0) if picks else vec)
-    second = index.search_many(np.asarray(moved, dtype=np.float32), k_rows)
-    out = []
-    for row_hits, b in zip(second, bm25):
-        fused = config.fuse([("dense", collapse_hits(row_hits, searcher._owners, searcher.depth)), ("bm25", b)])
-        out.append([h.id for h in fused[:DEPTH]])
     return out
 
 
@@ -148,15 +121,16 @@ def main(argv: list[str] | None = None) -> int:
             ranked = [[h.id for h in hits] for hits in s.search_many(queries, top_k=DEPTH)]
             table[vname].append(scores(name, ranked, golden))
             print(vname, table[vname][-1], flush=True)
-            if name in ("hybrid", "contextual-hybrid") and vname in ("one-vector", "windowed"):
+            if name in ("hybrid", "structural-hybrid", "contextual-hybrid") and vname in ("one-vector", "windowed"):
                 keep[f"{name}/{vname}"] = s
-        if name in ("hybrid", "contextual-hybrid"):
-            for over in ("one-vector", "windowed"):
-                s = keep[f"{name}/{over}"]
-                options.append(scores(f"{name} + prf", prf_run(s, embedder, queries), golden) | {"over": over})
+        if name in ("hybrid", "structural-hybrid", "contextual-hybrid"):
+            for over in ("one-vector", "windowed"):  # the library's dense PRF: HybridSearcher(dense_prf=0.5)
+                s = HybridSearcher(chunks, embedder, windows=variants[over], dense_prf=PRF_BETA, prf_top=PRF_TOP)
+                ranked = [[h.id for h in hits] for hits in s.search_many(queries, top_k=DEPTH)]
+                options.append(scores(f"{name} + prf", ranked, golden) | {"over": over})
                 print(options[-1], flush=True)
             s = keep[f"{name}/windowed"]
-            if source is not None:
+            if name == "contextual-hybrid":
                 options.append(scores(f"{name} + context vector", context_vector_run(s, embedder, chunks, queries), golden)
                                | {"over": "windowed"})
                 print(options[-1], flush=True)

@@ -69,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="put each chunk's structural context (file, section, definitions) on a line before the "
                     "--contexts context in the contextual-* configurations, as indexing does (default; "
                     "--no-structural-header: the contexts as given)")
+    ev.add_argument("--dense-prf", nargs="?", type=float, const=0.5, default=None, metavar="BETA",
+                    help="dense pseudo-relevance feedback: the query vector moved toward the fused top 3 "
+                    "(weight BETA, default 0.5), searched again (off by default: see benchmarks/RESULTS.md)")
     ev.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     ev.add_argument("--plot", metavar="PATH", help="also write a PNG bar chart of Pass@k (needs matplotlib: "
                     "the `plot` extra, pip install 'contextual-retrieval-kit[plot]')")
@@ -252,7 +255,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
     results = evaluate(dataset, embedder, contexts, configs, show_progress=not args.no_progress,
                        windows=WindowConfig() if getattr(args, "windows", False) else None,
-                       structural_header=getattr(args, "structural_header", True))
+                       structural_header=getattr(args, "structural_header", True),
+                       dense_prf=getattr(args, "dense_prf", None))
     elapsed = time.perf_counter() - started
     print(
         f"dataset: {len(dataset.documents)} documents, {len(dataset.chunks)} chunks, "
@@ -268,6 +272,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             embedder=embedder.model_name,
             contexts=Path(args.contexts).name if args.contexts else None,
             structural_header=bool(getattr(args, "structural_header", True)),
+            dense_prf=getattr(args, "dense_prf", None),
             elapsed_s=round(elapsed, 1),
         )
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)

@@ -285,6 +285,7 @@ def evaluate(
     show_progress: bool = False,
     windows: Any = None,
     structural_header: bool = True,
+    dense_prf: float | None = None,
 ) -> list[ConfigResult]:
     """Run configurations (default: all that the inputs allow) with the library's defaults.
 
@@ -293,7 +294,8 @@ def evaluate(
     embedded once per call, whichever configurations share it. `windows`: a
     `contextual_retrieval_core.windows.WindowConfig` for windowed dense vectors (default: none).
     `structural_header`: the `contextual-*` configurations put each chunk's structural context on a
-    line before its LLM context (as `Contextualizer(structural_header=True)` does).
+    line before its LLM context (as `Contextualizer(structural_header=True)` does). `dense_prf`:
+    `HybridSearcher(dense_prf=...)` for every configuration with a dense side (default: off).
     """
     if configs is None:
         configs = [c for c, (ctx, _, _) in CONFIGS.items() if contexts is not None or ctx != "llm"]
@@ -326,7 +328,7 @@ def evaluate(
         found = sources[source]
         chunks = [ContextualChunk(c, found[c.id] if found is not None else "") for c in dataset.chunks]
         searcher = HybridSearcher(chunks, once if use_dense else None, use_bm25=use_bm25, show_progress=show_progress,
-                                  windows=windows)
+                                  windows=windows, dense_prf=dense_prf)
         ranked = [[h.id for h in hits] for hits in searcher.search_many(queries, top_k=depth)]
         results.append(score_rankings(name, ranked, golden, ks))
     return results

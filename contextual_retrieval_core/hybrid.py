@@ -21,6 +21,7 @@ from .fusion_config import FusionConfig
 from .rerank.base import OnRerankError, Reranker
 from .types import ContextualChunk
 from .ann import dense_index
+from .feedback import feedback_rows, prf_settings
 from .windows import WindowConfig, build_dense_rows, collapse_hits, embed_texts
 
 __all__ = ["HybridSearcher", "SearchHit", "FusionConfig", "DEFAULT_WEIGHTS", "DEFAULT_RRF_K", "DEFAULT_TOP_K"]
@@ -79,7 +80,13 @@ class HybridSearcher:
             overlapping windows, each with the chunk's context, scored by the best window;
             None (default) embeds one vector per chunk, truncated at the embedder's window.
             Not the default: on the cookbook set it lowers structural-hybrid Pass@5 by 1.4
-            points and contextual-hybrid Pass@5 by 0.7 (benchmarks/dense_options.json).
+            points (benchmarks/dense_options.json).
+        dense_prf: Rocchio dense pseudo-relevance feedback: the query vector plus this weight
+            times the mean of the best vectors of the fused top `prf_top` chunks, searched again
+            and fused with BM25 (0.5 is the usual weight; None, the default, is off). One more
+            dense search per query; the core's option only (the framework retrievers and
+            `ContextualIndex` do not have it), see benchmarks/RESULTS.md.
+        prf_top: how many fused chunks feed back (default 3).
 
     Example:
         >>> from contextual_retrieval_core import Chunk, ContextualChunk
@@ -109,6 +116,8 @@ class HybridSearcher:
         batch_size: int = 64,
         vector_store: Any = "memory",
         windows: WindowConfig | None = None,
+        dense_prf: float | None = None,
+        prf_top: int = 3,
     ) -> None:
         if not chunks:
             raise ValueError("no chunks to search: pass at least one ContextualChunk")
@@ -146,6 +155,10 @@ class HybridSearcher:
                 self.vectors = vector_store
             else:
                 raise ValueError(f"vector_store must be 'memory', 'chroma' or an index with add/search_many, not {vector_store!r}")
+        self.dense_prf, self.prf_top = prf_settings(dense_prf, prf_top)
+        self._feedback_rows: Any = None
+        if self.dense_prf is not None and self.vectors is not None:
+            self._feedback_rows = feedback_rows(rows.ids, rows.vectors, self._owners)
         ids = list(self.chunks)
         self.bm25: BM25Index | None = None
         if use_bm25:
@@ -175,21 +188,28 @@ class HybridSearcher:
         top_k = self.config.top_k if top_k is None else positive_int("top_k", top_k)
         queries = string_list("queries", queries, "query strings")
         dense: list[list[tuple[str, float]]] = [[] for _ in queries]
+        bm25 = [self.bm25.search(q, self.depth) if self.bm25 is not None and not is_blank(q) else [] for q in queries]
         if self.vectors is not None and queries:
             nonempty = [i for i, q in enumerate(queries) if not is_blank(q)]
             if nonempty:
-                qv = self.embedder.embed_queries([queries[i] for i in nonempty])  # type: ignore[union-attr]
+                qv = np.asarray(self.embedder.embed_queries([queries[i] for i in nonempty]))  # type: ignore[union-attr]
                 for i, hits in zip(nonempty, self._dense_rows(qv)):
                     dense[i] = hits
-        results = []
-        for qi, query in enumerate(queries):
-            sources: list[tuple[str, list[tuple[str, float]]]] = []
-            if self.vectors is not None:
-                sources.append(("dense", dense[qi]))
-            if self.bm25 is not None:
-                sources.append(("bm25", self.bm25.search(query, self.depth) if not is_blank(query) else []))
-            results.append(self._finish(query, sources, top_k))
-        return results
+                if self._feedback_rows is not None:  # dense PRF: search again from the moved vectors
+                    tops = [[h.id for h in self._sides.fuse(self._sources(dense[i], bm25[i]))[: self.prf_top]] for i in nonempty]
+                    moved = self._feedback_rows.moved(qv, tops, self.dense_prf)
+                    for i, hits in zip(nonempty, self._dense_rows(moved)):
+                        dense[i] = hits
+        return [self._finish(query, self._sources(dense[qi], bm25[qi]), top_k) for qi, query in enumerate(queries)]
+
+    def _sources(self, dense: list[tuple[str, float]], bm25: list[tuple[str, float]]) -> list[tuple[str, list[tuple[str, float]]]]:
+        """The ranked lists of the sides in use, in query order (dense, then BM25)."""
+        out: list[tuple[str, list[tuple[str, float]]]] = []
+        if self.vectors is not None:
+            out.append(("dense", dense))
+        if self.bm25 is not None:
+            out.append(("bm25", bm25))
+        return out
 
     def _dense_rows(self, qv: Any) -> list[list[tuple[str, float]]]:
         """Each query's dense top-`depth` chunks. With window rows, the rows come best first, so the

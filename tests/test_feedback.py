@@ -1,0 +1,90 @@
+"""Dense pseudo-relevance feedback: `HybridSearcher(dense_prf=beta)` against a hand computation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from contextual_retrieval_core import Chunk, ContextualChunk
+from contextual_retrieval_core.hybrid import HybridSearcher
+from contextual_retrieval_core.vectors import VectorIndex
+
+TEXTS = {
+    "k1": "The signing key rotates every Tuesday at noon.",
+    "k2": "Key rotation is scheduled by the ops calendar; rotations happen weekly.",
+    "k3": "Rotating credentials: the vault issues a new key each week.",
+    "s1": "Stir the soup slowly and add a pinch of salt.",
+    "s2": "The soup needs more salt and pepper.",
+    "n1": "Invoices are due at the end of the month.",
+}
+
+
+class Bag:
+    """A tiny deterministic embedder: word counts over a fixed vocabulary, L2-normalised."""
+
+    model_name, normalized = "bag", True
+    vocab = sorted({w.strip(".;:,").lower() for t in TEXTS.values() for w in t.split()} | {"when", "does", "rotate"})
+
+    def _vec(self, texts):
+        out = np.zeros((len(texts), len(self.vocab)), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for w in t.split():
+                w = w.strip(".;:,?").lower()
+                if w in self.vocab:
+                    out[i, self.vocab.index(w)] += 1
+        return out / np.clip(np.linalg.norm(out, axis=1, keepdims=True), 1e-12, None)
+
+    embed_documents = embed_queries = _vec
+
+
+def chunks():
+    return [ContextualChunk(Chunk(cid, "d", text), "") for cid, text in TEXTS.items()]
+
+
+def test_prf_moves_the_query_toward_the_fused_top_chunks_and_searches_again():
+    emb = Bag()
+    plain = HybridSearcher(chunks(), emb)
+    prf = HybridSearcher(chunks(), emb, dense_prf=0.5, prf_top=2)
+    query = "when does the key rotate"
+    first = plain.search(query, top_k=6)
+    top2 = [h.id for h in first[:2]]
+    # by hand: q' = q + 0.5 * mean(v(top 1), v(top 2)); dense ranking by cosine with q'
+    q = emb.embed_queries([query])[0]
+    moved = q + 0.5 * np.mean(emb.embed_documents([TEXTS[c] for c in top2]), axis=0)
+    expected_dense = [cid for cid, _ in VectorIndex(list(TEXTS), emb.embed_documents(list(TEXTS.values()))).search(moved, k=6)]
+    hits = prf.search(query, top_k=6)
+    dense_rank = {h.id: h.ranks["dense"] for h in hits}
+    assert sorted(dense_rank, key=lambda c: dense_rank[c]) == expected_dense
+    assert [h.ranks["bm25"] for h in hits] == [h.ranks["bm25"] for h in prf.search(query, top_k=6)]
+    # the feedback changed the dense side: k2, fed back from the fused top 2, moves up (3 -> 2)
+    plain_dense = {h.id: h.ranks["dense"] for h in first}
+    assert top2 == ["k1", "k2"] and dense_rank["k2"] < plain_dense["k2"]
+
+
+def test_prf_is_off_by_default_checked_and_leaves_blank_queries_empty():
+    emb = Bag()
+    assert HybridSearcher(chunks(), emb).dense_prf is None
+    assert HybridSearcher(chunks(), emb, dense_prf=0.5).search_many(["", "soup salt"])[0] == []
+    for bad in (0, -1, True, "0.5", 11):
+        with pytest.raises(ValueError, match="dense_prf must be"):
+            HybridSearcher(chunks(), emb, dense_prf=bad)
+    with pytest.raises(ValueError, match="prf_top"):
+        HybridSearcher(chunks(), emb, dense_prf=0.5, prf_top=0)
+
+
+def test_eval_dense_prf_reaches_the_searcher_and_the_json(tiny_dataset, tmp_path):
+    import json
+
+    from contextual_retrieval_core.cli import main
+    from contextual_retrieval_core.evaluation import evaluate, load_contexts_jsonl, load_cookbook
+
+    ds = load_cookbook(tiny_dataset)
+    contexts = load_contexts_jsonl(tiny_dataset / "contexts.jsonl", ds)
+    out = tmp_path / "r.json"
+    assert main(["eval", "--dataset", str(tiny_dataset), "--contexts", str(tiny_dataset / "contexts.jsonl"),
+                 "--configs", "contextual-hybrid", "--dense-prf", "--json", str(out),
+                 "--embedding-cache", "none", "--no-progress"]) == 0
+    payload = json.loads(out.read_text())
+    assert payload["dense_prf"] == 0.5
+    (direct,) = evaluate(ds, Bag(), contexts, ["contextual-hybrid"], dense_prf=0.5)
+    assert direct.name == payload["configs"][0]["name"]
