@@ -158,6 +158,8 @@ class Contextualizer:
                 raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
         if claim_renew_s is not None and claim_renew_s >= claim_lease_s:
             raise ValueError(f"claim_renew_s ({claim_renew_s!r}) must be shorter than claim_lease_s ({claim_lease_s!r}), or leases lapse")
+        if not isinstance(structural_header, bool):
+            raise TypeError(f"structural_header must be True or False, got {structural_header!r}")
         if mode not in ("realtime", "batch"):
             raise ValueError(f"mode must be 'realtime' or 'batch', not {mode!r}")
         if mode == "batch" and not isinstance(generator, BatchGeneration):
@@ -177,9 +179,8 @@ class Contextualizer:
         self.batch_max_requests, self.batch_max_bytes = batch_max_requests, batch_max_bytes
         self.give_up_after_rate_limited_s = give_up_after_rate_limited_s
         self.claim_lease_s, self.claim_renew_s, self.claim_poll_s = claim_lease_s, claim_renew_s, claim_poll_s
-        if not isinstance(structural_header, bool):
-            raise TypeError(f"structural_header must be True or False, got {structural_header!r}")
         self.structural_header = structural_header
+        self._structural: Any = None  # the StructuralContextGenerator the headers come from (its outline cache)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_lock = threading.Lock()
         self._loop_closer: weakref.finalize | None = None
@@ -333,16 +334,21 @@ class Contextualizer:
             )
         for chunk_id, twin in twins.items():
             contexts[chunk_id] = contexts[twin]
-        if self.structural_header and not is_structural_generator(gen):
-            from .generators.structural import StructuralContextGenerator, with_structural_header
-
-            structural = StructuralContextGenerator()
-            for c in ordered:
-                contexts[c.id] = with_structural_header(structural.generate(docs[c.document_id], c).context, contexts[c.id])
+        if self.structural_header and not is_structural_generator(gen):  # parsing: off the event loop
+            contexts = await asyncio.to_thread(self._with_headers, docs, ordered, contexts)
         out = [
             ContextualChunk(c, contexts[c.id], position=self.position, separator=self.separator) for c in ordered
         ]
         return ContextualizeResult(out, report, not_in_doc)
+
+    def _with_headers(self, docs: dict[str, Document], chunks: list[Chunk], contexts: dict[str, str]) -> dict[str, str]:
+        """Each context with its chunk's structural context on a line before it (`structural_header`)."""
+        from .generators.structural import StructuralContextGenerator, with_structural_header
+
+        if self._structural is None:
+            self._structural = StructuralContextGenerator()
+        header = self._structural.generate
+        return {c.id: with_structural_header(header(docs[c.document_id], c).context, contexts[c.id]) for c in chunks}
 
     def _keys(self, docs: dict[str, Document], chunks: list[Chunk], *, grouped: bool = False) -> dict[str, str]:
         """Store keys by chunk id (each document's text hashed once)."""

@@ -262,7 +262,7 @@ def headed_contexts(dataset: EvalDataset, contexts: Mapping[str, str], structura
     from .generators.structural import with_structural_header
 
     found = structural if structural is not None else structural_contexts(dataset)
-    return {cid: with_structural_header(found[cid], text) for cid, text in contexts.items()}
+    return {c.id: with_structural_header(found[c.id], contexts[c.id]) for c in dataset.chunks if c.id in contexts}
 
 
 def score_rankings(name: str, ranked: Sequence[Sequence[str]], golden: Sequence[Sequence[str]], ks: Iterable[int] = K_VALUES) -> ConfigResult:

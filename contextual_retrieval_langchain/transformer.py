@@ -152,6 +152,7 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
                     self.llm, prompt=self.prompt, prompt_caching=self.prompt_caching, cache_ttl=self.cache_ttl
                 )
             self._contextualizer = contextualizer_for(generator, self.store, self)
+        self._contextualizer.structural_header = self.structural_header  # a field set later still counts
         return self._contextualizer
 
     @property

@@ -210,6 +210,7 @@ class ContextualNodeParser(NodeParser):
         chunks = self.node_parser.get_nodes_from_documents(documents, show_progress=show_progress)
         docs, core_chunks, out = self._prepare(documents, chunks)
         self._contextualizer.show_progress = self.show_progress or show_progress
+        self._contextualizer.structural_header = self.structural_header  # read per run, as it keys the cache
         return self._finish(self._contextualizer.contextualize(docs, core_chunks), out)
 
     async def _aparse_nodes(
@@ -219,6 +220,7 @@ class ContextualNodeParser(NodeParser):
         chunks = await self.node_parser.aget_nodes_from_documents(documents, show_progress=show_progress)
         docs, core_chunks, out = self._prepare(documents, chunks)
         self._contextualizer.show_progress = self.show_progress or show_progress
+        self._contextualizer.structural_header = self.structural_header  # read per run, as it keys the cache
         return self._finish(await self._contextualizer.acontextualize(docs, core_chunks), out)
 
     def _prepare(

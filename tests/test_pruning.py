@@ -63,6 +63,43 @@ def test_chunks_stay_in_rank_order_and_async_matches_sync(embedder):
     assert [(c.id, c.text) for c in async_.chunks] == [(c.id, c.text) for c in sync.chunks]
 
 
+class Counting:
+    """MiniLM that records every text it is asked to embed."""
+
+    def __init__(self, inner):
+        self.inner, self.model_name, self.normalized = inner, inner.model_name, True
+        self.documents: list[str] = []
+
+    def embed_documents(self, texts):
+        self.documents.extend(texts)
+        return self.inner.embed_documents(texts)
+
+    def embed_queries(self, texts):
+        return self.inner.embed_queries(texts)
+
+
+def test_only_the_kept_chunks_units_are_embedded_each_distinct_text_once(embedder):
+    from contextual_retrieval_core.pruning import split_units
+
+    repeated = ContextualChunk(Chunk("p1", "notes/leave.md", (
+        "Parental leave is 12 weeks. Ask HR.\n\nLeave starts on the birth date. Ask HR.")), "HR notes.")
+    counting = Counting(embedder)
+    query = "How many weeks of parental leave do Austin employees get?"
+    result = ContextPruner(counting, keep_share=0.9, budget_share=1.0).prune(query, [REPORT, HANDBOOK, repeated])
+    dropped = set(result.report.chunks_dropped)
+    assert "r1" in dropped  # the revenue report is far under 90% of the best chunk's score
+    chunk_texts = [c.indexed_text for c in (REPORT, HANDBOOK, repeated)]
+    assert counting.documents[:3] == chunk_texts  # the coarse filter's embeddings come first
+    units = counting.documents[3:]
+    assert len(units) == len(set(units))  # "Ask HR." twice in p1: embedded once
+    for unit in split_units(REPORT.text, "prose"):
+        assert unit.text not in units  # a dropped chunk's units are never embedded
+    kept = [c for c in (HANDBOOK, repeated) if c.id not in dropped]
+    assert set(units) == {u.text for c in kept for u in split_units(c.text, "prose")}
+    async_ = asyncio.run(ContextPruner(embedder, keep_share=0.9, budget_share=1.0).aprune(query, [REPORT, HANDBOOK, repeated]))
+    assert [(c.id, c.text) for c in async_.chunks] == [(c.id, c.text) for c in result.chunks]
+
+
 def test_defaults_keep_the_demo_answers(embedder):
     """The defaults on the demo corpus: each query's answering text survives pruning of the
     default contextual-hybrid top 10 (offline structural contexts, MiniLM + BM25)."""

@@ -219,3 +219,30 @@ def test_results_md_quotes_structural_header_json():
         assert line.split() == [with_["name"], *cells(without).split(), *cells(with_).split(), *change.split()]
     h = data["header_tokens"]
     assert f"{round(h['mean'])} more tokens" in section and f"median {h['median']}, at most {h['max']}" in section
+
+
+def test_a_setting_changed_after_construction_counts_in_both_frameworks_and_extra_context_ids_are_ignored(tiny_dataset):
+    from langchain_core.documents import Document as LCDocument
+    from llama_index.core import Document as LIDocument
+    from llama_index.core.node_parser import SentenceSplitter
+
+    from contextual_retrieval_core.evaluation import headed_contexts
+    from contextual_retrieval_langchain import ContextualDocumentTransformer
+    from contextual_retrieval_llamaindex import ContextualNodeParser
+
+    parser = ContextualNodeParser(node_parser=SentenceSplitter(chunk_size=1024), generator=_fixed_generator(), show_progress=False)
+    assert parser.get_nodes_from_documents([LIDocument(text=SOURCE, id_=DOC.id)])[0].metadata["context"].startswith("From ")
+    parser.structural_header = False  # the pipeline cache key follows the field; so must the nodes
+    assert parser.get_nodes_from_documents([LIDocument(text=SOURCE, id_=DOC.id)])[0].metadata["context"] == \
+        "Part 0 of the differential executor."
+
+    transformer = ContextualDocumentTransformer(generator=_fixed_generator(), show_progress=False)
+    chunks = [LCDocument(c.text, metadata={"source": DOC.id}) for c in CHUNKS]
+    parents = [LCDocument(SOURCE, metadata={"source": DOC.id})]
+    assert transformer.transform_documents(chunks, parents=parents)[0].metadata["context"].startswith("From ")
+    transformer.structural_header = False
+    assert transformer.transform_documents(chunks, parents=parents)[0].metadata["context"] == "Part 0 of the differential executor."
+
+    ds = load_cookbook(tiny_dataset)
+    contexts = load_contexts_jsonl(tiny_dataset / "contexts.jsonl", ds)
+    assert headed_contexts(ds, {**contexts, "not-a-chunk": "x"}) == headed_contexts(ds, contexts)
