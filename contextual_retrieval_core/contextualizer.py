@@ -108,8 +108,9 @@ class Contextualizer:
             at the store (default 1). Only generators that call an LLM claim.
         structural_header: put the chunk's structural context (file, section, enclosing
             definitions: what `StructuralContextGenerator` writes, free and offline) on a line
-            before an LLM's context (default True; the store keeps the LLM's context as written, so
-            switching it never costs a request). On the cookbook set it lifts contextual-hybrid from
+            before the generator's context, for every generator but `StructuralContextGenerator`
+            itself (default True; the store keeps the generated context as written, so switching it
+            never costs a request). On the cookbook set it lifts contextual-hybrid from
             85.93 / 90.12 / 94.25 to 87.17 / 92.37 / 95.06 (Pass@5/10/20, benchmarks/structural_header.py).
         give_up_after_rate_limited_s: stop the run (`RateLimitedTooLong`) once the API has answered
             nothing but 429 rate-limit errors, SDK retries included, for this many seconds

@@ -77,7 +77,7 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
         claim_lease_s, claim_renew_s, claim_poll_s: work claims when several workers share one
             store (the core `Contextualizer`'s; defaults 60 s, a third of the lease, 1 s).
         structural_header: put each chunk's structural context (file, section, enclosing
-            definitions; free and offline) on a line before the LLM's context (default True).
+            definitions; free and offline) on a line before the generator's context (default True).
 
     Example:
         >>> from langchain_core.documents import Document

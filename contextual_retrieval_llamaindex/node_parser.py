@@ -70,7 +70,7 @@ class ContextualNodeParser(NodeParser):
         claim_lease_s, claim_renew_s, claim_poll_s: work claims when several workers share one
             store (the core `Contextualizer`'s; defaults 60 s, a third of the lease, 1 s).
         structural_header: put each chunk's structural context (file, section, enclosing
-            definitions; free and offline) on a line before the LLM's context (default True).
+            definitions; free and offline) on a line before the generator's context (default True).
 
     After each call, `last_report` holds the core `UsageReport` of that call (tokens, cache reads,
     cost), also when it had no chunk to situate.
@@ -107,7 +107,7 @@ class ContextualNodeParser(NodeParser):
     claim_renew_s: Optional[float] = Field(default=None, gt=0, description="Seconds between renewals (None: lease / 3).")
     claim_poll_s: float = Field(default=1.0, gt=0, description="Seconds between looks at the store for other workers' contexts.")
     structural_header: bool = Field(
-        default=True, description="Put each chunk's structural context (file, section, definitions) before the LLM's context."
+        default=True, description="Put each chunk's structural context (file, section, definitions) before the generator's."
     )
     generator_id: str = Field(
         default="", description="name/model/prompt of the generator (read-only; keys the pipeline cache)."
