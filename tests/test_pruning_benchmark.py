@@ -60,3 +60,16 @@ def test_readme_and_results_quote_the_benchmark_json(bench):
     section = readme[readme.index("## Context pruning") :]
     assert table in section
     assert table in results and bench.comparison_table(payload) in results
+
+
+def test_matched_settings_bracket_ours_on_token_reduction(bench):
+    sweep = [{"setting": t, "token_reduction": r} for t, r in ((0.2, 0.1), (0.3, 0.4), (0.4, 0.65), (0.5, 0.8), (0.6, 0.9))]
+    assert [p["setting"] for p in bench.bracket(sweep, 0.7)] == [0.4, 0.5]  # nearest below, nearest above
+    assert [p["setting"] for p in bench.bracket(sweep, 0.95)] == [0.5, 0.6]  # never reaches it: the two highest
+    assert [p["setting"] for p in bench.bracket(sweep, 0.05)] == [0.2, 0.3]  # all pass it: the two lowest
+    payload = json.loads((REPO / "benchmarks" / "pruning.json").read_text(encoding="utf-8"))
+    target = payload["matched_target"]
+    for peer, points in payload["matched_sweeps"].items():
+        chosen = {p["setting"] for p in bench.bracket(points, target)}
+        flagged = {c["name"] for c in payload["configs"] if c.get("matched") and c["name"].startswith(peer + "-t")}
+        assert flagged == {f"{peer}-t{t:g}" for t in chosen}, peer
