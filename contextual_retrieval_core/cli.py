@@ -213,6 +213,9 @@ def _add_query(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--chroma-url", metavar="URL", help="the Chroma server of an index built with --chroma-url, "
                    "when it moved (default: the one the index folder names)")
 
+    q.add_argument("--dense-prf", nargs="?", type=float, const=0.5, default=None, metavar="BETA",
+                   help="dense pseudo-relevance feedback: the query vector moved toward the fused top 3 "
+                   "(weight BETA, default 0.5) and the dense side searched again (off by default)")
     q.add_argument("--prune", action="store_true", help="show only the evidence: the sentences / statements "
                    "of the hits that answer QUESTION, with their line spans (ContextPruner)")
     q.add_argument("--budget", type=int, default=None, metavar="N",
@@ -367,7 +370,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
     index = ContextualIndex(args.index, embedder=embedder, weights=manifest.weights or weights_for(embedder),
                             chroma_url=args.chroma_url)
     reranker = choose_reranker(args.rerank)
-    hits = index.search(args.question, top_k=args.k, reranker=reranker)
+    hits = index.search(args.question, top_k=args.k, reranker=reranker, dense_prf=args.dense_prf)
     if args.prune or args.budget is not None:
         from .pruning.evidence import evidence_records, format_evidence, prune_hits
 

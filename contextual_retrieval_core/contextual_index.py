@@ -46,14 +46,15 @@ from .chunking import DEFAULT_CHUNK_CHARS
 from .embeddings.base import Embedder
 from .checks import is_blank, renamed_keyword
 from .ensemble import DEFAULT_WEIGHTS
+from .feedback import prf_settings, stored_feedback_rows
 from .factories import embedder_kind
 from .files import MAX_FILE_BYTES, TEXT_EXTENSIONS, collect_files
 from .folder_lock import folder_lock
 from .fusion_config import FusionConfig
-from .generators.base import ContextGenerator, label_of
+from .generators.base import ContextGenerator
 from .windows import WindowConfig
 from .window_rows import collapse_rows, embed_rows, requested_windows, row_owner, stale_rows, store_payload, windows_setting
-from .index_manifest import MANIFEST_NAME, FileEntry, IndexDamagedError, IndexManifest, IndexMismatchError
+from .index_manifest import MANIFEST_NAME, FileEntry, IndexDamagedError, IndexManifest, IndexMismatchError, generator_identity
 from .index_changes import check_not_nested, read_changes
 from .index_report import IndexHit, IndexReport
 from .index_storage import chunk_rows, clear_index, load_bm25, open_embedding_cache, open_vectors
@@ -144,15 +145,6 @@ class ContextualIndex:
         """Empty the index at `path` (chunks, BM25, manifest), keeping its context store and
         embedding cache, so a rebuild pays for nothing twice."""
         clear_index(Path(path), _COLLECTION)
-
-    def _generator_identity(self) -> dict[str, str]:
-        """The manifest's record of the contexts; an LLM's carry the structural header (the default)."""
-        from .contextualizer import is_structural_generator
-        gen = self.generator
-        identity = {"name": gen.name, "model": gen.model, "prompt": gen.prompt_identity, "label": label_of(gen)}
-        if not is_structural_generator(gen):
-            identity.update(header="structural", label=identity["label"] + " + structural header")
-        return identity
 
     def _fix(self) -> str:
         return f"re-run `contextual-retrieval index PATH... --index-dir {self.path}` to repair it"
@@ -271,7 +263,7 @@ class ContextualIndex:
         roots = {str(f.root) for f in scan.files} | {str(Path(p).expanduser().resolve()) for p in paths}
         old = self.manifest
         old_files: dict[str, FileEntry] = dict(old.files) if old else {}
-        gen_id = self._generator_identity()
+        gen_id = generator_identity(self.generator)
         redo_all = False
         windows = requested_windows(self.windows, old.windows if old else None)
         if old:
@@ -399,13 +391,15 @@ class ContextualIndex:
         rerank_depth: int | None = None,
         on_rerank_error: str | None = None,
         k: int | None = None,
+        dense_prf: float | None = None,
     ) -> list[IndexHit]:
         """The top `top_k` chunks for `query`: Chroma top-`depth` and BM25 top-`depth`, fused with
         weighted reciprocal-rank fusion, then reranked when a `reranker` is given. Every setting
         may come in a `FusionConfig` (`config`); keyword arguments override it; the fusion weights
         are the index's. With ``on_rerank_error="fused"`` a failing reranker leaves the fused order,
         each hit carrying the error (`IndexHit.rerank_error`). A blank query returns no results, as
-        in every query path. `k` is the old name of `top_k`.
+        in every query path. `k` is the old name of `top_k`. `dense_prf`: dense pseudo-relevance
+        feedback from the fused top 3, as `HybridSearcher(dense_prf=...)` (default off).
 
         Reads the folder only (the query's embedding is not cached); a damaged folder raises
         `IndexDamagedError` naming the file and the fix."""
@@ -431,10 +425,14 @@ class ContextualIndex:
             raise IndexDamagedError(f"{self.path / 'chroma'} holds {rows_in_chroma} chunks, the manifest lists {total}; "
                                     f"{self._fix()}")
         vector = np.asarray(self.embedder.embed_queries([query]), dtype=np.float32)
-        depth = fusion.depth
-        hits = vectors.search(vector[0], min(depth + rows_in_chroma - total, rows_in_chroma))
-        dense = collapse_rows(hits, depth, set(manifest.chunk_ids()))
-        fused = fusion.fuse([("dense", dense), ("bm25", self._bm25.search(query, depth))])
+        depth, listed, (beta, prf_top) = fusion.depth, set(manifest.chunk_ids()), prf_settings(dense_prf, 3)
+        k_rows, bm25 = min(depth + rows_in_chroma - total, rows_in_chroma), self._bm25.search(query, depth)
+        dense = collapse_rows(vectors.search(vector[0], k_rows), depth, listed)
+        if beta is not None:  # search again from the query moved toward the fused top chunks' rows
+            top = [str(h.id) for h in fusion.fuse([("dense", dense), ("bm25", bm25)])[:prf_top]]
+            moved = stored_feedback_rows(vectors.collection, top).moved(vector, [top], beta)
+            dense = collapse_rows(vectors.search(moved[0], k_rows), depth, listed)
+        fused = fusion.fuse([("dense", dense), ("bm25", bm25)])
         pool = fused[: fusion.effective_rerank_depth] if fusion.reranker else fused[: fusion.top_k]
         info = chunk_rows(self._vectors().collection, [str(h.id) for h in pool], self.path / "chroma", self._fix())
         ranked = fusion.rerank(query, pool, lambda cid: info[str(cid)][0])

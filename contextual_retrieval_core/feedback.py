@@ -14,13 +14,13 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from .checks import positive_int
 
-__all__ = ["FeedbackRows", "feedback_rows", "prf_settings"]
+__all__ = ["FeedbackRows", "feedback_rows", "stored_feedback_rows", "prf_settings"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,23 @@ def feedback_rows(ids: Sequence[str], vectors: np.ndarray, owners: Mapping[str, 
     for i, rid in enumerate(ids):
         rows_of_chunk.setdefault(owners.get(rid, rid), []).append(i)
     return FeedbackRows(normed, rows_of_chunk)
+
+
+def stored_feedback_rows(collection: Any, chunk_ids: Sequence[str]) -> FeedbackRows:
+    """`FeedbackRows` of `chunk_ids` read from a Chroma collection laid out by `window_rows`: each
+    chunk's own row, then its window rows in window order (the order `HybridSearcher` holds them)."""
+    from .window_rows import WINDOW_OF_KEY, row_owner
+    from .windows import WINDOW_MARK
+
+    ids = list(dict.fromkeys(chunk_ids))
+    if not ids:
+        return FeedbackRows(np.zeros((0, 0), dtype=np.float32), {})
+    own = collection.get(ids=ids, include=["embeddings"])
+    extra = collection.get(where={WINDOW_OF_KEY: {"$in": ids}}, include=["embeddings"])
+    rows = list(zip(own["ids"], own["embeddings"])) + list(zip(extra["ids"], extra["embeddings"]))
+    rows.sort(key=lambda r: (ids.index(row_owner(r[0])), int(r[0].split(WINDOW_MARK, 1)[1] or 0) if WINDOW_MARK in r[0] else 0))
+    return feedback_rows([r for r, _ in rows], np.asarray([v for _, v in rows], dtype=np.float32),
+                         {r: row_owner(r) for r, _ in rows})
 
 
 def prf_settings(beta: float | None, top: int) -> tuple[float | None, int]:

@@ -84,8 +84,8 @@ class HybridSearcher:
         dense_prf: Rocchio dense pseudo-relevance feedback: the query vector plus this weight
             times the mean of the best vectors of the fused top `prf_top` chunks, searched again
             and fused with BM25 (0.5 is the usual weight; None, the default, is off). One more
-            dense search per query; the core's option only (the framework retrievers and
-            `ContextualIndex` do not have it), see benchmarks/RESULTS.md.
+            dense search per query; also `ContextualIndex.search(dense_prf=)`, not yet the
+            framework retrievers', see benchmarks/RESULTS.md.
         prf_top: how many fused chunks feed back (default 3).
 
     Example:

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["IndexManifest", "FileEntry", "IndexMismatchError", "IndexDamagedError", "MANIFEST_NAME"]
+__all__ = ["IndexManifest", "FileEntry", "IndexMismatchError", "IndexDamagedError", "MANIFEST_NAME", "generator_identity"]
 
 MANIFEST_NAME = "manifest.json"
 FORMAT = "contextual-retrieval/index"
@@ -148,3 +148,17 @@ def _folder_name(name: Any) -> str:
     if not isinstance(name, str) or (name and (not name.startswith("bm25") or "/" in name or "\\" in name or ".." in name)):
         raise ValueError(f"bad BM25 folder name {name!r}")
     return name
+
+
+def generator_identity(generator: Any) -> dict[str, str]:
+    """What a manifest records of the contexts (a change re-situates every file, from the store):
+    the generator's name, model, prompt and label; the contexts of any generator but the structural
+    one carry the structural header (the `Contextualizer`'s default), and say so."""
+    from .contextualizer import is_structural_generator
+    from .generators.base import label_of
+
+    identity = {"name": generator.name, "model": generator.model, "prompt": generator.prompt_identity,
+                "label": label_of(generator)}
+    if not is_structural_generator(generator):
+        identity.update(header="structural", label=identity["label"] + " + structural header")
+    return identity

@@ -218,3 +218,35 @@ def test_stale_rows_keep_only_what_this_run_wrote_for_re_embedded_chunks():
     fresh = {"a", f"a{WINDOW_MARK}1"}
     assert stale_rows(have, {"a", "b"}, {"a"}, fresh) == sorted([f"a{WINDOW_MARK}2", "gone", f"gone{WINDOW_MARK}1"])
     assert np.array_equal(np.sort(np.array(stale_rows(have, set(), set(), set()))), np.sort(np.array(have)))
+
+
+@pytest.mark.parametrize("windows", [None, WindowConfig(size=48, overlap=8)])
+def test_dense_prf_ranks_as_the_core_searcher_does(tmp_path, windows, capsys):
+    """Parity with feedback: the index reads the fused top 3 chunks' rows (windows included) from
+    Chroma and searches again, as `HybridSearcher(dense_prf=0.5)` does in memory."""
+    from contextual_retrieval_core.cli import main
+    from contextual_retrieval_core.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES
+    from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
+
+    folder = tmp_path / "corpus"
+    for path, text in DEMO_DOCUMENTS:
+        (folder / path).parent.mkdir(parents=True, exist_ok=True)
+        (folder / path).write_text(text, encoding="utf-8")
+    embedder = LocalMiniLMEmbedder()
+    index = ContextualIndex(tmp_path / "ix", embedder=embedder, chunk_chars=400, windows=windows)
+    index.update([folder], show_progress=False)
+    got = index._chroma().get(ids=index.manifest.chunk_ids(), include=["metadatas"])
+    chunks = [ContextualChunk(Chunk(cid, m["path"], m["text"], m["chunk_index"]), m["context"])
+              for cid, m in zip(got["ids"], got["metadatas"])]
+    searcher = HybridSearcher(chunks, embedder, windows=windows, weights=index.weights, dense_prf=0.5)
+    plain = HybridSearcher(chunks, embedder, windows=windows, weights=index.weights)
+    changed = 0
+    for query in [q.query for q in DEMO_QUERIES]:
+        ours = [h.id for h in index.search(query, top_k=20, dense_prf=0.5)]
+        assert ours == [h.id for h in searcher.search(query, top_k=20)], query
+        changed += ours != [h.id for h in plain.search(query, top_k=20)]
+    assert changed  # the feedback moved some ranking: the parity is not the plain search's
+    query = DEMO_QUERIES[0].query
+    capsys.readouterr()
+    assert main(["query", str(tmp_path / "ix"), query, "--dense-prf", "--json", "-k", "20"]) == 0
+    assert [h["id"] for h in json.loads(capsys.readouterr().out)] == [h.id for h in searcher.search(query, top_k=20)]
