@@ -46,7 +46,7 @@ from .chunking import DEFAULT_CHUNK_CHARS
 from .embeddings.base import Embedder
 from .checks import is_blank, renamed_keyword
 from .ensemble import DEFAULT_WEIGHTS
-from .feedback import prf_settings, stored_feedback_rows
+from .feedback import DEFAULT_PRF_TOP, prf_settings, stored_feedback_rows
 from .factories import embedder_kind
 from .files import MAX_FILE_BYTES, TEXT_EXTENSIONS, collect_files
 from .folder_lock import folder_lock
@@ -425,7 +425,7 @@ class ContextualIndex:
             raise IndexDamagedError(f"{self.path / 'chroma'} holds {rows_in_chroma} chunks, the manifest lists {total}; "
                                     f"{self._fix()}")
         vector = np.asarray(self.embedder.embed_queries([query]), dtype=np.float32)
-        depth, listed, (beta, prf_top) = fusion.depth, set(manifest.chunk_ids()), prf_settings(dense_prf, 3)
+        depth, listed, (beta, prf_top) = fusion.depth, set(manifest.chunk_ids()), prf_settings(dense_prf, DEFAULT_PRF_TOP)
         k_rows, bm25 = min(depth + rows_in_chroma - total, rows_in_chroma), self._bm25.search(query, depth)
         dense = collapse_rows(vectors.search(vector[0], k_rows), depth, listed)
         if beta is not None:  # search again from the query moved toward the fused top chunks' rows

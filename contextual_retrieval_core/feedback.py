@@ -20,7 +20,10 @@ import numpy as np
 
 from .checks import positive_int
 
-__all__ = ["FeedbackRows", "feedback_rows", "stored_feedback_rows", "prf_settings"]
+__all__ = ["DEFAULT_PRF_TOP", "FeedbackRows", "feedback_rows", "stored_feedback_rows", "prf_settings"]
+
+#: how many fused chunks feed back (the outside probe's setting, named in issue 14)
+DEFAULT_PRF_TOP = 3
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from .fusion_config import FusionConfig
 from .rerank.base import OnRerankError, Reranker
 from .types import ContextualChunk
 from .ann import dense_index
-from .feedback import feedback_rows, prf_settings
+from .feedback import DEFAULT_PRF_TOP, feedback_rows, prf_settings
 from .windows import WindowConfig, build_dense_rows, collapse_hits, embed_texts
 
 __all__ = ["HybridSearcher", "SearchHit", "FusionConfig", "DEFAULT_WEIGHTS", "DEFAULT_RRF_K", "DEFAULT_TOP_K"]
@@ -117,7 +117,7 @@ class HybridSearcher:
         vector_store: Any = "memory",
         windows: WindowConfig | None = None,
         dense_prf: float | None = None,
-        prf_top: int = 3,
+        prf_top: int = DEFAULT_PRF_TOP,
     ) -> None:
         if not chunks:
             raise ValueError("no chunks to search: pass at least one ContextualChunk")

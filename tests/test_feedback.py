@@ -86,5 +86,7 @@ def test_eval_dense_prf_reaches_the_searcher_and_the_json(tiny_dataset, tmp_path
                  "--embedding-cache", "none", "--no-progress"]) == 0
     payload = json.loads(out.read_text())
     assert payload["dense_prf"] == 0.5
-    (direct,) = evaluate(ds, Bag(), contexts, ["contextual-hybrid"], dense_prf=0.5)
-    assert direct.name == payload["configs"][0]["name"]
+    from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
+
+    (direct,) = evaluate(ds, LocalMiniLMEmbedder(), contexts, ["contextual-hybrid"], dense_prf=0.5)
+    assert payload["configs"][0] == direct.to_json()  # the command ran the searcher with feedback

@@ -160,22 +160,31 @@ def test_bad_windows_setting_is_a_clear_error(tmp_path):
         ContextualIndex(tmp_path / "ix", embedder=TruncatingEmbedder(), windows="yes")  # type: ignore[arg-type]
 
 
-def test_same_top_20_as_the_core_searcher_on_the_same_chunks(tmp_path):
-    """Parity: the index's Chroma window rows and `HybridSearcher(windows=...)` rank alike."""
-    from contextual_retrieval_core.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES
+def demo_index(tmp_path, windows):
+    """The demo corpus in a `ContextualIndex` (MiniLM, 400-character chunks), and its chunks as the
+    index stored them (for a `HybridSearcher` over the same chunks)."""
+    from contextual_retrieval_core.demo_corpus import DEMO_DOCUMENTS
     from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
 
     folder = tmp_path / "corpus"
     for path, text in DEMO_DOCUMENTS:
         (folder / path).parent.mkdir(parents=True, exist_ok=True)
         (folder / path).write_text(text, encoding="utf-8")
-    windows = WindowConfig(size=48, overlap=8)
     embedder = LocalMiniLMEmbedder()
     index = ContextualIndex(tmp_path / "ix", embedder=embedder, chunk_chars=400, windows=windows)
     index.update([folder], show_progress=False)
     got = index._chroma().get(ids=index.manifest.chunk_ids(), include=["metadatas"])
     chunks = [ContextualChunk(Chunk(cid, m["path"], m["text"], m["chunk_index"]), m["context"])
               for cid, m in zip(got["ids"], got["metadatas"])]
+    return index, chunks, embedder
+
+
+def test_same_top_20_as_the_core_searcher_on_the_same_chunks(tmp_path):
+    """Parity: the index's Chroma window rows and `HybridSearcher(windows=...)` rank alike."""
+    from contextual_retrieval_core.demo_corpus import DEMO_QUERIES
+
+    windows = WindowConfig(size=48, overlap=8)
+    index, chunks, embedder = demo_index(tmp_path, windows)
     searcher = HybridSearcher(chunks, embedder, windows=windows, weights=index.weights)
     assert searcher._extra_rows > 0 and len(rows(index)) == len(chunks) + searcher._extra_rows
     for query in [q.query for q in DEMO_QUERIES]:
@@ -225,19 +234,9 @@ def test_dense_prf_ranks_as_the_core_searcher_does(tmp_path, windows, capsys):
     """Parity with feedback: the index reads the fused top 3 chunks' rows (windows included) from
     Chroma and searches again, as `HybridSearcher(dense_prf=0.5)` does in memory."""
     from contextual_retrieval_core.cli import main
-    from contextual_retrieval_core.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES
-    from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
+    from contextual_retrieval_core.demo_corpus import DEMO_QUERIES
 
-    folder = tmp_path / "corpus"
-    for path, text in DEMO_DOCUMENTS:
-        (folder / path).parent.mkdir(parents=True, exist_ok=True)
-        (folder / path).write_text(text, encoding="utf-8")
-    embedder = LocalMiniLMEmbedder()
-    index = ContextualIndex(tmp_path / "ix", embedder=embedder, chunk_chars=400, windows=windows)
-    index.update([folder], show_progress=False)
-    got = index._chroma().get(ids=index.manifest.chunk_ids(), include=["metadatas"])
-    chunks = [ContextualChunk(Chunk(cid, m["path"], m["text"], m["chunk_index"]), m["context"])
-              for cid, m in zip(got["ids"], got["metadatas"])]
+    index, chunks, embedder = demo_index(tmp_path, windows)
     searcher = HybridSearcher(chunks, embedder, windows=windows, weights=index.weights, dense_prf=0.5)
     plain = HybridSearcher(chunks, embedder, windows=windows, weights=index.weights)
     changed = 0
