@@ -8,8 +8,10 @@ context, the offline `StructuralContextGenerator`'s "From <file>, in <scope>; de
 on a line before the LLM's context; what `Contextualizer(structural_header=True)` indexes).
 Everything else is the library's defaults (MiniLM, BM25, weighted RRF 0.5 / 0.5, one vector a
 chunk). Writes benchmarks/structural_header.json: {"dataset", "contexts", "without": [...],
-"with": [...], "delta": {config: {k: points}}, "header_tokens": {"mean", "median", "max"}}, each
-list as `results_to_json` writes it; header_tokens counts the header with the embedder's tokenizer.
+"with": [...], "delta": {config: {k: points}}, "header_tokens": {"mean", "median", "max"},
+"failure_fall_vs_hybrid_percent": {"without", "with"}}, each list as `results_to_json` writes it;
+header_tokens counts the header with the embedder's tokenizer; the fall is contextual-hybrid's
+relative fall of 100 - Pass@20 against hybrid without contexts.
 
 The no-context half of issue 14's adoption rule is the `hybrid` against `structural-hybrid` rows
 of quality.json (the header alone is the structural context).
@@ -63,8 +65,15 @@ def main(argv: list[str] | None = None) -> int:
     tokens = [n - 2 for n in embedder.embedder.count_tokens([structural[c.id] for c in dataset.chunks])]
     header_tokens = {"mean": round(mean(tokens), 1), "median": median(tokens), "max": max(tokens)}
     print(f"header tokens per chunk: mean {header_tokens['mean']}, median {header_tokens['median']}, max {header_tokens['max']}")
+    # failures at 20 (100 - Pass@20) against hybrid without contexts, with and without the header
+    (base,) = evaluate(dataset, embedder, None, ["hybrid"])
+    miss = 100 - base.pass_at[20]
+    fall = {label: round(100 * (miss - (100 - next(r for r in rows if r["name"] == "contextual-hybrid")["pass_at"]["20"])) / miss, 1)
+            for label, rows in runs.items()}
+    print(f"contextual-hybrid failures at 20 against hybrid ({miss:.2f}%): {fall['without']}% fewer without the header, "
+          f"{fall['with']}% with it")
     payload = {"dataset": Path(args.dataset).name, "contexts": Path(contexts_path).name, **runs, "delta": delta,
-               "header_tokens": header_tokens}
+               "header_tokens": header_tokens, "failure_fall_vs_hybrid_percent": fall}
     Path(args.json).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     for name, d in delta.items():
         print(f"{name:20s} " + "  ".join(f"{k}: {v:+.2f}" for k, v in d.items()))

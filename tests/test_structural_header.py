@@ -217,6 +217,8 @@ def test_results_md_quotes_structural_header_json():
         change = " ".join(f"{d[k]:+.2f}" for k in ("5", "10", "20")) + f"  {d['mrr']:+.2f}"
         line = next(line for line in section.splitlines() if line.startswith(with_["name"] + " "))
         assert line.split() == [with_["name"], *cells(without).split(), *cells(with_).split(), *change.split()]
+    fall = data["failure_fall_vs_hybrid_percent"]
+    assert f"alone (without the header) cut them by {round(fall['without'])}%" in results
     h = data["header_tokens"]
     assert f"{round(h['mean'])} more tokens" in section and f"median {h['median']}, at most {h['max']}" in section
 
