@@ -48,10 +48,12 @@ class FeedbackRows:
         return out
 
 
-def feedback_rows(ids: Sequence[str], vectors: np.ndarray, owners: Mapping[str, str]) -> FeedbackRows:
-    """`FeedbackRows` over index rows `ids` (a window row maps to its chunk through `owners`)."""
+def feedback_rows(ids: Sequence[str], vectors: np.ndarray, owners: Mapping[str, str], *, normalized: bool = False) -> FeedbackRows:
+    """`FeedbackRows` over index rows `ids` (a window row maps to its chunk through `owners`);
+    `normalized`: the rows already are L2-normalised float32 (an index's own array, used as it is,
+    not copied)."""
     vectors = np.asarray(vectors, dtype=np.float32)
-    normed = vectors / np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
+    normed = vectors if normalized else vectors / np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
     rows_of_chunk: dict[str, list[int]] = {}
     for i, rid in enumerate(ids):
         rows_of_chunk.setdefault(owners.get(rid, rid), []).append(i)

@@ -158,7 +158,10 @@ class HybridSearcher:
         self.dense_prf, self.prf_top = prf_settings(dense_prf, prf_top)
         self._feedback_rows: Any = None
         if self.dense_prf is not None and self.vectors is not None:
-            self._feedback_rows = feedback_rows(rows.ids, rows.vectors, self._owners)
+            # the in-process indexes hold the normalised rows in this order: read them, not a copy
+            held = getattr(self.vectors, "vectors", None)
+            own = isinstance(held, np.ndarray) and list(getattr(self.vectors, "ids", ())) == list(rows.ids)
+            self._feedback_rows = feedback_rows(rows.ids, held if own else rows.vectors, self._owners, normalized=own)
         ids = list(self.chunks)
         self.bm25: BM25Index | None = None
         if use_bm25:

@@ -45,6 +45,7 @@ def test_prf_moves_the_query_toward_the_fused_top_chunks_and_searches_again():
     emb = Bag()
     plain = HybridSearcher(chunks(), emb)
     prf = HybridSearcher(chunks(), emb, dense_prf=0.5, prf_top=2)
+    assert prf._feedback_rows.vectors is prf.vectors.vectors  # the index's rows, not a second copy
     query = "when does the key rotate"
     first = plain.search(query, top_k=6)
     top2 = [h.id for h in first[:2]]
