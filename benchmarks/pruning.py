@@ -304,37 +304,30 @@ def main(argv: list[str] | None = None) -> int:
         for t in LANGCHAIN_THRESHOLDS:
             yield f"langchain-redundant+embeddings-filter-t{t:g}", langchain_pipeline(embedder, t)
 
-    results = []
-    for name, run in configs(cached):
-        outputs = [run(c.query, c.chunks) for c in cases]
-        row = {"name": name, **score(cases, outputs, counter, tokenizer)}
-        results.append(row)
+    def measured(name: str, run: Callable, **extra) -> dict:
+        row = {"name": name, **score(cases, [run(c.query, c.chunks) for c in cases], counter, tokenizer), **extra}
         print(f"{name:48s} reduction {row['token_reduction']:.3f}  recall {row['answer_recall']:.3f}  "
               f"term recall {row['answer_term_recall']:.3f}  golden kept {row['golden_kept']}", flush=True)
+        return row
+
+    results = [measured(name, run) for name, run in configs(cached)]
     # matched settings: sweep each peer's knob on token reduction alone, keep the two bracketing ours-default
     target = next(r["token_reduction"] for r in results if r["name"] == "ours-default")
     peers = {"llamaindex-sentence-optimizer-threshold": llamaindex_threshold, "langchain-redundant+embeddings-filter": langchain_pipeline}
     sweeps: dict[str, list[dict]] = {}
     matched: list[tuple[str, Callable, float]] = []
-    for peer, make in peers.items():
-        sweep = []
-        for t in MATCH_GRID:
-            outputs = [make(cached, t)(c.query, c.chunks) for c in cases]
-            sweep.append({"setting": t, "token_reduction": score(cases, outputs, counter, tokenizer)["token_reduction"]})
-        sweeps[peer] = sweep
-        for point in bracket(sweep, target):
-            matched.append((f"{peer}-t{point['setting']:g}", make, point["setting"]))
     already = {r["name"]: r for r in results}
-    for name, make, t in list(matched):
-        if name in already:  # a light setting that is also a matched one: one row, flagged
-            already[name]["matched"] = True
-            matched.remove((name, make, t))
-            continue
-        outputs = [make(cached, t)(c.query, c.chunks) for c in cases]
-        row = {"name": name, **score(cases, outputs, counter, tokenizer), "matched": True}
-        results.append(row)
-        print(f"{name:48s} reduction {row['token_reduction']:.3f}  recall {row['answer_recall']:.3f}  "
-              f"term recall {row['answer_term_recall']:.3f}  golden kept {row['golden_kept']}", flush=True)
+    for peer, make in peers.items():
+        rows = {t: measured(f"{peer}-t{t:g}", make(cached, t), matched=True) for t in MATCH_GRID}
+        sweeps[peer] = [{"setting": t, "token_reduction": row["token_reduction"]} for t, row in rows.items()]
+        for point in bracket(sweeps[peer], target):
+            t = point["setting"]
+            name = f"{peer}-t{t:g}"
+            if name in already:  # a light setting that is also a matched one: one row, flagged
+                already[name]["matched"] = True
+            else:  # the sweep already measured it
+                results.append(rows[t])
+                matched.append((name, make, t))
 
     def timed_configs(embedder):
         yield from configs(embedder)
