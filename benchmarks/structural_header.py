@@ -62,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     from contextual_retrieval_core.evaluation import structural_contexts
 
     structural = structural_contexts(dataset)
-    tokens = [n - 2 for n in embedder.embedder.count_tokens([structural[c.id] for c in dataset.chunks])]
+    special = embedder.embedder.count_tokens([""])[0]  # what the tokenizer adds to any text ([CLS], [SEP])
+    tokens = [n - special for n in embedder.embedder.count_tokens([structural[c.id] for c in dataset.chunks])]
     header_tokens = {"mean": round(mean(tokens), 1), "median": median(tokens), "max": max(tokens)}
     print(f"header tokens per chunk: mean {header_tokens['mean']}, median {header_tokens['median']}, max {header_tokens['max']}")
     # failures at 20 (100 - Pass@20) against hybrid without contexts, with and without the header

@@ -49,7 +49,7 @@ from .store import ContextStore
 from .types import Chunk, ContextPosition, ContextualChunk, Document
 from .usage import UsageReport
 
-__all__ = ["Contextualizer", "ContextualizeResult", "ContextualizationError", "default_store_path", "SHARED_OPTIONS",
+__all__ = ["Contextualizer", "ContextualizeResult", "ContextualizationError", "default_store_path", "SHARED_OPTIONS", "refresh_options",
            "contextualizer_for"]
 
 log = logging.getLogger(__name__)
@@ -400,6 +400,14 @@ def _stored(found: dict[str, str], key: str) -> str | None:
 #: LlamaIndex's ContextualNodeParser) expose as fields of the same names
 SHARED_OPTIONS = ("concurrency", "mode", "grouped", "position", "separator", "show_progress",
                   "give_up_after_rate_limited_s", "claim_lease_s", "claim_renew_s", "claim_poll_s", "structural_header")
+
+
+def refresh_options(contextualizer: Contextualizer, part: Any) -> Contextualizer:
+    """Copy the part's `SHARED_OPTIONS` fields onto its `Contextualizer` before a run, so a field
+    changed after the part was built counts (LlamaIndex keys its pipeline cache on the fields)."""
+    for name in SHARED_OPTIONS:
+        setattr(contextualizer, name, getattr(part, name))
+    return contextualizer
 
 
 def contextualizer_for(generator: ContextGenerator, store: Any, part: Any) -> Contextualizer:

@@ -21,7 +21,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from .types import Chunk, ContextualChunk
-from .windows import WINDOW_MARK, WindowConfig, embed_texts, window_texts
+from .windows import WINDOW_MARK, WindowConfig, embed_texts, first_per_owner, window_texts
 
 __all__ = ["WINDOW_OF_KEY", "WindowRow", "windowable", "plan_rows", "embed_rows", "row_owner", "collapse_rows", "stale_rows",
            "windows_setting", "windows_from_setting", "requested_windows", "store_payload",
@@ -97,17 +97,9 @@ def row_owner(row_id: str) -> str:
 def collapse_rows(hits: Iterable[tuple[str, float]], depth: int, listed: set[str] | None = None) -> list[tuple[str, float]]:
     """Row hits (best first) to chunk hits: each chunk once, at its best row's score, at most
     `depth`; chunks not in `listed` (when given) are dropped."""
-    seen: set[str] = set()
-    out = []
-    for row, score in hits:
-        owner = row_owner(row)
-        if owner in seen or (listed is not None and owner not in listed):
-            continue
-        seen.add(owner)
-        out.append((owner, score))
-        if len(out) == depth:
-            break
-    return out
+    if listed is not None:
+        hits = (h for h in hits if row_owner(h[0]) in listed)
+    return [(owner, score) for owner, (_, score) in first_per_owner(hits, lambda h: row_owner(h[0]), depth)]
 
 
 def stale_rows(have: Iterable[str], wanted: set[str], redone: set[str], fresh: set[str]) -> list[str]:

@@ -15,7 +15,7 @@ from langchain_core.documents import BaseDocumentTransformer
 from langchain_core.documents import Document as LCDocument
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from contextual_retrieval_core.contextualizer import Contextualizer, ContextualizeResult, contextualizer_for
+from contextual_retrieval_core.contextualizer import Contextualizer, ContextualizeResult, contextualizer_for, refresh_options
 from contextual_retrieval_core.prompts import DEFAULT_PROMPT, ContextPrompt
 from contextual_retrieval_core.store import ContextStore
 from contextual_retrieval_core.types import Chunk, ContextPosition, Document, distinct_documents, number_chunks, stable_chunk_id
@@ -152,8 +152,7 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
                     self.llm, prompt=self.prompt, prompt_caching=self.prompt_caching, cache_ttl=self.cache_ttl
                 )
             self._contextualizer = contextualizer_for(generator, self.store, self)
-        self._contextualizer.structural_header = self.structural_header  # a field set later still counts
-        return self._contextualizer
+        return refresh_options(self._contextualizer, self)  # a field set later still counts
 
     @property
     def last_report(self) -> Optional[UsageReport]:

@@ -11,7 +11,7 @@ from llama_index.core.node_parser import NodeParser, SentenceSplitter
 from llama_index.core.node_parser.loading import load_parser
 from llama_index.core.schema import BaseNode, MetadataMode, TextNode
 
-from contextual_retrieval_core.contextualizer import Contextualizer, ContextualizeResult, contextualizer_for
+from contextual_retrieval_core.contextualizer import Contextualizer, ContextualizeResult, contextualizer_for, refresh_options
 from contextual_retrieval_core.prompts import DEFAULT_PROMPT, ContextPrompt
 from contextual_retrieval_core.store import ContextStore
 from contextual_retrieval_core.types import Chunk, ContextPosition, Document, distinct_documents, number_chunks
@@ -209,8 +209,7 @@ class ContextualNodeParser(NodeParser):
         documents = _distinct(nodes)
         chunks = self.node_parser.get_nodes_from_documents(documents, show_progress=show_progress)
         docs, core_chunks, out = self._prepare(documents, chunks)
-        self._contextualizer.show_progress = self.show_progress or show_progress
-        self._contextualizer.structural_header = self.structural_header  # read per run, as it keys the cache
+        refresh_options(self._contextualizer, self).show_progress = self.show_progress or show_progress
         return self._finish(self._contextualizer.contextualize(docs, core_chunks), out)
 
     async def _aparse_nodes(
@@ -219,8 +218,7 @@ class ContextualNodeParser(NodeParser):
         documents = _distinct(nodes)
         chunks = await self.node_parser.aget_nodes_from_documents(documents, show_progress=show_progress)
         docs, core_chunks, out = self._prepare(documents, chunks)
-        self._contextualizer.show_progress = self.show_progress or show_progress
-        self._contextualizer.structural_header = self.structural_header  # read per run, as it keys the cache
+        refresh_options(self._contextualizer, self).show_progress = self.show_progress or show_progress
         return self._finish(await self._contextualizer.acontextualize(docs, core_chunks), out)
 
     def _prepare(
