@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Iterable, Literal, Sequence
+from typing import Any, Callable, Iterable, Literal, Sequence
 
 import bm25s
 import numpy as np
@@ -141,6 +141,10 @@ class BM25Index:
         if not term_ids:
             return np.zeros(len(self.ids), dtype=np.float64)
         return engine.get_scores_from_ids(term_ids)
+
+    def mask(self, keep: Callable[[str], Any]) -> np.ndarray:
+        """`search`'s `allowed` from a predicate on the indexed ids (a metadata filter, say)."""
+        return np.fromiter((bool(keep(i)) for i in self.ids), dtype=bool, count=len(self.ids))
 
     def search(
         self, query: str | Sequence[str], k: int = 10, *, allowed: np.ndarray | None = None

@@ -142,7 +142,7 @@ class ContextualBM25Retriever(BaseRetriever):
         if key is not None and self._mask is not None and self._mask[0] == key:
             return self._mask[1]
         keep = metadata_predicate(where)
-        mask = np.fromiter((bool(keep(self.documents[i])) for i in self.index.ids), dtype=bool, count=len(self.index.ids))
+        mask = self.index.mask(lambda i: keep(self.documents[i]))
         if key is not None:
             self._mask = (key, mask)
         return mask

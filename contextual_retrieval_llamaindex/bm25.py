@@ -123,7 +123,7 @@ class ContextualBM25Retriever(BaseRetriever):
             return None
         if self._mask_for is not filters:
             keep = build_metadata_filter_fn(lambda node_id: self.nodes[node_id].metadata, filters)
-            self._mask = np.fromiter((keep(i) for i in self.index.ids), dtype=bool, count=len(self.index.ids))
+            self._mask = self.index.mask(keep)
             self._mask_for = filters
         return self._mask
 
