@@ -241,11 +241,13 @@ class Run:
         gen = self.owner.generator
         if limit is None or not isinstance(gen, ReportsRateLimits):
             await asyncio.Event().wait()  # never
+        gen.stop_retrying(False)  # a run after one that gave up may send again
         started = time.monotonic()
         while True:
             await asyncio.sleep(min(1.0, limit / 4))
             since = gen.rate_limited_since()
             if since is not None and time.monotonic() - max(since, started) >= limit:
+                gen.stop_retrying()  # the requests still retrying in worker threads end too
                 return RateLimitedTooLong(
                     f"the API answered nothing but 429 rate-limit errors for {limit:g} s "
                     f"(give_up_after_rate_limited_s); the {self.generated} contexts generated are stored — "

@@ -344,7 +344,16 @@ def test_sustained_rate_limiting_stops_the_run_and_keeps_what_was_stored(tmp_pat
         assert "nothing but 429" in str(error) and "give_up_after_rate_limited_s" in str(error)
         later = [r.status for r in srv.requests_to("/v1/messages")][3:]
         assert later and set(later) == {429}
-    assert len(ContextStore(path)) == 3
+        # the requests still retrying in the run's worker threads end too: past the SDK's longest
+        # backoff (8 s), with the API answering again, none of them sends another attempt
+        sent = len(srv.requests_to("/v1/messages"))
+        time.sleep(9)
+        assert len(srv.requests_to("/v1/messages")) == sent, "a worker thread kept retrying after the run gave up"
+        assert len(ContextStore(path)) == 3  # what arrived before the run gave up, kept
+        # a new run on the same generator may send again
+        c.give_up_after_rate_limited_s = 30.0
+        assert c.contextualize(documents[:2], [ch for ch in chunks if ch.document_id in ("doc0", "doc1")]).report.generated == 3
+    assert len(ContextStore(path)) == 6
     with pytest.raises(ValueError, match="give_up_after_rate_limited_s"):
         Contextualizer(show_progress=False, give_up_after_rate_limited_s=0)
 

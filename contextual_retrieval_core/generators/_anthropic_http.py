@@ -9,7 +9,7 @@ from typing import Any
 
 from .base import FatalGenerationError, GenerationError, RateLimitClock
 
-__all__ = ["SpendLimitReached", "spend_limit_message", "guarded", "SyncGuard", "AsyncGuard", "translate_error"]
+__all__ = ["SpendLimitReached", "RunGaveUp", "spend_limit_message", "guarded", "SyncGuard", "AsyncGuard", "translate_error"]
 
 #: "You have reached your specified API usage limits", "... your workspace's spend limit",
 #: "Your credit balance is too low to access the Anthropic API"
@@ -19,6 +19,11 @@ _SPEND_LIMIT_TYPES = frozenset({"invalid_request_error", "rate_limit_error", "bi
 
 class SpendLimitReached(Exception):
     """Raised by the middleware on a spend-limit or credit-balance answer: never retried."""
+
+
+class RunGaveUp(Exception):
+    """Raised by the middleware before an attempt once the run gave up (`RateLimitClock.stopped`):
+    never retried, so a request retrying in a worker thread ends."""
 
 
 def spend_limit_message(status: int, body: str) -> str | None:
@@ -54,6 +59,10 @@ class _Guard:
         self.__name__ = "contextual_retrieval_guard"
         self.clock = clock or RateLimitClock()
 
+    def _refuse_if_stopped(self) -> None:
+        if self.clock.stopped:
+            raise RunGaveUp("the run gave up (sustained rate limiting); this request is not retried")
+
     def _check(self, status: int, body: str) -> None:
         message = spend_limit_message(status, body)
         if message is not None:
@@ -62,6 +71,7 @@ class _Guard:
 
 class SyncGuard(_Guard):
     def __call__(self, request: Any, call_next: Any) -> Any:
+        self._refuse_if_stopped()
         response = call_next(request)
         status = response.status_code
         self.clock.saw(status)
@@ -72,6 +82,7 @@ class SyncGuard(_Guard):
 
 class AsyncGuard(_Guard):
     async def __call__(self, request: Any, call_next: Any) -> Any:
+        self._refuse_if_stopped()
         response = await call_next(request)
         status = response.status_code
         self.clock.saw(status)

@@ -161,6 +161,10 @@ class AnthropicContextGenerator:
         """`time.monotonic()` since which every answer has been a 429 (None: the last was not)."""
         return self._rate_clock.since()
 
+    def stop_retrying(self, stop: bool = True) -> None:
+        """Refuse every further attempt (the SDK's retries included) until called with False."""
+        self._rate_clock.stopped = stop
+
     @property
     def cache_min_tokens(self) -> int | None:
         """The model's cache minimum from the model table (None: unknown model)."""

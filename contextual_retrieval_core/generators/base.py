@@ -103,6 +103,9 @@ class RateLimitClock:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._since: float | None = None
+        #: set when a run gave up: the middleware then refuses every further attempt, so a request
+        #: still retrying in a worker thread ends instead of retrying on (and blocking exit)
+        self.stopped = False
 
     def saw(self, status: int) -> None:
         with self._lock:
@@ -123,6 +126,11 @@ class ReportsRateLimits(Protocol):
     """A generator that can tell since when its API has answered only 429s."""
 
     def rate_limited_since(self) -> float | None:
+        ...
+
+    def stop_retrying(self, stop: bool = True) -> None:
+        """Refuse (True) or allow again (False) every further request attempt of this generator:
+        a run that gave up ends the requests still retrying in its worker threads."""
         ...
 
 
