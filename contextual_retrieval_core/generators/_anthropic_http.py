@@ -21,7 +21,7 @@ class SpendLimitReached(Exception):
     """Raised by the middleware on a spend-limit or credit-balance answer: never retried."""
 
 
-class RunGaveUp(Exception):
+class RunGaveUp(RuntimeError):
     """Raised by the middleware before an attempt once the run gave up (`RateLimitClock.stopped`):
     never retried, so a request retrying in a worker thread ends."""
 
