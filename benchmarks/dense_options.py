@@ -4,18 +4,23 @@
 
 Offline MiniLM embedder (256-token window), library fusion defaults, Pass@5/10/20. Rows:
 
-- `table`: the nine configurations of `contextual-retrieval eval`, with one vector per chunk
-  (`windows=None`, the old behaviour) and windowed (`WindowConfig()`: max-sim over overlapping
+- `table`: the nine configurations of `contextual-retrieval eval` without dense PRF
+  (`dense_prf=0`: each option below is measured against it), with one vector per chunk
+  (`windows=None`, the library's default) and windowed (`WindowConfig()`: max-sim over overlapping
   windows of 256 tokens, a quarter of overlap, each window with the chunk's context); and
   mean-pooled windows (`WindowConfig(pooling="mean")`).
 - `options`: `prf` (the hybrid, structural-hybrid and contextual-hybrid rows, over both indexes):
-  the library's dense pseudo-relevance feedback, `HybridSearcher(dense_prf=0.5, prf_top=3)`: the
-  query vector moved toward the best-matching rows of the fused top 3 (Rocchio, alpha 1, beta 0.5,
-  the outside probe's setting), dense searched again and fused with BM25; `context_vector`
+  the library's dense pseudo-relevance feedback, `HybridSearcher(dense_prf=0.5, prf_top=3)` (the
+  library's default since it passed the adoption rule): the query vector moved toward the
+  best-matching rows of the fused top 3 (Rocchio, alpha 1, beta 0.5, the outside probe's
+  setting), dense searched again and fused with BM25; `dense prf` (the three dense-only rows,
+  one-vector): the same feedback from the dense top 3 alone, which the library never runs (it
+  lowers the no-context dense row); `context_vector`
   (contextual-hybrid, over the windowed index): a vector of the context alone as a third fusion
   source (equal weights).
-- `latency`: p50 / p90 of one `HybridSearcher.search` (contextual-hybrid, top 20), the windowed
-  and the one-vector index interleaved in the same run; `index_rows` and `index_bytes` of each.
+- `latency`: p50 / p90 of one `HybridSearcher.search` (contextual-hybrid, top 20), interleaved in
+  the same run: the one-vector index without PRF, the windowed index without PRF, and the
+  one-vector index with PRF (the default); `index_rows` and `index_bytes` of each.
 
 Writes benchmarks/dense_options.json (or --json).
 """
@@ -35,7 +40,10 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 from _paths import DEFAULT_DATASET  # noqa: E402
 
+import numpy as np  # noqa: E402
+
 from contextual_retrieval_core.embeddings.cache import CachedEmbedder  # noqa: E402
+from contextual_retrieval_core.feedback import feedback_rows  # noqa: E402
 from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder  # noqa: E402
 from contextual_retrieval_core.evaluation import (  # noqa: E402
     CONFIGS, headed_contexts, load_contexts_jsonl, load_cookbook, score_rankings, structural_contexts,
@@ -85,9 +93,20 @@ def latency(searchers: dict[str, HybridSearcher], queries: list[str], rounds: in
         v = searchers[name].vectors
         out[name] = {"p50_ms": round(1000 * statistics.median(ts), 3), "p90_ms": round(1000 * ts[int(0.9 * len(ts))], 3),
                      "index_rows": len(v.ids), "index_bytes": int(v.vectors.nbytes)}
-    base, win = out["one-vector"]["p50_ms"], out["windowed"]["p50_ms"]
+    base, win, prf = out["one-vector"]["p50_ms"], out["windowed"]["p50_ms"], out["one-vector + prf"]["p50_ms"]
     out["p50_ratio_windowed_to_one_vector"] = round(win / base, 3)
+    out["p50_ratio_prf_to_one_vector"] = round(prf / base, 3)
     return out
+
+
+def dense_only_prf_run(searcher: HybridSearcher, queries: list[str]) -> list[list[str]]:
+    """Rocchio feedback from the dense top 3 alone (no BM25 to fuse with): what the library does
+    not run, measured for the adoption rule."""
+    qv = np.asarray(searcher.embedder.embed_queries(queries))
+    rows = feedback_rows(searcher.vectors.ids, searcher.vectors.vectors, searcher._owners)
+    first = searcher._dense_rows(qv)
+    moved = rows.moved(qv, [[c for c, _ in hits[:PRF_TOP]] for hits in first], PRF_BETA)
+    return [[c for c, _ in hits[:DEPTH]] for hits in searcher._dense_rows(moved)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,24 +136,30 @@ def main(argv: list[str] | None = None) -> int:
             if not use_dense and vname != "one-vector":
                 table[vname].append(dict(table["one-vector"][-1]))  # BM25 alone: no dense side
                 continue
-            s = HybridSearcher(chunks, embedder if use_dense else None, use_bm25=use_bm25, windows=windows)
+            s = HybridSearcher(chunks, embedder if use_dense else None, use_bm25=use_bm25, windows=windows, dense_prf=0)
             ranked = [[h.id for h in hits] for hits in s.search_many(queries, top_k=DEPTH)]
             table[vname].append(scores(name, ranked, golden))
             print(vname, table[vname][-1], flush=True)
             if name in ("hybrid", "structural-hybrid", "contextual-hybrid") and vname in ("one-vector", "windowed"):
                 keep[f"{name}/{vname}"] = s
+            if use_dense and not use_bm25 and vname == "one-vector":
+                options.append(scores(f"{name} + dense prf", dense_only_prf_run(s, queries), golden) | {"over": vname})
+                print(options[-1], flush=True)
         if name in ("hybrid", "structural-hybrid", "contextual-hybrid"):
             for over in ("one-vector", "windowed"):  # the library's dense PRF: HybridSearcher(dense_prf=0.5)
                 s = HybridSearcher(chunks, embedder, windows=variants[over], dense_prf=PRF_BETA, prf_top=PRF_TOP)
                 ranked = [[h.id for h in hits] for hits in s.search_many(queries, top_k=DEPTH)]
                 options.append(scores(f"{name} + prf", ranked, golden) | {"over": over})
                 print(options[-1], flush=True)
+                if name == "contextual-hybrid" and over == "one-vector":
+                    keep["contextual-hybrid/one-vector + prf"] = s
             s = keep[f"{name}/windowed"]
             if name == "contextual-hybrid":
                 options.append(scores(f"{name} + context vector", context_vector_run(s, embedder, chunks, queries), golden)
                                | {"over": "windowed"})
                 print(options[-1], flush=True)
-    lat = latency({"one-vector": keep["contextual-hybrid/one-vector"], "windowed": keep["contextual-hybrid/windowed"]}, queries)
+    lat = latency({"one-vector": keep["contextual-hybrid/one-vector"], "windowed": keep["contextual-hybrid/windowed"],
+                   "one-vector + prf": keep["contextual-hybrid/one-vector + prf"]}, queries)
     out = {
         "dataset": Path(args.dataset).name, "queries": len(queries), "chunks": len(dataset.chunks),
         "embedder": minilm.model_name, "max_tokens": minilm.max_tokens, "window": {"size": 256, "overlap": 64},

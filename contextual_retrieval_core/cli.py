@@ -69,9 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="put each chunk's structural context (file, section, definitions) on a line before the "
                     "--contexts context in the contextual-* configurations, as indexing does (default; "
                     "--no-structural-header: the contexts as given)")
-    ev.add_argument("--dense-prf", nargs="?", type=float, const=0.5, default=None, metavar="BETA",
-                    help="dense pseudo-relevance feedback: the query vector moved toward the fused top 3 "
-                    "(weight BETA, default 0.5), searched again (off by default: see benchmarks/RESULTS.md)")
+    _dense_prf_options(ev, "in every configuration that fuses a dense side with BM25")
     ev.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     ev.add_argument("--plot", metavar="PATH", help="also write a PNG bar chart of Pass@k (needs matplotlib: "
                     "the `plot` extra, pip install 'contextual-retrieval-kit[plot]')")
@@ -213,14 +211,23 @@ def _add_query(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--chroma-url", metavar="URL", help="the Chroma server of an index built with --chroma-url, "
                    "when it moved (default: the one the index folder names)")
 
-    q.add_argument("--dense-prf", nargs="?", type=float, const=0.5, default=None, metavar="BETA",
-                   help="dense pseudo-relevance feedback: the query vector moved toward the fused top 3 "
-                   "(weight BETA, default 0.5) and the dense side searched again (off by default)")
+    _dense_prf_options(q, "")
     q.add_argument("--prune", action="store_true", help="show only the evidence: the sentences / statements "
                    "of the hits that answer QUESTION, with their line spans (ContextPruner)")
     q.add_argument("--budget", type=int, default=None, metavar="N",
                    help="with --prune: tokens of evidence to keep (default: 30%% of the hits' tokens)")
     q.set_defaults(func=_cmd_query)
+
+
+def _dense_prf_options(parser: argparse.ArgumentParser, where: str) -> None:
+    """--dense-prf [BETA] / --no-dense-prf: the feedback weight (None: the library's default)."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--dense-prf", nargs="?", type=float, const=0.5, default=None, metavar="BETA",
+                       help="weight of dense pseudo-relevance feedback: the query vector moved toward the "
+                       f"fused top 3 and the dense side searched again{' ' + where if where else ''} "
+                       "(default 0.5, on; see benchmarks/RESULTS.md)")
+    group.add_argument("--no-dense-prf", dest="dense_prf", action="store_const", const=0.0,
+                       help="turn dense pseudo-relevance feedback off (one dense search per query)")
 
 
 def _version() -> str:
@@ -233,6 +240,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     from .embeddings.minilm import LocalMiniLMEmbedder
     from .evaluation import (evaluate, format_table, load_contexts_jsonl, load_cookbook, plot_results, resolve_dataset,
                               results_to_json)
+    from .fusion_config import FusionConfig
 
     if args.plot:
         _require_plotting()
@@ -275,7 +283,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             embedder=embedder.model_name,
             contexts=Path(args.contexts).name if args.contexts else None,
             structural_header=bool(getattr(args, "structural_header", True)),
-            dense_prf=getattr(args, "dense_prf", None),
+            dense_prf=FusionConfig.merged(dense_prf=getattr(args, "dense_prf", None)).dense_prf,
             elapsed_s=round(elapsed, 1),
         )
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)

@@ -46,7 +46,7 @@ from .chunking import DEFAULT_CHUNK_CHARS
 from .embeddings.base import Embedder
 from .checks import is_blank, renamed_keyword
 from .ensemble import DEFAULT_WEIGHTS
-from .feedback import DEFAULT_PRF_TOP, prf_settings, stored_feedback_rows
+from .feedback import stored_feedback_rows
 from .factories import embedder_kind
 from .files import MAX_FILE_BYTES, TEXT_EXTENSIONS, collect_files
 from .folder_lock import folder_lock
@@ -398,8 +398,8 @@ class ContextualIndex:
         may come in a `FusionConfig` (`config`); keyword arguments override it; the fusion weights
         are the index's. With ``on_rerank_error="fused"`` a failing reranker leaves the fused order,
         each hit carrying the error (`IndexHit.rerank_error`). A blank query returns no results, as
-        in every query path. `k` is the old name of `top_k`. `dense_prf`: dense pseudo-relevance
-        feedback from the fused top 3, as `HybridSearcher(dense_prf=...)` (default off).
+        in every query path. `k` is the old name of `top_k`. `dense_prf`: the dense pseudo-relevance
+        feedback weight, as `HybridSearcher(dense_prf=...)` (default: the config's 0.5; 0: off).
 
         Reads the folder only (the query's embedding is not cached); a damaged folder raises
         `IndexDamagedError` naming the file and the fix."""
@@ -407,7 +407,8 @@ class ContextualIndex:
             raise TypeError(f"query must be str, got {type(query).__name__}")
         top_k = renamed_keyword("ContextualIndex.search", "k", "top_k", k, top_k)
         fusion = FusionConfig.merged(config, weights=self.weights, top_k=top_k, reranker=reranker, depth=depth,
-                                     rerank_depth=rerank_depth, on_rerank_error=on_rerank_error)
+                                     rerank_depth=rerank_depth, on_rerank_error=on_rerank_error,
+                                     dense_prf=dense_prf)
         if is_blank(query):
             return []
         manifest = self.manifest
@@ -425,12 +426,12 @@ class ContextualIndex:
             raise IndexDamagedError(f"{self.path / 'chroma'} holds {rows_in_chroma} chunks, the manifest lists {total}; "
                                     f"{self._fix()}")
         vector = np.asarray(self.embedder.embed_queries([query]), dtype=np.float32)
-        depth, listed, (beta, prf_top) = fusion.depth, set(manifest.chunk_ids()), prf_settings(dense_prf, DEFAULT_PRF_TOP)
+        depth, listed = fusion.depth, set(manifest.chunk_ids())
         k_rows, bm25 = min(depth + rows_in_chroma - total, rows_in_chroma), self._bm25.search(query, depth)
         dense = collapse_rows(vectors.search(vector[0], k_rows), depth, listed)
-        if beta is not None:  # search again from the query moved toward the fused top chunks' rows
-            top = [str(h.id) for h in fusion.fuse([("dense", dense), ("bm25", bm25)])[:prf_top]]
-            moved = stored_feedback_rows(vectors.collection, top).moved(vector, [top], beta)
+        top = fusion.feedback_top([("dense", dense), ("bm25", bm25)])
+        if top:  # dense PRF: search again from the query moved toward the fused top chunks' rows
+            moved = stored_feedback_rows(vectors.collection, top).moved(vector, [top], fusion.dense_prf)
             dense = collapse_rows(vectors.search(moved[0], k_rows), depth, listed)
         fused = fusion.fuse([("dense", dense), ("bm25", bm25)])
         pool = fused[: fusion.effective_rerank_depth] if fusion.reranker else fused[: fusion.top_k]

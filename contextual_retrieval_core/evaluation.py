@@ -295,7 +295,8 @@ def evaluate(
     `contextual_retrieval_core.windows.WindowConfig` for windowed dense vectors (default: none).
     `structural_header`: the `contextual-*` configurations put each chunk's structural context on a
     line before its LLM context (as `Contextualizer(structural_header=True)` does). `dense_prf`:
-    `HybridSearcher(dense_prf=...)` for every configuration with a dense side (default: off).
+    `HybridSearcher(dense_prf=...)` for every configuration (default: the library's 0.5, which
+    runs where a dense side is fused with BM25; 0: off).
     """
     if configs is None:
         configs = [c for c, (ctx, _, _) in CONFIGS.items() if contexts is not None or ctx != "llm"]

@@ -21,7 +21,7 @@ from .fusion_config import FusionConfig
 from .rerank.base import OnRerankError, Reranker
 from .types import ContextualChunk
 from .ann import dense_index
-from .feedback import DEFAULT_PRF_TOP, feedback_rows, prf_settings
+from .feedback import feedback_rows
 from .windows import WindowConfig, build_dense_rows, collapse_hits, embed_texts
 
 __all__ = ["HybridSearcher", "SearchHit", "FusionConfig", "DEFAULT_WEIGHTS", "DEFAULT_RRF_K", "DEFAULT_TOP_K"]
@@ -81,12 +81,13 @@ class HybridSearcher:
             None (default) embeds one vector per chunk, truncated at the embedder's window.
             Not the default: on the cookbook set it lowers structural-hybrid Pass@5 by 1.4
             points (benchmarks/dense_options.json).
-        dense_prf: Rocchio dense pseudo-relevance feedback: the query vector plus this weight
-            times the mean of the best vectors of the fused top `prf_top` chunks, searched again
-            and fused with BM25 (0.5 is the usual weight; None, the default, is off). One more
-            dense search per query; also `ContextualIndex.search(dense_prf=)`, not yet the
-            framework retrievers', see benchmarks/RESULTS.md.
-        prf_top: how many fused chunks feed back (default 3).
+        dense_prf: Rocchio dense pseudo-relevance feedback when both sides are used: the query
+            vector plus this weight times the mean of the best vectors of the fused top `prf_top`
+            chunks, searched again on the dense side and fused with BM25 again (default 0.5, the
+            config's; 0 turns it off). One more dense search per query. A dense-only searcher
+            never runs it: fed back from the dense ranking alone it lowered the no-context dense
+            row (benchmarks/RESULTS.md).
+        prf_top: how many fused chunks feed back (default 3, the config's).
 
     Example:
         >>> from contextual_retrieval_core import Chunk, ContextualChunk
@@ -117,7 +118,7 @@ class HybridSearcher:
         vector_store: Any = "memory",
         windows: WindowConfig | None = None,
         dense_prf: float | None = None,
-        prf_top: int = DEFAULT_PRF_TOP,
+        prf_top: int | None = None,
     ) -> None:
         if not chunks:
             raise ValueError("no chunks to search: pass at least one ContextualChunk")
@@ -125,7 +126,7 @@ class HybridSearcher:
             raise ValueError("nothing to search with: pass an embedder, or keep use_bm25=True")
         self.config = FusionConfig.merged(
             config, weights=weights, mode=mode, rrf_k=rrf_k, depth=depth, top_k=top_k, reranker=reranker,
-            rerank_depth=rerank_depth, on_rerank_error=on_rerank_error,
+            rerank_depth=rerank_depth, on_rerank_error=on_rerank_error, dense_prf=dense_prf, prf_top=prf_top,
         )
         self.weights = self.config.weights_for(2)  # (dense, bm25), whichever sides are used
         self.chunks = {c.id: c for c in chunks}
@@ -155,9 +156,8 @@ class HybridSearcher:
                 self.vectors = vector_store
             else:
                 raise ValueError(f"vector_store must be 'memory', 'chroma' or an index with add/search_many, not {vector_store!r}")
-        self.dense_prf, self.prf_top = prf_settings(dense_prf, prf_top)
         self._feedback_rows: Any = None
-        if self.dense_prf is not None and self.vectors is not None:
+        if self.config.dense_prf and self.vectors is not None and use_bm25:  # PRF from the fused ranking only
             # the in-process indexes hold the normalised rows in this order: read them, not a copy
             held = getattr(self.vectors, "vectors", None)
             own = isinstance(held, np.ndarray) and list(getattr(self.vectors, "ids", ())) == list(rows.ids)
@@ -177,6 +177,8 @@ class HybridSearcher:
     top_k = property(lambda self: self.config.top_k)
     reranker = property(lambda self: self.config.reranker)
     rerank_depth = property(lambda self: self.config.effective_rerank_depth)
+    dense_prf = property(lambda self: self.config.dense_prf)
+    prf_top = property(lambda self: self.config.prf_top)
 
     def search(self, query: str, top_k: int | None = None, *, k: int | None = None) -> list[SearchHit]:
         """The top `top_k` chunks for one query (default: the config's 20); a blank query finds
@@ -199,8 +201,8 @@ class HybridSearcher:
                 for i, hits in zip(nonempty, self._dense_rows(qv)):
                     dense[i] = hits
                 if self._feedback_rows is not None:  # dense PRF: search again from the moved vectors
-                    tops = [[h.id for h in self._sides.fuse(self._sources(dense[i], bm25[i]))[: self.prf_top]] for i in nonempty]
-                    moved = self._feedback_rows.moved(qv, tops, self.dense_prf)
+                    tops = [self._sides.feedback_top(self._sources(dense[i], bm25[i])) for i in nonempty]
+                    moved = self._feedback_rows.moved(qv, tops, self.config.dense_prf)
                     for i, hits in zip(nonempty, self._dense_rows(moved)):
                         dense[i] = hits
         return [self._finish(query, self._sources(dense[qi], bm25[qi]), top_k) for qi, query in enumerate(queries)]

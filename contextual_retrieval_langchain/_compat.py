@@ -5,14 +5,16 @@ langchain-anthropic's `ChatAnthropic` keeps its SDK clients private (``_client``
 and proxy, so they are built here from the model's public fields (tested against the fake
 Messages API in tests/test_compat.py, which pins the supported versions). The one private member
 read in this package is a retriever's tracing parameters (`retriever_ls_params`), for the
-ensemble's own child run; nothing else reads another package's private members.
+ensemble's own child run, and a vector store's relevance function (`relevance_function`), so
+a search by vector (dense PRF) reports the scores a search by text does; nothing else reads
+another package's private members.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Optional
 
-__all__ = ["chat_anthropic_clients", "retriever_ls_params"]
+__all__ = ["chat_anthropic_clients", "retriever_ls_params", "relevance_function"]
 
 
 def chat_anthropic_clients(llm: Any) -> tuple[Any, Any]:
@@ -42,3 +44,16 @@ def retriever_ls_params(retriever: Any, **kwargs: Any) -> dict[str, Any]:
     `BaseRetriever.invoke` adds to a retriever's run, for the one run the ensemble starts itself
     (a vector store searched with scores). langchain-core computes it in a private method."""
     return dict(retriever._get_ls_params(**kwargs))
+
+
+def relevance_function(store: Any) -> Optional[Callable[[float], float]]:
+    """The function a langchain-core `VectorStore` (0.3 - 1.x) turns its raw scores into relevance
+    with (``_select_relevance_score_fn``, what its public ``similarity_search_with_relevance_scores``
+    applies); None when the store has none (`InMemoryVectorStore`)."""
+    select = getattr(store, "_select_relevance_score_fn", None)
+    if select is None:
+        return None
+    try:
+        return select()
+    except NotImplementedError:
+        return None

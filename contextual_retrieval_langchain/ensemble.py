@@ -10,7 +10,6 @@ cookbook's ``w / rank``), results are deduplicated by chunk id and cut to `k`.
 from __future__ import annotations
 
 import asyncio
-import warnings
 from typing import Any, Optional, Sequence, Union
 
 from langchain_core.callbacks import (
@@ -23,7 +22,7 @@ from langchain_core.documents import Document as LCDocument
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever, RetrieverLike
 from langchain_core.runnables import RunnableConfig
-from langchain_core.runnables.config import ensure_config, patch_config
+from langchain_core.runnables.config import ensure_config, patch_config, run_in_executor
 from langchain_core.runnables.configurable import RunnableConfigurableFields
 from langchain_core.runnables.utils import ConfigurableFieldSpec, get_unique_config_specs
 from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
@@ -41,6 +40,7 @@ from contextual_retrieval_core.ensemble import (
     RankedHit,
     unique_names,
 )
+from contextual_retrieval_core.feedback import DEFAULT_DENSE_PRF, DEFAULT_PRF_TOP
 from contextual_retrieval_core.fusion import DEFAULT_DEPTH, DEFAULT_RRF_K, FusionMode
 from contextual_retrieval_core.fusion_config import FusionConfig
 from contextual_retrieval_core.rerank.base import OnRerankError, Reranker
@@ -48,6 +48,7 @@ from contextual_retrieval_core.windows import WindowConfig
 
 from ._compat import retriever_ls_params
 from ._documents import CHUNK_ID_KEY, chunk_id_of
+from .feedback import oriented, quiet_store_warnings, scored_by_vector, stored_rows
 from .bm25 import BM25_SCORE_KEY, ContextualBM25Retriever, MetadataFilter, metadata_predicate
 from .rerank import RELEVANCE_SCORE_KEY, RerankCompressor
 
@@ -63,17 +64,13 @@ __all__ = [
 
 #: the fields that are `FusionConfig` settings (LangChain's `k` is its `top_k`)
 _FUSION_FIELDS = {"weights": "weights", "mode": "mode", "rrf_k": "rrf_k", "depth": "depth", "k": "top_k",
-                  "reranker": "reranker", "rerank_depth": "rerank_depth", "on_rerank_error": "on_rerank_error"}
+                  "reranker": "reranker", "rerank_depth": "rerank_depth", "on_rerank_error": "on_rerank_error",
+                  "dense_prf": "dense_prf", "prf_top": "prf_top"}
 
 #: {source name: the source's own score (cosine, BM25, ...)} for the sources that returned it
 SOURCE_SCORES_KEY = "source_scores"
 #: metadata keys a source's own score may come in, first found wins
 _SCORE_KEYS = (BM25_SCORE_KEY, RELEVANCE_SCORE_KEY, "similarity_score", SCORE_KEY)
-#: warnings a scored vector-store search may raise that say nothing to our caller
-_QUIET = (
-    ("Relevance scores must be between", UserWarning),  # a store's relevance outside [0, 1]: fusion normalises it
-    ("legacy embedding function config", DeprecationWarning),  # chromadb, on every read
-)
 
 _Scored = list[tuple[str, Optional[float], LCDocument]]
 
@@ -131,6 +128,13 @@ class ContextualEnsembleRetriever(BaseRetriever):
             `ContextualBM25Retriever` searches under the same filter, and any other source's
             Documents are filtered by it afterwards (see `metadata_predicate`).
             ``invoke(query, filter=...)`` overrides it per call.
+        dense_prf: dense pseudo-relevance feedback weight (default 0.5, the core's; 0: off). When
+            a vector-store retriever (search_type "similarity") is fused with another source, the
+            query is embedded once with the store's embeddings, the store is searched by vector,
+            the first fused ranking's top `prf_top` chunks' stored vectors are read back from it,
+            and it is searched again from the query vector moved toward them (`feedback`): the
+            ranking `HybridSearcher` gives.
+        prf_top: how many fused chunks feed back (default 3).
 
     Example:
         >>> from langchain_core.documents import Document
@@ -158,6 +162,8 @@ class ContextualEnsembleRetriever(BaseRetriever):
     id_key: str = Field(default=CHUNK_ID_KEY, description="metadata key of the chunk id for Documents without Document.id")
     candidates_kwarg: Optional[str] = Field(default="k", description="the invoke keyword that sets a BaseRetriever's result count")
     filter: Optional[MetadataFilter] = Field(default=None, description="a metadata filter applied to every source")
+    dense_prf: float = Field(default=DEFAULT_DENSE_PRF, description="dense pseudo-relevance feedback weight (0: off)")
+    prf_top: int = Field(default=DEFAULT_PRF_TOP, description="fused chunks that feed back")
 
     @property
     def config_specs(self) -> list[ConfigurableFieldSpec]:
@@ -198,6 +204,7 @@ class ContextualEnsembleRetriever(BaseRetriever):
         data.update(
             names=list(names), config=config, weights=list(config.weights), mode=config.mode, rrf_k=config.rrf_k,
             depth=config.depth, k=config.top_k, rerank_depth=config.rerank_depth, on_rerank_error=config.on_rerank_error,
+            dense_prf=config.dense_prf, prf_top=config.prf_top,
         )
         return data
 
@@ -311,10 +318,16 @@ class ContextualEnsembleRetriever(BaseRetriever):
         k, where = self._check_k(k), self._where(filter)
         if is_blank(query):
             return []
-        lists = [
-            self._run(r, query, patch_config(config, callbacks=run_manager.get_child(tag=f"retriever_{i + 1}")), where)
-            for i, r in enumerate(self.retrievers)
-        ]
+        configs = [patch_config(config, callbacks=run_manager.get_child(tag=f"retriever_{i + 1}")) for i in range(len(self.retrievers))]
+        vectors = {i: r.vectorstore.embeddings.embed_query(query) for i, r in self._feedback_sides()}
+        lists = [self._run(r, query, c, where, vectors.get(i)) for i, (r, c) in enumerate(zip(self.retrievers, configs))]
+        top = self.config.feedback_top(self._sources(lists)) if vectors else []  # type: ignore[union-attr]
+        if top:  # dense PRF: the vector sides searched again from the query moved toward the fused top
+            docs = self._fuse(lists)[1]
+            for i, vector in vectors.items():
+                store = self.retrievers[i].vectorstore  # type: ignore[union-attr]
+                moved = stored_rows(store, top, docs).moved_query(vector, top, self.dense_prf)
+                lists[i] = self._run(self.retrievers[i], query, configs[i], where, moved.tolist())
         fused, docs = self._fuse(lists)
         hits = self.config.rerank(query, fused, lambda i: docs[i].page_content, top_k=k)  # type: ignore[union-attr]
         return self._documents(hits, docs, lists)
@@ -326,26 +339,44 @@ class ContextualEnsembleRetriever(BaseRetriever):
         k, where = self._check_k(k), self._where(filter)
         if is_blank(query):
             return []
-        lists = await asyncio.gather(
-            *(
-                self._arun(r, query, patch_config(config, callbacks=run_manager.get_child(tag=f"retriever_{i + 1}")), where)
-                for i, r in enumerate(self.retrievers)
-            )
-        )
+        configs = [patch_config(config, callbacks=run_manager.get_child(tag=f"retriever_{i + 1}")) for i in range(len(self.retrievers))]
+        sides = self._feedback_sides()
+        found = await asyncio.gather(*(r.vectorstore.embeddings.aembed_query(query) for _, r in sides))
+        vectors = {i: v for (i, _), v in zip(sides, found)}
+        lists = list(await asyncio.gather(
+            *(self._arun(r, query, c, where, vectors.get(i)) for i, (r, c) in enumerate(zip(self.retrievers, configs)))
+        ))
+        top = self.config.feedback_top(self._sources(lists)) if vectors else []  # type: ignore[union-attr]
+        if top:  # dense PRF, as in _fused
+            docs = self._fuse(lists)[1]
+            moved = {i: stored_rows(self.retrievers[i].vectorstore, top, docs).moved_query(v, top, self.dense_prf)  # type: ignore[union-attr]
+                     for i, v in vectors.items()}
+            again = await asyncio.gather(*(self._arun(self.retrievers[i], query, configs[i], where, m.tolist()) for i, m in moved.items()))
+            for i, scored in zip(moved, again):
+                lists[i] = scored
         fused, docs = self._fuse(lists)
         hits = await self.config.arerank(query, fused, lambda i: docs[i].page_content, top_k=k)  # type: ignore[union-attr]
         return self._documents(hits, docs, lists)
 
     # -- one source -------------------------------------------------------------------------------
 
-    def _run(self, retriever: Any, query: str, config: RunnableConfig, where: Optional[MetadataFilter]) -> _Scored:
+    def _feedback_sides(self) -> list[tuple[int, VectorStoreRetriever]]:
+        """The vector-store sources dense PRF searches again (with embeddings to embed the query),
+        when the weight is not 0 and they are fused with another source."""
+        if not self.dense_prf or len(self.retrievers) < 2:
+            return []
+        return [(i, r) for i, r in enumerate(self.retrievers) if _scored_vectorstore(r) and r.vectorstore.embeddings is not None]
+
+    def _run(self, retriever: Any, query: str, config: RunnableConfig, where: Optional[MetadataFilter],
+             vector: Optional[Sequence[float]] = None) -> _Scored:
         if _scored_vectorstore(retriever):
             # the store's scored search keeps the scores; a child run configured as
             # BaseRetriever.invoke configures one keeps the retriever visible to callbacks and tracing
             kwargs = self._search_kwargs(retriever, where)
             run = _child_run(CallbackManager, retriever, query, config)
             try:
-                pairs = _relevance_scored(retriever.vectorstore, query, kwargs)
+                pairs = (_relevance_scored(retriever.vectorstore, query, kwargs) if vector is None
+                         else scored_by_vector(retriever.vectorstore, vector, **kwargs))
             except BaseException as exc:
                 run.on_retriever_error(exc)
                 raise
@@ -354,12 +385,14 @@ class ContextualEnsembleRetriever(BaseRetriever):
         docs = retriever.invoke(query, config, **self._invoke_kwargs(retriever, config, where))
         return self._from_docs(docs, retriever, where)
 
-    async def _arun(self, retriever: Any, query: str, config: RunnableConfig, where: Optional[MetadataFilter]) -> _Scored:
+    async def _arun(self, retriever: Any, query: str, config: RunnableConfig, where: Optional[MetadataFilter],
+                    vector: Optional[Sequence[float]] = None) -> _Scored:
         if _scored_vectorstore(retriever):
             kwargs = self._search_kwargs(retriever, where)
             run = await _child_run(AsyncCallbackManager, retriever, query, config)
             try:
-                pairs = await _arelevance_scored(retriever.vectorstore, query, kwargs)
+                pairs = (await _arelevance_scored(retriever.vectorstore, query, kwargs) if vector is None
+                         else await run_in_executor(None, lambda: scored_by_vector(retriever.vectorstore, vector, **kwargs)))
             except BaseException as exc:
                 await run.on_retriever_error(exc)
                 raise
@@ -403,13 +436,15 @@ class ContextualEnsembleRetriever(BaseRetriever):
 
     # -- fusion -----------------------------------------------------------------------------------
 
+    def _sources(self, lists: Sequence[_Scored]) -> list[tuple[str, list[tuple[str, Optional[float]]]]]:
+        return [(name, [(cid, s) for cid, s, _ in scored]) for name, scored in zip(self.names, lists)]
+
     def _fuse(self, lists: Sequence[_Scored]) -> tuple[list[RankedHit], dict[str, LCDocument]]:
         docs: dict[str, LCDocument] = {}
         for scored in lists:
             for cid, _, doc in scored:
                 docs.setdefault(cid, doc)
-        sources = [(name, [(cid, s) for cid, s, _ in scored]) for name, scored in zip(self.names, lists)]
-        return self.config.fuse(sources), docs  # type: ignore[union-attr]
+        return self.config.fuse(self._sources(lists)), docs  # type: ignore[union-attr]
 
     def _documents(self, hits: Sequence[RankedHit], docs: dict[str, LCDocument], lists: Sequence[_Scored]) -> list[LCDocument]:
         own: list[dict[str, float]] = [{} for _ in lists]
@@ -462,36 +497,20 @@ def _count_configured(retriever: Any, kwarg: str, config: RunnableConfig) -> boo
 
 def _relevance_scored(store: VectorStore, query: str, kwargs: dict[str, Any]) -> list[tuple[LCDocument, Optional[float]]]:
     """(document, relevance) best first: the store's public relevance scores; for a store without
-    a relevance function, its raw scores oriented by their order (see `_oriented`)."""
-    with warnings.catch_warnings():
-        for message, category in _QUIET:
-            warnings.filterwarnings("ignore", message=message, category=category)
+    a relevance function, its raw scores oriented by their order (see `feedback.oriented`)."""
+    with quiet_store_warnings():
         try:
             return store.similarity_search_with_relevance_scores(query, **kwargs)
         except NotImplementedError:  # no relevance function (InMemoryVectorStore): raised before searching
-            return _oriented(store.similarity_search_with_score(query, **kwargs))
+            return oriented(store.similarity_search_with_score(query, **kwargs))
 
 
 async def _arelevance_scored(store: VectorStore, query: str, kwargs: dict[str, Any]) -> list[tuple[LCDocument, Optional[float]]]:
-    with warnings.catch_warnings():
-        for message, category in _QUIET:
-            warnings.filterwarnings("ignore", message=message, category=category)
+    with quiet_store_warnings():
         try:
             return await store.asimilarity_search_with_relevance_scores(query, **kwargs)
         except NotImplementedError:
-            return _oriented(await store.asimilarity_search_with_score(query, **kwargs))
-
-
-def _oriented(pairs: list[tuple[LCDocument, float]]) -> list[tuple[LCDocument, Optional[float]]]:
-    """A store returns its best match first, so scores that rise down the list are distances
-    (negated: higher is better), scores that fall are similarities (kept); scores in no order say
-    nothing of their direction and are dropped (fusion then uses 1 / rank)."""
-    scores = [float(s) for _, s in pairs]
-    rising = any(b > a for a, b in zip(scores, scores[1:]))
-    falling = any(b < a for a, b in zip(scores, scores[1:]))
-    if rising and falling:
-        return [(d, None) for d, _ in pairs]
-    return [(d, -s if rising else s) for (d, _), s in zip(pairs, scores)]
+            return oriented(await store.asimilarity_search_with_score(query, **kwargs))
 
 
 def _child_run(manager: Any, retriever: VectorStoreRetriever, query: str, config: RunnableConfig) -> Any:

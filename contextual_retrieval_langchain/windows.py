@@ -138,6 +138,17 @@ class WindowedVectorStore(VectorStore):
     async def asimilarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
         return self._collapse(await self.vectorstore.asimilarity_search_with_score(query, k=k + self.extra, **kwargs), k)
 
+    def rows_of(self, chunk_id: str) -> list[str]:
+        """The row ids of a chunk: its own, then its windows'."""
+        return list(self._rows.get(chunk_id, [chunk_id]))
+
+    def scored_by_vector(self, vector: Sequence[float], k: int = 4, **kwargs: Any) -> list[tuple[Document, Optional[float]]]:
+        """Each chunk once, best first, for a search by `vector` (dense PRF's second search), with
+        the relevance scores `similarity_search_with_relevance_scores` gives."""
+        from .feedback import scored_by_vector
+
+        return self._collapse(scored_by_vector(self.vectorstore, vector, k=k + self.extra, **kwargs), k)  # type: ignore[arg-type]
+
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
         return [d for d, _ in self.similarity_search_with_score(query, k=k, **kwargs)]
 

@@ -10,13 +10,16 @@ else in this package uses public API only.
 - llama-index-core (0.12 - 0.14): `VectorStoreIndex` keeps the embedding model it embeds nodes and
   queries with only as ``_embed_model``; windowed embeddings (`windows.add_windows`) embed a
   node's windows with that same model.
+- llama-index-core (0.12 - 0.14): `VectorIndexRetriever` keeps its vector store and embedding
+  model only as ``_vector_store`` / ``_embed_model``; dense PRF (`feedback`) reads the stored
+  vectors of the fused top nodes from that store and embeds the query once with that model.
 """
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
-__all__ = ["anthropic_llm_clients", "index_embed_model"]
+__all__ = ["anthropic_llm_clients", "index_embed_model", "vector_retriever_parts"]
 
 
 def anthropic_llm_clients(llm: Any) -> tuple[Optional[Any], Optional[Any]]:
@@ -29,3 +32,10 @@ def index_embed_model(index: Any) -> Optional[Any]:
     """The embedding model of a llama-index `VectorStoreIndex`; None when the installed version
     keeps it elsewhere."""
     return getattr(index, "_embed_model", None)
+
+
+def vector_retriever_parts(retriever: Any) -> tuple[Optional[Any], Optional[Any]]:
+    """(vector store, embedding model) of a llama-index `VectorIndexRetriever` (llama-index-core
+    0.12 - 0.14 keep them only as ``_vector_store`` and ``_embed_model``); what dense PRF reads the
+    stored vectors from and embeds the query with. (None, None) when kept elsewhere."""
+    return getattr(retriever, "_vector_store", None), getattr(retriever, "_embed_model", None)

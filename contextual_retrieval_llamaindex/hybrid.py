@@ -20,6 +20,7 @@ from contextual_retrieval_core.rerank.base import OnRerankError, Reranker
 from contextual_retrieval_core.windows import WindowConfig
 
 from ._convert import indexed_text, scored_ids, with_result
+from .feedback import VectorSide, vector_side
 from .rerank import ContextualRerank, rerank_events
 
 __all__ = ["HybridRetriever"]
@@ -60,6 +61,12 @@ class HybridRetriever(BaseRetriever):
         rerank_depth: fused candidates the reranker sees (default: `depth`).
         on_rerank_error: "raise" (default) or "fused": when the reranker fails, return the fused
             order, each node's metadata carrying ``rerank_error`` (the error's type and message).
+        dense_prf: dense pseudo-relevance feedback weight (default 0.5, the core's; 0: off). When
+            a vector index retriever (or `WindowedVectorRetriever`) is fused with another
+            retriever, the query is embedded once, the first fused ranking's top `prf_top` nodes'
+            stored vectors are read from its vector store, and it is searched again from the
+            query vector moved toward them (`feedback`): the ranking `HybridSearcher` gives.
+        prf_top: how many fused nodes feed back (default 3).
 
     Example:
         >>> from llama_index.core.schema import TextNode
@@ -87,6 +94,8 @@ class HybridRetriever(BaseRetriever):
         callback_manager: Optional[CallbackManager] = None,
         verbose: bool = False,
         candidates: Optional[int] = None,
+        dense_prf: Optional[float] = None,
+        prf_top: Optional[int] = None,
     ) -> None:
         named = dict(retrievers) if isinstance(retrievers, Mapping) else _name(list(retrievers))
         if not named:
@@ -104,10 +113,14 @@ class HybridRetriever(BaseRetriever):
         self.config = FusionConfig.merged(
             config, weights=weights, mode=mode, rrf_k=rrf_k, depth=depth, top_k=similarity_top_k,
             reranker=reranker, rerank_depth=rerank_depth, on_rerank_error=on_rerank_error,
+            dense_prf=dense_prf, prf_top=prf_top,
         )
         self.weights = list(self.config.weights_for(len(named), per="retriever"))  # the count checked here, up front
         self._weighted = self.config.replace(weights=tuple(self.weights))
         self.retrievers: Dict[str, BaseRetriever] = named
+        # dense PRF: the vector sides, when fused with another retriever and the weight is not 0
+        sides = {name: vector_side(r) for name, r in named.items()} if self.config.dense_prf and len(named) > 1 else {}
+        self._feedback: Dict[str, VectorSide] = {name: side for name, side in sides.items() if side is not None}
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     # the settings, read from `config` (one place)
@@ -117,6 +130,8 @@ class HybridRetriever(BaseRetriever):
     similarity_top_k = property(lambda self: self.config.top_k)
     rerank_depth = property(lambda self: self.config.effective_rerank_depth)
     reranker = property(lambda self: self._postprocessor or self.config.reranker)
+    dense_prf = property(lambda self: self.config.dense_prf)
+    prf_top = property(lambda self: self.config.prf_top)
 
     @classmethod
     def from_defaults(
@@ -187,10 +202,29 @@ class HybridRetriever(BaseRetriever):
             sources.append((name, scored_ids(hits)))
         return self._weighted.fuse(sources), nodes
 
+    def _bundles(self, query_bundle: QueryBundle, vectors: Dict[str, QueryBundle]) -> List[QueryBundle]:
+        return [vectors.get(name, query_bundle) for name in self.retrievers]
+
+    def _fed_back(self, results: List[List[NodeWithScore]]) -> Optional[tuple[list[str], Dict[str, BaseNode]]]:
+        """The first pass's fused top node ids and nodes, when dense PRF runs."""
+        if not self._feedback:
+            return None
+        sources = [(name, scored_ids(hits)) for name, hits in zip(self.retrievers, results)]
+        nodes = {r.node.node_id: r.node for hits in results for r in hits}
+        return self._weighted.feedback_top(sources), nodes
+
     def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
         if _blank(query_bundle):
             return []
-        results = [r.retrieve(query_bundle) for r in self.retrievers.values()]
+        vectors = {name: side.with_query_vector(query_bundle) for name, side in self._feedback.items()}
+        bundles = self._bundles(query_bundle, vectors)
+        results = [r.retrieve(b) for r, b in zip(self.retrievers.values(), bundles)]
+        fed = self._fed_back(results)
+        if fed is not None and fed[0]:
+            names = list(self.retrievers)
+            for name, side in self._feedback.items():
+                moved = side.moved(vectors[name], fed[0], fed[1], self.dense_prf)
+                results[names.index(name)] = side.retriever.retrieve(moved)
         fused, nodes = self._fuse(results)
         if self._postprocessor is not None:
             try:
@@ -206,7 +240,16 @@ class HybridRetriever(BaseRetriever):
     async def _aretrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
         if _blank(query_bundle):
             return []
-        results = list(await asyncio.gather(*(r.aretrieve(query_bundle) for r in self.retrievers.values())))
+        names = list(self.retrievers)
+        vectors = dict(zip(self._feedback, await asyncio.gather(*(side.awith_query_vector(query_bundle) for side in self._feedback.values()))))
+        bundles = self._bundles(query_bundle, vectors)
+        results = list(await asyncio.gather(*(r.aretrieve(b) for r, b in zip(self.retrievers.values(), bundles))))
+        fed = self._fed_back(results)
+        if fed is not None and fed[0]:
+            moved = {name: side.moved(vectors[name], fed[0], fed[1], self.dense_prf) for name, side in self._feedback.items()}
+            again = await asyncio.gather(*(self._feedback[name].retriever.aretrieve(b) for name, b in moved.items()))
+            for name, hits in zip(moved, again):
+                results[names.index(name)] = hits
         fused, nodes = self._fuse(results)
         if self._postprocessor is not None:
             try:

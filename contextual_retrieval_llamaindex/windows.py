@@ -87,11 +87,14 @@ class WindowedVectorRetriever(BaseRetriever):
         extra: the number of window entries beyond one per node (`add_windows`' result).
         depth: nodes returned.
         filters: LlamaIndex `MetadataFilters` (window entries carry their node's metadata).
+
+    Attributes:
+        vector_retriever: the index's `VectorIndexRetriever` over the rows (nodes and windows).
     """
 
     def __init__(self, index: Any, nodes: Sequence[BaseNode], extra: int, depth: int,
                  filters: Optional[MetadataFilters] = None, **kwargs: Any) -> None:
-        self._inner = index.as_retriever(similarity_top_k=depth + extra, filters=filters)
+        self.vector_retriever = index.as_retriever(similarity_top_k=depth + extra, filters=filters)  # rows, not nodes
         self._nodes: Dict[str, BaseNode] = {n.node_id: n for n in nodes}
         self.depth = depth
         super().__init__(**kwargs)
@@ -105,7 +108,7 @@ class WindowedVectorRetriever(BaseRetriever):
                 for owner, (_, r) in picked]
 
     def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
-        return self._collapse(self._inner.retrieve(query_bundle))
+        return self._collapse(self.vector_retriever.retrieve(query_bundle))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
-        return self._collapse(await self._inner.aretrieve(query_bundle))
+        return self._collapse(await self.vector_retriever.aretrieve(query_bundle))

@@ -1,4 +1,5 @@
-"""Dense pseudo-relevance feedback: `HybridSearcher(dense_prf=beta)` against a hand computation."""
+"""Dense pseudo-relevance feedback: `HybridSearcher(dense_prf=beta)` against a hand computation, its
+default and its switches."""
 
 from __future__ import annotations
 
@@ -63,15 +64,24 @@ def test_prf_moves_the_query_toward_the_fused_top_chunks_and_searches_again():
     assert top2 == ["k1", "k2"] and dense_rank["k2"] < plain_dense["k2"]
 
 
-def test_prf_is_off_by_default_checked_and_leaves_blank_queries_empty():
+def test_prf_is_on_by_default_for_hybrid_only_checked_and_leaves_blank_queries_empty():
     emb = Bag()
-    assert HybridSearcher(chunks(), emb).dense_prf is None
-    assert HybridSearcher(chunks(), emb, dense_prf=0.5).search_many(["", "soup salt"])[0] == []
-    for bad in (0, -1, True, "0.5", 11):
-        with pytest.raises(ValueError, match="dense_prf must be"):
+    default = HybridSearcher(chunks(), emb)
+    assert default.dense_prf == 0.5 and default.prf_top == 3 and default._feedback_rows is not None
+    query = "when does the key rotate"
+    on = [(h.id, h.ranks) for h in HybridSearcher(chunks(), emb, dense_prf=0.5).search(query)]
+    assert [(h.id, h.ranks) for h in default.search(query)] == on
+    off = HybridSearcher(chunks(), emb, dense_prf=0, prf_top=2)
+    top2 = [(h.id, h.ranks) for h in HybridSearcher(chunks(), emb, prf_top=2).search(query)]
+    assert off._feedback_rows is None and [(h.id, h.ranks) for h in off.search(query)] != top2
+    # fed back from the dense ranking alone it lowered the no-context dense row: never run dense-only
+    assert HybridSearcher(chunks(), emb, use_bm25=False)._feedback_rows is None
+    assert default.search_many(["", "soup salt"])[0] == []
+    for bad, error in ((-1, ValueError), (11, ValueError), (True, TypeError), ("0.5", TypeError)):
+        with pytest.raises(error, match="dense_prf must be"):
             HybridSearcher(chunks(), emb, dense_prf=bad)
     with pytest.raises(ValueError, match="prf_top"):
-        HybridSearcher(chunks(), emb, dense_prf=0.5, prf_top=0)
+        HybridSearcher(chunks(), emb, prf_top=0)
 
 
 def test_eval_dense_prf_reaches_the_searcher_and_the_json(tiny_dataset, tmp_path):
@@ -92,3 +102,9 @@ def test_eval_dense_prf_reaches_the_searcher_and_the_json(tiny_dataset, tmp_path
 
     (direct,) = evaluate(ds, LocalMiniLMEmbedder(), contexts, ["contextual-hybrid"], dense_prf=0.5)
     assert payload["configs"][0] == direct.to_json()  # the command ran the searcher with feedback
+    assert main(["eval", "--dataset", str(tiny_dataset), "--contexts", str(tiny_dataset / "contexts.jsonl"),
+                 "--configs", "contextual-hybrid", "--no-dense-prf", "--json", str(out),
+                 "--embedding-cache", "none", "--no-progress"]) == 0
+    payload = json.loads(out.read_text())
+    (without,) = evaluate(ds, LocalMiniLMEmbedder(), contexts, ["contextual-hybrid"], dense_prf=0)
+    assert payload["dense_prf"] == 0.0 and payload["configs"][0] == without.to_json()

@@ -113,7 +113,7 @@ def test_windows_are_written_alike(windowed):
     llamaindex, langchain, core = windowed
     extra = core._extra_rows
     assert extra > 20  # most chunks are windowed
-    assert llamaindex.retrievers["dense"]._inner.similarity_top_k == llamaindex.depth + extra
+    assert llamaindex.retrievers["dense"].vector_retriever.similarity_top_k == llamaindex.depth + extra
     assert langchain.retrievers[0].vectorstore.extra == extra
 
 

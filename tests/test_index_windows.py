@@ -231,21 +231,27 @@ def test_stale_rows_keep_only_what_this_run_wrote_for_re_embedded_chunks():
 
 @pytest.mark.parametrize("windows", [None, WindowConfig(size=48, overlap=8)])
 def test_dense_prf_ranks_as_the_core_searcher_does(tmp_path, windows, capsys):
-    """Parity with feedback: the index reads the fused top 3 chunks' rows (windows included) from
-    Chroma and searches again, as `HybridSearcher(dense_prf=0.5)` does in memory."""
+    """Parity with feedback (the default): the index reads the fused top 3 chunks' rows (windows
+    included) from Chroma and searches again, as `HybridSearcher` does in memory; off, both agree
+    again."""
     from contextual_retrieval_core.cli import main
     from contextual_retrieval_core.demo_corpus import DEMO_QUERIES
 
     index, chunks, embedder = demo_index(tmp_path, windows)
-    searcher = HybridSearcher(chunks, embedder, windows=windows, weights=index.weights, dense_prf=0.5)
-    plain = HybridSearcher(chunks, embedder, windows=windows, weights=index.weights)
+    searcher = HybridSearcher(chunks, embedder, windows=windows, weights=index.weights)
+    plain = HybridSearcher(chunks, embedder, windows=windows, weights=index.weights, dense_prf=0)
+    assert searcher.dense_prf == 0.5
     changed = 0
     for query in [q.query for q in DEMO_QUERIES]:
-        ours = [h.id for h in index.search(query, top_k=20, dense_prf=0.5)]
+        ours = [h.id for h in index.search(query, top_k=20)]
         assert ours == [h.id for h in searcher.search(query, top_k=20)], query
-        changed += ours != [h.id for h in plain.search(query, top_k=20)]
+        off = [h.id for h in index.search(query, top_k=20, dense_prf=0)]
+        assert off == [h.id for h in plain.search(query, top_k=20)], query
+        changed += ours != off
     assert changed  # the feedback moved some ranking: the parity is not the plain search's
     query = DEMO_QUERIES[0].query
     capsys.readouterr()
-    assert main(["query", str(tmp_path / "ix"), query, "--dense-prf", "--json", "-k", "20"]) == 0
+    assert main(["query", str(tmp_path / "ix"), query, "--json", "-k", "20"]) == 0
     assert [h["id"] for h in json.loads(capsys.readouterr().out)] == [h.id for h in searcher.search(query, top_k=20)]
+    assert main(["query", str(tmp_path / "ix"), query, "--no-dense-prf", "--json", "-k", "20"]) == 0
+    assert [h["id"] for h in json.loads(capsys.readouterr().out)] == [h.id for h in plain.search(query, top_k=20)]

@@ -88,7 +88,12 @@ async def test_config_reaches_every_source_and_the_handler_as_ensemble_retriever
                     else ContextualEnsembleRetriever(retrievers=retrievers, depth=4))
         config = {**CONFIG, "callbacks": [events]}
         docs = ensemble.invoke("deploy pipeline", config) if run == "sync" else await ensemble.ainvoke("deploy pipeline", config)
-        observed[kind] = (events.children(), configs, list(SEEN))
+        children = events.children()
+        if kind == "ours":  # dense PRF (the default) searches the vector store twice, in two like runs
+            dense = [r for r in children if r[1] == "VectorStoreRetriever"]
+            assert len(dense) == 2 and dense[0] == dense[1]
+            children.remove(dense[0])
+        observed[kind] = (children, configs, list(SEEN))
         assert docs
         if kind == "ours":  # the BM25 source returned its configured 2, not the ensemble's depth
             assert sum(d.metadata["ranks"][ensemble.names[3]] is not None for d in docs) == 2

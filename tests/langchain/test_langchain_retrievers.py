@@ -117,15 +117,26 @@ async def test_async_equals_sync(chroma, bm25) -> None:
 
 
 def test_k_truncates_and_dense_scores_are_cosines(chroma, bm25, core_embedder) -> None:
+    import numpy as np
+
+    query = "quarterly revenue report"
     retriever = ensemble(chroma, bm25, k=3)
-    got = retriever.invoke("quarterly revenue report")
-    assert len(got) == 3 and len(retriever.invoke("quarterly revenue report", k=1)) == 1
-    assert len(ensemble(chroma, bm25).invoke("quarterly revenue report")) == 8  # never more than the corpus
-    q = core_embedder.embed_queries(["quarterly revenue report"])[0]
-    for doc in got:
+    got = retriever.invoke(query)
+    assert len(got) == 3 and len(retriever.invoke(query, k=1)) == 1
+    assert len(ensemble(chroma, bm25).invoke(query)) == 8  # never more than the corpus
+    q = core_embedder.embed_queries([query])[0]
+    off = ensemble(chroma, bm25, k=3, dense_prf=0).invoke(query)
+    for doc in off:  # one dense search: the cosine to the query
         v = core_embedder.embed_documents([doc.page_content])[0]
         assert doc.metadata["source_scores"]["dense"] == pytest.approx(float(q @ v), abs=1e-4)
         assert doc.metadata["score"] == doc.metadata["fused_score"] and "rerank_score" not in doc.metadata
+    # dense PRF (the default): the second search's cosine, to the query moved toward the first
+    # fused top 3 (here the top 3 without feedback), as a search by text would report it
+    moved = q + 0.5 * np.mean(core_embedder.embed_documents([d.page_content for d in off]), axis=0)
+    moved /= np.linalg.norm(moved)
+    for doc in got:
+        v = core_embedder.embed_documents([doc.page_content])[0]
+        assert doc.metadata["source_scores"]["dense"] == pytest.approx(float(moved @ v), abs=1e-4)
 
 
 def test_dedupes_by_id_not_by_page_content() -> None:
