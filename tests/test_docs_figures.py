@@ -159,7 +159,9 @@ def test_results_framework_blocks_are_their_json_s(title, rows):
 
 def test_results_chroma_candidate_figures_are_llamaindex_cookbook_json_s():
     c = LLAMAINDEX["chroma_candidates_vs_exact"]
-    assert c["ours"]["max"] == 0 and c["ours"]["hnsw"]["ef_search"] == 800
+    # HNSW builds are not deterministic: ours differed from exact search on at most one query a build
+    assert c["ours"]["max"] <= 1 and c["ours"]["hnsw"]["ef_search"] == 800
+    assert "search on all but at most one query per build" in " ".join(section(RESULTS, "## The framework paths").split())
     text = " ".join(section(RESULTS, "## The framework paths").split())
     assert f"on {c['chroma_default']['min']}-{c['chroma_default']['max']} of the {c['queries']} queries at Chroma's defaults" in text
     assert f"on {c['ours_with_default_ef_search']['min']}-{c['ours_with_default_ef_search']['max']} with our" in text
