@@ -82,11 +82,14 @@ class HybridSearcher:
             Not the default: on the cookbook set it lowers structural-hybrid Pass@5 by 1.4
             points (benchmarks/dense_options.json).
         dense_prf: Rocchio dense pseudo-relevance feedback when both sides are used: the query
-            vector plus this weight times the mean of the best vectors of the fused top `prf_top`
-            chunks, searched again on the dense side and fused with BM25 again (default 0.5, the
-            config's; 0 turns it off). One more dense search per query. A dense-only searcher
-            never runs it: fed back from the dense ranking alone it lowered the no-context dense
-            row (benchmarks/RESULTS.md).
+            vector (unit length) plus this weight times the mean of the best vectors of the fused
+            top `prf_top` chunks, normalised again, searched again on the dense side and fused
+            with BM25 again (default 0.5, the config's; None is the default too; 0 turns it
+            off). One more dense search per query. The in-process index's own normalised rows
+            are read; with ``vector_store="chroma"`` or an index of your own a normalised copy
+            of the rows is kept for it (rows x dimensions float32; pass 0 to save that memory).
+            A dense-only searcher never runs it: fed back from the dense ranking alone it
+            lowered the no-context dense row (benchmarks/RESULTS.md).
         prf_top: how many fused chunks feed back (default 3, the config's).
 
     Example:

@@ -48,7 +48,7 @@ from contextual_retrieval_core.windows import WindowConfig
 
 from ._compat import retriever_ls_params
 from ._documents import CHUNK_ID_KEY, chunk_id_of
-from .feedback import oriented, quiet_store_warnings, scored_by_vector, stored_rows
+from .feedback import astored_rows, oriented, quiet_store_warnings, scored_by_vector, stored_rows
 from .bm25 import BM25_SCORE_KEY, ContextualBM25Retriever, MetadataFilter, metadata_predicate
 from .rerank import RELEVANCE_SCORE_KEY, RerankCompressor
 
@@ -95,8 +95,9 @@ class ContextualEnsembleRetriever(BaseRetriever):
     `config`, or the fields themselves; a field given explicitly overrides `config`'s setting, and
     after construction every field holds the setting in force.
 
-    A `VectorStoreRetriever` (search_type "similarity") is searched through its vector store's
-    public ``similarity_search_with_relevance_scores`` so its scores are kept (in a child run of
+    A `VectorStoreRetriever` (search_type "similarity" or "similarity_score_threshold") is
+    searched through its vector store's public ``similarity_search_with_relevance_scores`` (which
+    applies a ``score_threshold`` in its search_kwargs) so its scores are kept (in a child run of
     its own, so callbacks and tracing still see it); a store without a relevance function (such
     as `InMemoryVectorStore`) is searched with ``similarity_search_with_score``, its scores read
     as similarities or distances by the order the store returned them in. Other
@@ -129,11 +130,14 @@ class ContextualEnsembleRetriever(BaseRetriever):
             Documents are filtered by it afterwards (see `metadata_predicate`).
             ``invoke(query, filter=...)`` overrides it per call.
         dense_prf: dense pseudo-relevance feedback weight (default 0.5, the core's; 0: off). When
-            a vector-store retriever (search_type "similarity") is fused with another source, the
+            a vector-store retriever (search_type "similarity" or
+            "similarity_score_threshold") is fused with another source, the
             query is embedded once with the store's embeddings, the store is searched by vector,
             the first fused ranking's top `prf_top` chunks' stored vectors are read back from it,
             and it is searched again from the query vector moved toward them (`feedback`): the
-            ranking `HybridSearcher` gives.
+            ranking `HybridSearcher` gives. Sources of search_type "mmr" and sources made
+            configurable (``configurable_fields``) are invoked as they are and not fed back.
+            ``dense_prf=None`` is the same as not passing it (on, at 0.5); 0 turns it off.
         prf_top: how many fused chunks feed back (default 3).
 
     Example:
@@ -326,7 +330,7 @@ class ContextualEnsembleRetriever(BaseRetriever):
             docs = self._fuse(lists)[1]
             for i, vector in vectors.items():
                 store = self.retrievers[i].vectorstore  # type: ignore[union-attr]
-                moved = stored_rows(store, top, docs).moved_query(vector, top, self.dense_prf)
+                moved = stored_rows(store, top, _listed(lists[i], docs)).moved_query(vector, top, self.dense_prf)
                 lists[i] = self._run(self.retrievers[i], query, configs[i], where, moved.tolist())
         fused, docs = self._fuse(lists)
         hits = self.config.rerank(query, fused, lambda i: docs[i].page_content, top_k=k)  # type: ignore[union-attr]
@@ -349,8 +353,8 @@ class ContextualEnsembleRetriever(BaseRetriever):
         top = self.config.feedback_top(self._sources(lists)) if vectors else []  # type: ignore[union-attr]
         if top:  # dense PRF, as in _fused
             docs = self._fuse(lists)[1]
-            moved = {i: stored_rows(self.retrievers[i].vectorstore, top, docs).moved_query(v, top, self.dense_prf)  # type: ignore[union-attr]
-                     for i, v in vectors.items()}
+            rows = await asyncio.gather(*(astored_rows(self.retrievers[i].vectorstore, top, _listed(lists[i], docs)) for i in vectors))  # type: ignore[union-attr]
+            moved = {i: r.moved_query(v, top, self.dense_prf) for (i, v), r in zip(vectors.items(), rows)}
             again = await asyncio.gather(*(self._arun(self.retrievers[i], query, configs[i], where, m.tolist()) for i, m in moved.items()))
             for i, scored in zip(moved, again):
                 lists[i] = scored
@@ -392,7 +396,7 @@ class ContextualEnsembleRetriever(BaseRetriever):
             run = await _child_run(AsyncCallbackManager, retriever, query, config)
             try:
                 pairs = (await _arelevance_scored(retriever.vectorstore, query, kwargs) if vector is None
-                         else await run_in_executor(None, lambda: scored_by_vector(retriever.vectorstore, vector, **kwargs)))
+                         else await run_in_executor(None, lambda: scored_by_vector(retriever.vectorstore, vector, quiet=False, **kwargs)))
             except BaseException as exc:
                 await run.on_retriever_error(exc)
                 raise
@@ -481,6 +485,12 @@ class ContextualEnsembleRetriever(BaseRetriever):
         return where
 
 
+def _listed(scored: _Scored, docs: dict[str, LCDocument]) -> dict[str, LCDocument]:
+    """{chunk id: Document} with a source's own Documents first: the ones a vector store returned
+    carry its store ids (`Document.id`), which its stored vectors are read back under."""
+    return {**docs, **{cid: doc for cid, _, doc in reversed(scored)}}
+
+
 def _count_configured(retriever: Any, kwarg: str, config: RunnableConfig) -> bool:
     """Whether the caller's config sets `retriever`'s result count: a source made with
     ``configurable_fields(k=ConfigurableField(id=...))`` (or ``search_kwargs=...`` holding "k")
@@ -524,7 +534,7 @@ def _child_run(manager: Any, retriever: VectorStoreRetriever, query: str, config
 
 
 def _scored_vectorstore(retriever: Any) -> bool:
-    return isinstance(retriever, VectorStoreRetriever) and retriever.search_type == "similarity"
+    return isinstance(retriever, VectorStoreRetriever) and retriever.search_type in ("similarity", "similarity_score_threshold")
 
 
 def _default_names(retrievers: Sequence[Any]) -> list[str]:

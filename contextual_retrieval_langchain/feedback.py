@@ -3,25 +3,31 @@
 The core's Rocchio step (`contextual_retrieval_core.feedback`) over the vectors the store already
 holds: the query is embedded once with the store's embeddings, both dense searches go by vector,
 and the stored rows of the fused top chunks (a chunk's own row and, in a `WindowedVectorStore`,
-its window rows) are read back from the store. Stores: langchain-chroma's `Chroma` (its public
-``get(include=["embeddings"])``) and `InMemoryVectorStore` (its ``store`` dict) are read
-directly; any other store's Documents are embedded again (one call for the top chunks per query).
+its window rows) are read back from the store under the Documents' store ids. Stores:
+langchain-chroma's `Chroma` (its public ``get(include=["embeddings"])``) and
+`InMemoryVectorStore` (its ``store`` dict) are read directly; a chunk any other store holds (or
+one of these does not give back) has its Document embedded again (one call for the top chunks
+per query). The async paths read the store in a worker thread and embed with the async call.
 """
 
 from __future__ import annotations
 
 import warnings
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, Iterator, Optional, Sequence
 
 from langchain_core.documents import Document
+from langchain_core.runnables.config import run_in_executor
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
 from contextual_retrieval_core.feedback import FeedbackRows, looked_up_rows
 
 from ._compat import relevance_function
 
-__all__ = ["scored_by_vector", "stored_rows", "oriented", "quiet_store_warnings"]
+__all__ = ["scored_by_vector", "stored_rows", "astored_rows", "oriented", "quiet_store_warnings"]
+
+#: the row key of a chunk embedded again (the store gave no vector back for it)
+_EMBEDDED = "\0embedded:"
 
 #: warnings a vector-store read may raise that say nothing to our caller
 _QUIET = (
@@ -39,45 +45,84 @@ def quiet_store_warnings() -> Iterator[None]:
         yield
 
 
-def scored_by_vector(store: VectorStore, vector: Sequence[float], **kwargs: Any) -> list[tuple[Document, Optional[float]]]:
+def scored_by_vector(store: VectorStore, vector: Sequence[float], *, quiet: bool = True,
+                     **kwargs: Any) -> list[tuple[Document, Optional[float]]]:
     """(document, relevance or None) best first for a search by `vector`: the scores the store's
-    ``similarity_search_with_relevance_scores`` gives for a search by text."""
+    ``similarity_search_with_relevance_scores`` gives for a search by text, its
+    ``score_threshold`` search kwarg applied the same way (relevance at or above it kept).
+    `quiet`: silence the store's chatter (`quiet_store_warnings`); off in worker threads, where
+    changing the process's warning filters is not safe."""
     from .windows import WindowedVectorStore
 
+    threshold = kwargs.pop("score_threshold", None)
     if isinstance(store, WindowedVectorStore):
-        return store.scored_by_vector(vector, **kwargs)
-    vector = [float(x) for x in vector]
-    with quiet_store_warnings():
-        return _scored_by_vector(store, vector, **kwargs)
+        pairs = store.scored_by_vector(vector, quiet=quiet, **kwargs)
+    else:
+        with quiet_store_warnings() if quiet else nullcontext():
+            pairs = _scored_by_vector(store, [float(x) for x in vector], **kwargs)
+    if threshold is None:
+        return pairs
+    return [(d, s) for d, s in pairs if s is not None and s >= threshold]
 
 
 def _scored_by_vector(store: VectorStore, vector: list[float], **kwargs: Any) -> list[tuple[Document, Optional[float]]]:
-    for name in ("similarity_search_by_vector_with_relevance_scores", "similarity_search_with_score_by_vector"):
-        search = getattr(store, name, None)
-        if callable(search):  # raw scores (Chroma: distances), as similarity_search_with_score gives them
-            pairs = search(vector, **kwargs)
-            convert = relevance_function(store)
-            return [(d, convert(s)) for d, s in pairs] if convert is not None else oriented(pairs)
+    # langchain-chroma names its raw search by vector "..._with_relevance_scores" but returns
+    # distances (as its similarity_search_with_score does); other stores give raw scores from
+    # similarity_search_with_score_by_vector (InMemoryVectorStore, FAISS, ...)
+    search = (store.similarity_search_by_vector_with_relevance_scores if _is_chroma(store)
+              else getattr(store, "similarity_search_with_score_by_vector", None))
+    if callable(search):
+        pairs = search(vector, **kwargs)
+        convert = relevance_function(store)
+        return [(d, convert(s)) for d, s in pairs] if convert is not None else oriented(pairs)
     return [(d, None) for d in store.similarity_search_by_vector(vector, **kwargs)]
 
 
 def stored_rows(store: VectorStore, top: Sequence[str], docs: dict[str, Document]) -> FeedbackRows:
-    """The stored rows of the `top` chunk ids (own row, then window rows); a store that does not
-    give its vectors back has the chunks' Documents (`docs`) embedded again."""
+    """The stored rows of the `top` chunk ids (own row, then window rows), read from the store
+    under each Document's store id (`Document.id`; the chunk id when it has none); a chunk the
+    store gives no vector back for has its Document (`docs`) embedded again."""
+    rows, held, missing = _held_rows(store, top, docs)
+    if missing:
+        held.update(zip(missing, store.embeddings.embed_documents(list(missing.values()))))  # type: ignore[union-attr]
+    return looked_up_rows(top, rows.__getitem__, held.get)
+
+
+async def astored_rows(store: VectorStore, top: Sequence[str], docs: dict[str, Document]) -> FeedbackRows:
+    """`stored_rows` without blocking the event loop: the store read in a worker thread, the
+    chunks embedded again with the embeddings' async call."""
+    rows, held, missing = await run_in_executor(None, _held_rows, store, top, docs, False)
+    if missing:
+        held.update(zip(missing, await store.embeddings.aembed_documents(list(missing.values()))))  # type: ignore[union-attr]
+    return looked_up_rows(top, rows.__getitem__, held.get)
+
+
+def _held_rows(store: VectorStore, top: Sequence[str], docs: dict[str, Document], quiet: bool = True
+               ) -> tuple[dict[str, list[str]], dict[str, Any], dict[str, str]]:
+    """({chunk: its row ids}, {row id: stored vector}, {row key: text to embed again}): the
+    vectors the store gives back, and the chunks it holds none for (each then has one row, its
+    Document's text, to embed)."""
     from .windows import WindowedVectorStore
 
-    rows_of = store.rows_of if isinstance(store, WindowedVectorStore) else (lambda chunk: [chunk])
-    inner = store.vectorstore if isinstance(store, WindowedVectorStore) else store
+    if isinstance(store, WindowedVectorStore):
+        inner, rows = store.vectorstore, {c: store.rows_of(c) for c in top}
+    else:
+        inner, rows = store, {c: [docs[c].id if c in docs and docs[c].id else c] for c in top}
+    wanted = [row for chunk in top for row in rows[chunk]]
+    held: dict[str, Any] = {}
     if isinstance(inner, InMemoryVectorStore):
-        return looked_up_rows(top, rows_of, lambda row: (inner.store.get(row) or {}).get("vector"))
-    if _is_chroma(inner):
-        with quiet_store_warnings():
-            got = inner.get(ids=[row for chunk in top for row in rows_of(chunk)], include=["embeddings"])
+        held = {row: inner.store[row]["vector"] for row in wanted if row in inner.store}
+    elif _is_chroma(inner):
+        with quiet_store_warnings() if quiet else nullcontext():
+            got = inner.get(ids=wanted, include=["embeddings"])
         held = dict(zip(got["ids"], got["embeddings"]))
-        return looked_up_rows(top, rows_of, held.get)
-    texts = {c: docs[c].page_content for c in top if c in docs}
-    vectors = dict(zip(texts, store.embeddings.embed_documents(list(texts.values())))) if texts and store.embeddings else {}
-    return looked_up_rows(top, lambda chunk: [chunk], vectors.get)
+    missing: dict[str, str] = {}
+    if store.embeddings is not None:
+        for chunk in top:
+            if chunk in docs and not any(row in held for row in rows[chunk]):
+                rows[chunk] = [f"{_EMBEDDED}{chunk}"]
+                missing[rows[chunk][0]] = docs[chunk].page_content
+    return rows, held, missing
 
 
 def oriented(pairs: list[tuple[Document, float]]) -> list[tuple[Document, Optional[float]]]:

@@ -39,3 +39,11 @@ def vector_retriever_parts(retriever: Any) -> tuple[Optional[Any], Optional[Any]
     0.12 - 0.14 keep them only as ``_vector_store`` and ``_embed_model``); what dense PRF reads the
     stored vectors from and embeds the query with. (None, None) when kept elsewhere."""
     return getattr(retriever, "_vector_store", None), getattr(retriever, "_embed_model", None)
+
+
+def searches_by_vector(retriever: Any) -> bool:
+    """Whether a llama-index `VectorIndexRetriever` embeds the query (its private
+    ``_needs_embedding()``, the store's ``is_embedding_query``); a store that searches by text has
+    no query vector for dense PRF to move."""
+    needs = getattr(retriever, "_needs_embedding", None)
+    return bool(needs()) if callable(needs) else True

@@ -11,6 +11,7 @@ the top nodes per query).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from itertools import count
 from typing import Any, Dict, List, Optional, Sequence
@@ -20,10 +21,11 @@ from llama_index.core.indices.vector_store.retrievers import VectorIndexRetrieve
 from llama_index.core.schema import BaseNode, MetadataMode, QueryBundle
 from llama_index.core.vector_stores.simple import SimpleVectorStore
 
-from contextual_retrieval_core.feedback import FeedbackRows, looked_up_rows, stored_feedback_rows
+from contextual_retrieval_core.feedback import looked_up_rows, stored_rows_by_id
+from contextual_retrieval_core.window_rows import row_owner
 from contextual_retrieval_core.windows import WINDOW_MARK
 
-from ._compat import vector_retriever_parts
+from ._compat import searches_by_vector, vector_retriever_parts
 
 __all__ = ["VectorSide", "vector_side"]
 
@@ -49,22 +51,43 @@ class VectorSide:
 
     def moved(self, bundle: QueryBundle, top: Sequence[str], nodes: Dict[str, BaseNode], beta: float) -> QueryBundle:
         """`bundle` (with its embedding) moved toward the stored rows of the `top` node ids."""
-        rows = self.rows(top, nodes)
-        return dataclasses.replace(bundle, embedding=rows.moved_query(bundle.embedding, top, beta).tolist())
+        rows, missing = self._held(top, nodes)
+        if missing:
+            rows.update(zip(missing, self.model.get_text_embedding_batch(list(missing.values()))))
+        return self._moved(bundle, top, rows, beta)
 
-    def rows(self, top: Sequence[str], nodes: Dict[str, BaseNode]) -> FeedbackRows:
-        """The stored rows of the `top` node ids: a node's own row, then its window rows."""
+    async def amoved(self, bundle: QueryBundle, top: Sequence[str], nodes: Dict[str, BaseNode], beta: float) -> QueryBundle:
+        """`moved` without blocking the event loop: the store read in a worker thread, the nodes
+        a store gives no vector for embedded with the model's async call."""
+        rows, missing = await asyncio.to_thread(self._held, top, nodes)
+        if missing:
+            rows.update(zip(missing, await self.model.aget_text_embedding_batch(list(missing.values()))))
+        return self._moved(bundle, top, rows, beta)
+
+    def _held(self, top: Sequence[str], nodes: Dict[str, BaseNode]) -> tuple[Dict[str, Any], Dict[str, str]]:
+        """({row id: stored vector}, {node id: embedding text}): the rows the store holds for
+        the `top` node ids (a node's own row, then its window rows), and the nodes it holds none
+        for (embedded again by the caller, with the same model)."""
         store = self.store
+        held: Dict[str, Any] = {}
         if isinstance(store, SimpleVectorStore):
-            held = store.data.embedding_dict
-            return looked_up_rows(top, lambda node_id: _held_rows(node_id, held), held.get)
-        collection = _chroma_collection(store)
-        if collection is not None:
-            return stored_feedback_rows(collection, top)
-        # any other store: the nodes' embedding text, embedded again with the same model
-        texts = {n: nodes[n].get_content(metadata_mode=MetadataMode.EMBED) for n in top if n in nodes}
-        vectors = dict(zip(texts, self.model.get_text_embedding_batch(list(texts.values())))) if texts else {}
-        return looked_up_rows(top, lambda node_id: [node_id], vectors.get)
+            embeddings = store.data.embedding_dict
+            held = {row: embeddings[row] for node_id in top for row in _held_rows(node_id, embeddings) if row in embeddings}
+        else:
+            collection = _chroma_collection(store)
+            if collection is not None:
+                held = stored_rows_by_id(collection, top)
+        missing = {n: nodes[n].get_content(metadata_mode=MetadataMode.EMBED)
+                   for n in top if n in nodes and not any(row_owner(row) == n for row in held)}
+        return held, missing
+
+    @staticmethod
+    def _moved(bundle: QueryBundle, top: Sequence[str], rows: Dict[str, Any], beta: float) -> QueryBundle:
+        by_node: Dict[str, List[str]] = {}
+        for row in rows:  # own row first, then windows in window order (the order they were read in)
+            by_node.setdefault(row_owner(row), []).append(row)
+        moved = looked_up_rows(top, lambda node_id: by_node.get(node_id, []), rows.get).moved_query(bundle.embedding, top, beta)
+        return dataclasses.replace(bundle, embedding=moved.tolist())
 
 
 def vector_side(retriever: BaseRetriever) -> Optional[VectorSide]:
@@ -73,8 +96,8 @@ def vector_side(retriever: BaseRetriever) -> Optional[VectorSide]:
     from .windows import WindowedVectorRetriever
 
     inner = retriever.vector_retriever if isinstance(retriever, WindowedVectorRetriever) else retriever
-    if not isinstance(inner, VectorIndexRetriever):
-        return None
+    if not isinstance(inner, VectorIndexRetriever) or not searches_by_vector(inner):
+        return None  # not a vector retriever, or its store searches by text (no query vector to move)
     store, model = vector_retriever_parts(inner)
     if store is None or model is None:
         return None

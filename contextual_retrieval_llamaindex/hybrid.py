@@ -65,7 +65,9 @@ class HybridRetriever(BaseRetriever):
             a vector index retriever (or `WindowedVectorRetriever`) is fused with another
             retriever, the query is embedded once, the first fused ranking's top `prf_top` nodes'
             stored vectors are read from its vector store, and it is searched again from the
-            query vector moved toward them (`feedback`): the ranking `HybridSearcher` gives.
+            query vector moved toward them (`feedback`): the ranking `HybridSearcher` gives. A
+            store that searches by text (no query embedding) is not fed back.
+            ``dense_prf=None`` is the same as not passing it (on, at 0.5); 0 turns it off.
         prf_top: how many fused nodes feed back (default 3).
 
     Example:
@@ -246,7 +248,8 @@ class HybridRetriever(BaseRetriever):
         results = list(await asyncio.gather(*(r.aretrieve(b) for r, b in zip(self.retrievers.values(), bundles))))
         fed = self._fed_back(results)
         if fed is not None and fed[0]:
-            moved = {name: side.moved(vectors[name], fed[0], fed[1], self.dense_prf) for name, side in self._feedback.items()}
+            moved = dict(zip(self._feedback, await asyncio.gather(
+                *(side.amoved(vectors[name], fed[0], fed[1], self.dense_prf) for name, side in self._feedback.items()))))
             again = await asyncio.gather(*(self._feedback[name].retriever.aretrieve(b) for name, b in moved.items()))
             for name, hits in zip(moved, again):
                 results[names.index(name)] = hits

@@ -50,9 +50,10 @@ def test_prf_moves_the_query_toward_the_fused_top_chunks_and_searches_again():
     query = "when does the key rotate"
     first = plain.search(query, top_k=6)
     top2 = [h.id for h in first[:2]]
-    # by hand: q' = q + 0.5 * mean(v(top 1), v(top 2)); dense ranking by cosine with q'
+    # by hand: q' = unit(q + 0.5 * mean(v(top 1), v(top 2))) (q is unit); dense ranking by cosine with q'
     q = emb.embed_queries([query])[0]
     moved = q + 0.5 * np.mean(emb.embed_documents([TEXTS[c] for c in top2]), axis=0)
+    moved /= np.linalg.norm(moved)
     expected_dense = [cid for cid, _ in VectorIndex(list(TEXTS), emb.embed_documents(list(TEXTS.values()))).search(moved, k=6)]
     hits = prf.search(query, top_k=6)
     dense_rank = {h.id: h.ranks["dense"] for h in hits}
@@ -108,3 +109,32 @@ def test_eval_dense_prf_reaches_the_searcher_and_the_json(tiny_dataset, tmp_path
     payload = json.loads(out.read_text())
     (without,) = evaluate(ds, LocalMiniLMEmbedder(), contexts, ["contextual-hybrid"], dense_prf=0)
     assert payload["dense_prf"] == 0.0 and payload["configs"][0] == without.to_json()
+
+
+def test_the_moved_query_is_unit_length_whatever_the_querys_length():
+    from contextual_retrieval_core.feedback import feedback_rows
+
+    rows = feedback_rows(["a", "b"], np.array([[2.0, 0.0], [0.0, 3.0]]), {})
+    q = np.array([[3.0, 4.0]])  # length 5: normalised before it is moved, so beta weighs the same
+    expected = np.array([0.6, 0.8]) + 0.5 * np.array([0.0, 1.0])
+    out = rows.moved(q, [["b"]], 0.5)[0]
+    assert np.allclose(out, expected / np.linalg.norm(expected)) and np.isclose(np.linalg.norm(out), 1.0)
+    assert rows.moved(q, [["not-held"]], 0.5).tolist() == q.tolist()  # nothing to feed back: unchanged
+
+
+def test_stored_rows_of_chunks_a_collection_lacks_feed_nothing_back():
+    import uuid
+
+    from contextual_retrieval_core.chroma import chroma_client
+
+    from contextual_retrieval_core.feedback import stored_feedback_rows
+    from contextual_retrieval_core.window_rows import WINDOW_OF_KEY
+    from contextual_retrieval_core.windows import WINDOW_MARK
+
+    collection = chroma_client(None).create_collection(f"prf-{uuid.uuid4().hex}")
+    collection.add(ids=["a", "b", f"b{WINDOW_MARK}1"], embeddings=[[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]],
+                   metadatas=[{"x": 1}, {"x": 1}, {WINDOW_OF_KEY: "b"}])
+    none = stored_feedback_rows(collection, ["x", "y"])  # another store's ids: no rows, no error
+    assert none.rows_of_chunk == {} and none.moved_query([1.0, 0.0], ["x"], 0.5).tolist() == [1.0, 0.0]
+    some = stored_feedback_rows(collection, ["x", "b"])
+    assert {c: len(r) for c, r in some.rows_of_chunk.items()} == {"b": 2}  # its own row and its window

@@ -178,3 +178,101 @@ def test_prf_needs_another_source_and_rejects_a_bad_weight(corpus):
         HybridRetriever([index.as_retriever()], dense_prf=-1)
     with pytest.raises(ValueError, match="dense_prf must be"):
         ContextualEnsembleRetriever.from_documents(docs, LocalMiniLMEmbeddings(), dense_prf=20)
+
+
+def test_langchain_prf_reads_vectors_under_the_stores_own_ids(corpus):
+    """A store holding the chunks under ids of its own (LangChain's indexing API stores each under
+    a hash) gives its stored vectors back by the Documents' store ids: nothing is embedded again,
+    and the top 20 is the core's."""
+    nodes, docs, core = corpus
+    embedded: list[int] = []
+
+    class Counting(LocalMiniLMEmbeddings):
+        def embed_documents(self, texts):
+            embedded.append(len(texts))
+            return super().embed_documents(texts)
+
+    store = InMemoryVectorStore(Counting())
+    store.add_documents([d.model_copy(update={"id": None}) for d in docs], ids=[f"row-{i}" for i in range(len(docs))])
+    lc = ContextualEnsembleRetriever.from_documents(docs, vectorstore=store, k=20)
+    embedded.clear()
+    for query in QUERIES:
+        out = lc.invoke(query)
+        assert [d.metadata["chunk_id"] for d in out] == [h.id for h in core[0.5].search(query)], query
+    assert embedded == []  # every top chunk's vector was read from the store
+
+
+async def test_langchain_prf_on_a_store_without_vectors_embeds_asynchronously(corpus):
+    """Async PRF on a store that gives no vectors back embeds the top chunks with the embeddings'
+    async call (the event loop is not blocked by a sync embedding)."""
+    nodes, docs, core = corpus
+    calls: list[str] = []
+
+    class Counting(LocalMiniLMEmbeddings):
+        def embed_documents(self, texts):
+            calls.append("sync")
+            return super().embed_documents(texts)
+
+        async def aembed_documents(self, texts):
+            calls.append("async")
+            return LocalMiniLMEmbeddings.embed_documents(self, texts)
+
+    store = OpaqueLCStore(Counting())
+    store._inner.add_documents(docs, ids=[d.metadata["chunk_id"] for d in docs])
+    lc = ContextualEnsembleRetriever.from_documents(docs, vectorstore=store, k=20)
+    calls.clear()
+    query = QUERIES[0]
+    assert [d.metadata["chunk_id"] for d in await lc.ainvoke(query)] == [h.id for h in core[0.5].search(query)]
+    assert calls == ["async"]
+
+
+def test_langchain_prf_on_an_inner_product_chroma_keeps_relevance_rising_with_similarity(corpus):
+    """Chroma in "ip" space: the moved query is unit length, so the second search's distances are
+    1 - cosine and the relevance scores fall with the dense rank (an unnormalised moved vector
+    gives negative distances, which LangChain's inner-product relevance turns upside down)."""
+    from contextual_retrieval_langchain import chroma_from_documents
+
+    nodes, docs, core = corpus
+    store = chroma_from_documents(docs, LocalMiniLMEmbeddings(), hnsw={"space": "ip"})
+    lc = ContextualEnsembleRetriever.from_documents(docs, vectorstore=store, k=20)
+    for query in QUERIES[:4]:
+        out = lc.invoke(query)
+        assert [d.metadata["chunk_id"] for d in out] == [h.id for h in core[0.5].search(query)], query
+        dense = sorted((d.metadata["ranks"]["dense"], d.metadata["source_scores"]["dense"]) for d in out
+                       if d.metadata["ranks"]["dense"] is not None)
+        scores = [s for _, s in dense]
+        assert scores == sorted(scores, reverse=True) and all(0 < s <= 1 for s in scores), query
+
+
+def test_langchain_prf_applies_the_score_threshold_to_both_dense_searches(corpus):
+    nodes, docs, core = corpus
+    store = InMemoryVectorStore(LocalMiniLMEmbeddings())
+    store.add_documents(docs, ids=[d.metadata["chunk_id"] for d in docs])
+    dense = store.as_retriever(search_type="similarity_score_threshold", search_kwargs={"score_threshold": 0.3})
+    from contextual_retrieval_langchain import ContextualBM25Retriever
+
+    lc = ContextualEnsembleRetriever(retrievers=[dense, ContextualBM25Retriever.from_documents(docs)], k=20)
+    assert [i for i, _ in lc._feedback_sides()] == [0]
+    cut = 0
+    for query in QUERIES:
+        lists = [d.metadata for d in lc.invoke(query)]
+        scores = [m["source_scores"]["dense"] for m in lists if m["ranks"]["dense"] is not None]
+        assert all(s >= 0.3 for s in scores), query
+        cut += sum(m["ranks"]["dense"] is None for m in lists)
+    assert cut > 0  # the threshold kept some chunks off the dense list
+
+
+def test_llamaindex_store_that_searches_by_text_is_not_fed_back(corpus):
+    from contextual_retrieval_llamaindex.feedback import vector_side
+
+    nodes, _, _ = corpus
+
+    class TextSearchStore(OpaqueLIStore):
+        is_embedding_query: bool = False
+
+    storage = StorageContext.from_defaults(vector_store=SimpleVectorStore())
+    index = VectorStoreIndex(nodes, storage_context=storage, embed_model=LocalMiniLMEmbedding())
+    assert vector_side(index.as_retriever()) is not None
+    text_index = VectorStoreIndex(nodes, storage_context=StorageContext.from_defaults(vector_store=TextSearchStore()),
+                                  embed_model=LocalMiniLMEmbedding())
+    assert vector_side(text_index.as_retriever()) is None
