@@ -20,14 +20,14 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
 from .checks import non_negative_number
 
-__all__ = ["DEFAULT_DENSE_PRF", "DEFAULT_PRF_TOP", "FeedbackRows", "feedback_rows", "looked_up_rows",
-           "stored_feedback_rows", "stored_rows_by_id", "feedback_weight"]
+__all__ = ["DEFAULT_DENSE_PRF", "DEFAULT_PRF_TOP", "FeedbackRows", "StoreRead", "feedback_rows", "stored_read",
+           "stored_feedback_rows", "feedback_weight"]
 
 #: the feedback weight beta, and how many fused chunks feed back: the outside probe's setting,
 #: named in issue 14 (+0.2 to +1.3 points at Pass@20 on three data sets), not fitted to ours
@@ -81,54 +81,63 @@ def feedback_rows(ids: Sequence[str], vectors: np.ndarray, owners: Mapping[str, 
     return FeedbackRows(normed, rows_of_chunk)
 
 
-def stored_feedback_rows(collection: Any, chunk_ids: Sequence[str]) -> FeedbackRows:
-    """`FeedbackRows` of `chunk_ids` read from a Chroma collection laid out by `window_rows`: each
-    chunk's own row, then its window rows in window order (the order `HybridSearcher` holds them).
-    Chunks the collection does not hold feed nothing back."""
-    from .window_rows import row_owner
+@dataclass(frozen=True)
+class StoreRead:
+    """What a vector store gave back for the fused top chunks: `rows_of` each chunk's row ids
+    (its own, then its windows in window order), `held` the vectors read (a row the store lacks is
+    absent). Each query path reads its own store into one; the chunks it holds nothing for
+    (`unheld`) are embedded again by the caller and handed to `rows`."""
 
-    held = stored_rows_by_id(collection, chunk_ids)
-    if not held:
-        return _NO_ROWS
-    return feedback_rows(list(held), np.asarray(list(held.values()), dtype=np.float32), {r: row_owner(r) for r in held})
+    top: Sequence[str]
+    rows_of: Mapping[str, Sequence[str]]
+    held: Mapping[str, Any]
 
+    def unheld(self) -> list[str]:
+        """The top chunks with no row vector read back."""
+        return [c for c in dict.fromkeys(self.top) if not any(r in self.held for r in self.rows_of.get(c, ()))]
 
-def stored_rows_by_id(collection: Any, chunk_ids: Sequence[str]) -> dict[str, Any]:
-    """{row id: stored vector} of `chunk_ids` in a Chroma collection laid out by `window_rows`:
-    each chunk's own row, then its window rows in window order; chunks it lacks are left out."""
-    from .window_rows import WINDOW_OF_KEY, row_owner
-    from .windows import WINDOW_MARK
-
-    ids = list(dict.fromkeys(chunk_ids))
-    if not ids:
-        return {}
-    own = collection.get(ids=ids, include=["embeddings"])
-    extra = collection.get(where={WINDOW_OF_KEY: {"$in": ids}}, include=["embeddings"])
-    rows = list(zip(own["ids"], own["embeddings"])) + list(zip(extra["ids"], extra["embeddings"]))
-    order = {chunk: i for i, chunk in enumerate(ids)}
-    rows.sort(key=lambda r: (order[row_owner(r[0])], int(r[0].split(WINDOW_MARK, 1)[1] or 0) if WINDOW_MARK in r[0] else 0))
-    return dict(rows)
-
-
-def looked_up_rows(chunk_ids: Iterable[str], rows_of: Callable[[str], Sequence[str]],
-                   vector_of: Callable[[str], Optional[Sequence[float]]]) -> FeedbackRows:
-    """`FeedbackRows` of `chunk_ids` from a store read row by row: `rows_of(chunk)` names a
-    chunk's rows (its own, then its windows), `vector_of(row)` gives a row's stored vector (None:
-    the store lacks it, the row is left out). What the framework retrievers build from their
-    vector stores."""
-    ids: list[str] = []
-    vectors: list[Sequence[float]] = []
-    owners: dict[str, str] = {}
-    for chunk in dict.fromkeys(chunk_ids):
-        for row in rows_of(chunk):
-            vector = vector_of(row)
-            if vector is not None:
+    def rows(self, embedded: Optional[Mapping[str, Any]] = None) -> FeedbackRows:
+        """`FeedbackRows` of the held rows, and of `embedded` ({chunk: vector}, the unheld chunks
+        embedded again); a chunk with neither feeds nothing back."""
+        ids: list[str] = []
+        vectors: list[Any] = []
+        owners: dict[str, str] = {}
+        for chunk in dict.fromkeys(self.top):
+            found = [(r, self.held[r]) for r in self.rows_of.get(chunk, ()) if r in self.held]
+            if not found and embedded and chunk in embedded:
+                found = [(chunk, embedded[chunk])]
+            for row, vector in found:
                 ids.append(row)
                 vectors.append(vector)
                 owners[row] = chunk
+        if not ids:
+            return _NO_ROWS
+        return feedback_rows(ids, np.asarray(vectors, dtype=np.float32), owners)
+
+
+def stored_read(collection: Any, chunk_ids: Sequence[str]) -> StoreRead:
+    """The rows of `chunk_ids` in a Chroma collection laid out by `window_rows` (each chunk's own
+    row, then its window rows in window order: the order `HybridSearcher` holds them); chunks it
+    lacks have no rows."""
+    from .window_rows import WINDOW_OF_KEY, row_owner, row_window
+
+    ids = list(dict.fromkeys(chunk_ids))
     if not ids:
-        return _NO_ROWS
-    return feedback_rows(ids, np.asarray(vectors, dtype=np.float32), owners)
+        return StoreRead([], {}, {})
+    own = collection.get(ids=ids, include=["embeddings"])
+    extra = collection.get(where={WINDOW_OF_KEY: {"$in": ids}}, include=["embeddings"])
+    held = dict(zip(own["ids"], own["embeddings"])) | dict(zip(extra["ids"], extra["embeddings"]))
+    rows_of: dict[str, list[str]] = {c: [] for c in ids}
+    order = {chunk: i for i, chunk in enumerate(ids)}
+    for row in sorted(held, key=lambda r: (order[row_owner(r)], row_window(r))):
+        rows_of[row_owner(row)].append(row)
+    return StoreRead(ids, rows_of, held)
+
+
+def stored_feedback_rows(collection: Any, chunk_ids: Sequence[str]) -> FeedbackRows:
+    """`FeedbackRows` of `chunk_ids` read from a Chroma collection laid out by `window_rows`
+    (`stored_read`); chunks the collection does not hold feed nothing back."""
+    return stored_read(collection, chunk_ids).rows()
 
 
 def feedback_weight(beta: Any) -> float:

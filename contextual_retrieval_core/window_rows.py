@@ -10,7 +10,8 @@ one row of its indexed text. The rows of a chunk hold the same vectors as `Hybri
 exactly as the core does.
 
 Everything a framework adapter needs is here, once: `windowable` (a chunk from its indexed text
-and the part windows split), `plan_rows`, `collapse_rows` and `stale_rows`.
+and the part windows split), `plan_rows`, `row_id` / `row_owner` / `row_window` (a row's id and
+back), `collapse_rows` and `stale_rows`.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def plan_rows(embedder: Any, chunks: Sequence[ContextualChunk], windows: WindowC
     or the embedder reports no window)."""
     texts = window_texts(embedder, chunks, windows)
     return [
-        [WindowRow(c.id if n == 0 else f"{c.id}{WINDOW_MARK}{n}", c.id, n, t) for n, t in enumerate(per)]
+        [WindowRow(row_id(c.id, n), c.id, n, t) for n, t in enumerate(per)]
         for c, per in zip(chunks, texts)
     ]
 
@@ -89,9 +90,19 @@ def embed_rows(
     return [WindowRow(c.id, c.id, 0, c.indexed_text) for c in chunks], np.asarray(pooled, dtype=np.float32)
 
 
+def row_id(chunk_id: str, n: int) -> str:
+    """The id of a chunk's row for its window `n` (0: the chunk's own id)."""
+    return chunk_id if n == 0 else f"{chunk_id}{WINDOW_MARK}{n}"
+
+
 def row_owner(row_id: str) -> str:
     """The chunk id of a row id (the id itself for a chunk's own row)."""
     return row_id.split(WINDOW_MARK, 1)[0]
+
+
+def row_window(row_id: str) -> int:
+    """The window number of a row id (0 for a chunk's own row): ``row_id(owner, n)`` gives it back."""
+    return int(row_id.split(WINDOW_MARK, 1)[1]) if WINDOW_MARK in row_id else 0
 
 
 def collapse_rows(hits: Iterable[tuple[str, float]], depth: int, listed: set[str] | None = None) -> list[tuple[str, float]]:

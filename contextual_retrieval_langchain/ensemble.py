@@ -327,10 +327,9 @@ class ContextualEnsembleRetriever(BaseRetriever):
         lists = [self._run(r, query, c, where, vectors.get(i)) for i, (r, c) in enumerate(zip(self.retrievers, configs))]
         top = self.config.feedback_top(self._sources(lists)) if vectors else []  # type: ignore[union-attr]
         if top:  # dense PRF: the vector sides searched again from the query moved toward the fused top
-            docs = self._fuse(lists)[1]
             for i, vector in vectors.items():
                 store = self.retrievers[i].vectorstore  # type: ignore[union-attr]
-                moved = stored_rows(store, top, _listed(lists[i], docs)).moved_query(vector, top, self.dense_prf)
+                moved = stored_rows(store, top, _documents_by_id([lists[i], *lists])).moved_query(vector, top, self.dense_prf)
                 lists[i] = self._run(self.retrievers[i], query, configs[i], where, moved.tolist())
         fused, docs = self._fuse(lists)
         hits = self.config.rerank(query, fused, lambda i: docs[i].page_content, top_k=k)  # type: ignore[union-attr]
@@ -352,8 +351,7 @@ class ContextualEnsembleRetriever(BaseRetriever):
         ))
         top = self.config.feedback_top(self._sources(lists)) if vectors else []  # type: ignore[union-attr]
         if top:  # dense PRF, as in _fused
-            docs = self._fuse(lists)[1]
-            rows = await asyncio.gather(*(astored_rows(self.retrievers[i].vectorstore, top, _listed(lists[i], docs)) for i in vectors))  # type: ignore[union-attr]
+            rows = await asyncio.gather(*(astored_rows(self.retrievers[i].vectorstore, top, _documents_by_id([lists[i], *lists])) for i in vectors))  # type: ignore[union-attr]
             moved = {i: r.moved_query(v, top, self.dense_prf) for (i, v), r in zip(vectors.items(), rows)}
             again = await asyncio.gather(*(self._arun(self.retrievers[i], query, configs[i], where, m.tolist()) for i, m in moved.items()))
             for i, scored in zip(moved, again):
@@ -444,11 +442,7 @@ class ContextualEnsembleRetriever(BaseRetriever):
         return [(name, [(cid, s) for cid, s, _ in scored]) for name, scored in zip(self.names, lists)]
 
     def _fuse(self, lists: Sequence[_Scored]) -> tuple[list[RankedHit], dict[str, LCDocument]]:
-        docs: dict[str, LCDocument] = {}
-        for scored in lists:
-            for cid, _, doc in scored:
-                docs.setdefault(cid, doc)
-        return self.config.fuse(self._sources(lists)), docs  # type: ignore[union-attr]
+        return self.config.fuse(self._sources(lists)), _documents_by_id(lists)  # type: ignore[union-attr]
 
     def _documents(self, hits: Sequence[RankedHit], docs: dict[str, LCDocument], lists: Sequence[_Scored]) -> list[LCDocument]:
         own: list[dict[str, float]] = [{} for _ in lists]
@@ -485,10 +479,14 @@ class ContextualEnsembleRetriever(BaseRetriever):
         return where
 
 
-def _listed(scored: _Scored, docs: dict[str, LCDocument]) -> dict[str, LCDocument]:
-    """{chunk id: Document} with a source's own Documents first: the ones a vector store returned
-    carry its store ids (`Document.id`), which its stored vectors are read back under."""
-    return {**docs, **{cid: doc for cid, _, doc in reversed(scored)}}
+def _documents_by_id(lists: Sequence[_Scored]) -> dict[str, LCDocument]:
+    """{chunk id: the first Document listed under it}, lists in order (a vector source's own list
+    first: its Documents carry the store ids its vectors are read back under)."""
+    docs: dict[str, LCDocument] = {}
+    for scored in lists:
+        for cid, _, doc in scored:
+            docs.setdefault(cid, doc)
+    return docs
 
 
 def _count_configured(retriever: Any, kwarg: str, config: RunnableConfig) -> bool:

@@ -20,14 +20,11 @@ from langchain_core.documents import Document
 from langchain_core.runnables.config import run_in_executor
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
-from contextual_retrieval_core.feedback import FeedbackRows, looked_up_rows
+from contextual_retrieval_core.feedback import FeedbackRows, StoreRead
 
 from ._compat import relevance_function
 
 __all__ = ["scored_by_vector", "stored_rows", "astored_rows", "oriented", "quiet_store_warnings"]
-
-#: the row key of a chunk embedded again (the store gave no vector back for it)
-_EMBEDDED = "\0embedded:"
 
 #: warnings a vector-store read may raise that say nothing to our caller
 _QUIET = (
@@ -82,26 +79,24 @@ def stored_rows(store: VectorStore, top: Sequence[str], docs: dict[str, Document
     """The stored rows of the `top` chunk ids (own row, then window rows), read from the store
     under each Document's store id (`Document.id`; the chunk id when it has none); a chunk the
     store gives no vector back for has its Document (`docs`) embedded again."""
-    rows, held, missing = _held_rows(store, top, docs)
-    if missing:
-        held.update(zip(missing, store.embeddings.embed_documents(list(missing.values()))))  # type: ignore[union-attr]
-    return looked_up_rows(top, rows.__getitem__, held.get)
+    read = _read(store, top, docs)
+    texts = {c: docs[c].page_content for c in read.unheld() if c in docs}
+    vectors = store.embeddings.embed_documents(list(texts.values())) if texts else []  # type: ignore[union-attr]
+    return read.rows(dict(zip(texts, vectors)))
 
 
 async def astored_rows(store: VectorStore, top: Sequence[str], docs: dict[str, Document]) -> FeedbackRows:
     """`stored_rows` without blocking the event loop: the store read in a worker thread, the
     chunks embedded again with the embeddings' async call."""
-    rows, held, missing = await run_in_executor(None, _held_rows, store, top, docs, False)
-    if missing:
-        held.update(zip(missing, await store.embeddings.aembed_documents(list(missing.values()))))  # type: ignore[union-attr]
-    return looked_up_rows(top, rows.__getitem__, held.get)
+    read = await run_in_executor(None, _read, store, top, docs, False)
+    texts = {c: docs[c].page_content for c in read.unheld() if c in docs}
+    vectors = await store.embeddings.aembed_documents(list(texts.values())) if texts else []  # type: ignore[union-attr]
+    return read.rows(dict(zip(texts, vectors)))
 
 
-def _held_rows(store: VectorStore, top: Sequence[str], docs: dict[str, Document], quiet: bool = True
-               ) -> tuple[dict[str, list[str]], dict[str, Any], dict[str, str]]:
-    """({chunk: its row ids}, {row id: stored vector}, {row key: text to embed again}): the
-    vectors the store gives back, and the chunks it holds none for (each then has one row, its
-    Document's text, to embed)."""
+def _read(store: VectorStore, top: Sequence[str], docs: dict[str, Document], quiet: bool = True) -> StoreRead:
+    """The vectors the store gives back for the `top` chunks' rows (InMemoryVectorStore and
+    Chroma; none from any other store)."""
     from .windows import WindowedVectorStore
 
     if isinstance(store, WindowedVectorStore):
@@ -116,13 +111,7 @@ def _held_rows(store: VectorStore, top: Sequence[str], docs: dict[str, Document]
         with quiet_store_warnings() if quiet else nullcontext():
             got = inner.get(ids=wanted, include=["embeddings"])
         held = dict(zip(got["ids"], got["embeddings"]))
-    missing: dict[str, str] = {}
-    if store.embeddings is not None:
-        for chunk in top:
-            if chunk in docs and not any(row in held for row in rows[chunk]):
-                rows[chunk] = [f"{_EMBEDDED}{chunk}"]
-                missing[rows[chunk][0]] = docs[chunk].page_content
-    return rows, held, missing
+    return StoreRead(top, rows, held)
 
 
 def oriented(pairs: list[tuple[Document, float]]) -> list[tuple[Document, Optional[float]]]:

@@ -5,8 +5,9 @@ store already holds: the query is embedded once with the retriever's own model, 
 of the fused top nodes (a node's own row and, for a windowed index, its window rows) are read
 back from the store, and the dense side is searched again with the moved vector
 (``QueryBundle(embedding=...)``). Stores: `SimpleVectorStore` and `ChromaVectorStore` are read
-directly; any other store's nodes are embedded again with the same model (one embedding call for
-the top nodes per query).
+directly; a node any other store holds (or one of these gives no vector back for) is embedded
+again with the same model (one embedding call for the top nodes per query). The async path reads
+the store in a worker thread and embeds with the model's async call.
 """
 
 from __future__ import annotations
@@ -21,9 +22,8 @@ from llama_index.core.indices.vector_store.retrievers import VectorIndexRetrieve
 from llama_index.core.schema import BaseNode, MetadataMode, QueryBundle
 from llama_index.core.vector_stores.simple import SimpleVectorStore
 
-from contextual_retrieval_core.feedback import looked_up_rows, stored_rows_by_id
-from contextual_retrieval_core.window_rows import row_owner
-from contextual_retrieval_core.windows import WINDOW_MARK
+from contextual_retrieval_core.feedback import FeedbackRows, StoreRead, stored_read
+from contextual_retrieval_core.window_rows import row_id
 
 from ._compat import searches_by_vector, vector_retriever_parts
 
@@ -51,43 +51,38 @@ class VectorSide:
 
     def moved(self, bundle: QueryBundle, top: Sequence[str], nodes: Dict[str, BaseNode], beta: float) -> QueryBundle:
         """`bundle` (with its embedding) moved toward the stored rows of the `top` node ids."""
-        rows, missing = self._held(top, nodes)
-        if missing:
-            rows.update(zip(missing, self.model.get_text_embedding_batch(list(missing.values()))))
-        return self._moved(bundle, top, rows, beta)
+        read = self._read(top)
+        texts = _texts(read.unheld(), nodes)
+        vectors = self.model.get_text_embedding_batch(list(texts.values())) if texts else []
+        return _moved(bundle, read.rows(dict(zip(texts, vectors))), top, beta)
 
     async def amoved(self, bundle: QueryBundle, top: Sequence[str], nodes: Dict[str, BaseNode], beta: float) -> QueryBundle:
         """`moved` without blocking the event loop: the store read in a worker thread, the nodes
         a store gives no vector for embedded with the model's async call."""
-        rows, missing = await asyncio.to_thread(self._held, top, nodes)
-        if missing:
-            rows.update(zip(missing, await self.model.aget_text_embedding_batch(list(missing.values()))))
-        return self._moved(bundle, top, rows, beta)
+        read = await asyncio.to_thread(self._read, top)
+        texts = _texts(read.unheld(), nodes)
+        vectors = await self.model.aget_text_embedding_batch(list(texts.values())) if texts else []
+        return _moved(bundle, read.rows(dict(zip(texts, vectors))), top, beta)
 
-    def _held(self, top: Sequence[str], nodes: Dict[str, BaseNode]) -> tuple[Dict[str, Any], Dict[str, str]]:
-        """({row id: stored vector}, {node id: embedding text}): the rows the store holds for
-        the `top` node ids (a node's own row, then its window rows), and the nodes it holds none
-        for (embedded again by the caller, with the same model)."""
+    def _read(self, top: Sequence[str]) -> StoreRead:
+        """The rows the store holds for the `top` node ids (a node's own row, then its window
+        rows): read from `SimpleVectorStore` and Chroma, none from any other store."""
         store = self.store
-        held: Dict[str, Any] = {}
         if isinstance(store, SimpleVectorStore):
-            embeddings = store.data.embedding_dict
-            held = {row: embeddings[row] for node_id in top for row in _held_rows(node_id, embeddings) if row in embeddings}
-        else:
-            collection = _chroma_collection(store)
-            if collection is not None:
-                held = stored_rows_by_id(collection, top)
-        missing = {n: nodes[n].get_content(metadata_mode=MetadataMode.EMBED)
-                   for n in top if n in nodes and not any(row_owner(row) == n for row in held)}
-        return held, missing
+            held = store.data.embedding_dict
+            rows = {node_id: _held_rows(node_id, held) for node_id in top}
+            return StoreRead(top, rows, {row: held[row] for per in rows.values() for row in per if row in held})
+        collection = _chroma_collection(store)
+        return stored_read(collection, top) if collection is not None else StoreRead(top, {}, {})
 
-    @staticmethod
-    def _moved(bundle: QueryBundle, top: Sequence[str], rows: Dict[str, Any], beta: float) -> QueryBundle:
-        by_node: Dict[str, List[str]] = {}
-        for row in rows:  # own row first, then windows in window order (the order they were read in)
-            by_node.setdefault(row_owner(row), []).append(row)
-        moved = looked_up_rows(top, lambda node_id: by_node.get(node_id, []), rows.get).moved_query(bundle.embedding, top, beta)
-        return dataclasses.replace(bundle, embedding=moved.tolist())
+
+def _texts(node_ids: Sequence[str], nodes: Dict[str, BaseNode]) -> Dict[str, str]:
+    """{node id: the text its vector was embedded from} of the `node_ids` at hand."""
+    return {n: nodes[n].get_content(metadata_mode=MetadataMode.EMBED) for n in node_ids if n in nodes}
+
+
+def _moved(bundle: QueryBundle, rows: FeedbackRows, top: Sequence[str], beta: float) -> QueryBundle:
+    return dataclasses.replace(bundle, embedding=rows.moved_query(bundle.embedding, top, beta).tolist())
 
 
 def vector_side(retriever: BaseRetriever) -> Optional[VectorSide]:
@@ -105,13 +100,12 @@ def vector_side(retriever: BaseRetriever) -> Optional[VectorSide]:
 
 
 def _held_rows(node_id: str, held: Dict[str, List[float]]) -> List[str]:
-    """A node's own row and its window rows ``<id> + WINDOW_MARK + n`` (n = 1, 2, ...) in `held`."""
+    """A node's own row and its window rows (`row_id`, n = 1, 2, ...) as far as `held` has them."""
     rows = [node_id]
     for n in count(1):
-        row = f"{node_id}{WINDOW_MARK}{n}"
-        if row not in held:
+        if row_id(node_id, n) not in held:
             return rows
-        rows.append(row)
+        rows.append(row_id(node_id, n))
     return rows  # pragma: no cover - count() never ends
 
 

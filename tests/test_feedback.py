@@ -138,3 +138,14 @@ def test_stored_rows_of_chunks_a_collection_lacks_feed_nothing_back():
     assert none.rows_of_chunk == {} and none.moved_query([1.0, 0.0], ["x"], 0.5).tolist() == [1.0, 0.0]
     some = stored_feedback_rows(collection, ["x", "b"])
     assert {c: len(r) for c, r in some.rows_of_chunk.items()} == {"b": 2}  # its own row and its window
+
+
+def test_a_store_read_feeds_back_held_rows_and_chunks_embedded_again():
+    from contextual_retrieval_core.feedback import StoreRead
+
+    read = StoreRead(["a", "b", "c"], {"a": ["a", "a~1"], "b": ["b"], "c": ["c"]}, {"a": [1.0, 0.0], "a~1": [0.0, 2.0]})
+    assert read.unheld() == ["b", "c"]  # the store gave nothing back for b and c
+    rows = read.rows({"b": [3.0, 4.0]})  # b embedded again; c neither held nor embedded
+    assert {c: len(r) for c, r in rows.rows_of_chunk.items()} == {"a": 2, "b": 1}
+    assert np.allclose(rows.vectors, [[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]])  # normalised, in read order
+    assert read.rows().rows_of_chunk.keys() == {"a"}
