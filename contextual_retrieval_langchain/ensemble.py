@@ -48,7 +48,7 @@ from contextual_retrieval_core.windows import WindowConfig
 
 from ._compat import retriever_ls_params
 from ._documents import CHUNK_ID_KEY, chunk_id_of
-from .feedback import astored_rows, oriented, quiet_store_warnings, scored_by_vector, stored_rows
+from .feedback import arelevance_scored, astored_rows, relevance_scored, scored_by_vector, stored_rows
 from .bm25 import BM25_SCORE_KEY, ContextualBM25Retriever, MetadataFilter, metadata_predicate
 from .rerank import RELEVANCE_SCORE_KEY, RerankCompressor
 
@@ -96,11 +96,13 @@ class ContextualEnsembleRetriever(BaseRetriever):
     after construction every field holds the setting in force.
 
     A `VectorStoreRetriever` (search_type "similarity" or "similarity_score_threshold") is
-    searched through its vector store's public ``similarity_search_with_relevance_scores`` (which
-    applies a ``score_threshold`` in its search_kwargs) so its scores are kept (in a child run of
-    its own, so callbacks and tracing still see it); a store without a relevance function (such
-    as `InMemoryVectorStore`) is searched with ``similarity_search_with_score``, its scores read
-    as similarities or distances by the order the store returned them in. Other
+    searched for the scores its vector store's public ``similarity_search_with_relevance_scores``
+    gives (a ``score_threshold`` in its search_kwargs applied the same way, without that method's
+    warning for scores outside [0, 1]) so its scores are kept (in a child run of its own, so
+    callbacks and tracing still see it); a store without a relevance function (such as
+    `InMemoryVectorStore`) is searched with ``similarity_search_with_score``, its scores read as
+    similarities or distances by the order the store returned them in. The process's warning
+    filters are never changed (not safe around an await or across ``batch`` threads). Other
     `BaseRetriever`s get ``k=depth`` at invoke time (set ``candidates_kwarg=None`` for
     retrievers that take no such argument), except where the caller's config sets that value
     (a source made with ``configurable_fields(k=ConfigurableField(...))``).
@@ -377,7 +379,7 @@ class ContextualEnsembleRetriever(BaseRetriever):
             kwargs = self._search_kwargs(retriever, where)
             run = _child_run(CallbackManager, retriever, query, config)
             try:
-                pairs = (_relevance_scored(retriever.vectorstore, query, kwargs) if vector is None
+                pairs = (relevance_scored(retriever.vectorstore, query, **kwargs) if vector is None
                          else scored_by_vector(retriever.vectorstore, vector, **kwargs))
             except BaseException as exc:
                 run.on_retriever_error(exc)
@@ -393,8 +395,8 @@ class ContextualEnsembleRetriever(BaseRetriever):
             kwargs = self._search_kwargs(retriever, where)
             run = await _child_run(AsyncCallbackManager, retriever, query, config)
             try:
-                pairs = (await _arelevance_scored(retriever.vectorstore, query, kwargs) if vector is None
-                         else await run_in_executor(None, lambda: scored_by_vector(retriever.vectorstore, vector, quiet=False, **kwargs)))
+                pairs = (await arelevance_scored(retriever.vectorstore, query, **kwargs) if vector is None
+                         else await run_in_executor(None, lambda: scored_by_vector(retriever.vectorstore, vector, **kwargs)))
             except BaseException as exc:
                 await run.on_retriever_error(exc)
                 raise
@@ -501,24 +503,6 @@ def _count_configured(retriever: Any, kwarg: str, config: RunnableConfig) -> boo
         return True
     search = retriever.fields.get("search_kwargs")
     return search is not None and isinstance(configurable.get(search.id), dict) and kwarg in configurable[search.id]
-
-
-def _relevance_scored(store: VectorStore, query: str, kwargs: dict[str, Any]) -> list[tuple[LCDocument, Optional[float]]]:
-    """(document, relevance) best first: the store's public relevance scores; for a store without
-    a relevance function, its raw scores oriented by their order (see `feedback.oriented`)."""
-    with quiet_store_warnings():
-        try:
-            return store.similarity_search_with_relevance_scores(query, **kwargs)
-        except NotImplementedError:  # no relevance function (InMemoryVectorStore): raised before searching
-            return oriented(store.similarity_search_with_score(query, **kwargs))
-
-
-async def _arelevance_scored(store: VectorStore, query: str, kwargs: dict[str, Any]) -> list[tuple[LCDocument, Optional[float]]]:
-    with quiet_store_warnings():
-        try:
-            return await store.asimilarity_search_with_relevance_scores(query, **kwargs)
-        except NotImplementedError:
-            return oriented(await store.asimilarity_search_with_score(query, **kwargs))
 
 
 def _child_run(manager: Any, retriever: VectorStoreRetriever, query: str, config: RunnableConfig) -> Any:

@@ -12,9 +12,7 @@ per query). The async paths read the store in a worker thread and embed with the
 
 from __future__ import annotations
 
-import warnings
-from contextlib import contextmanager, nullcontext
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from langchain_core.documents import Document
 from langchain_core.runnables.config import run_in_executor
@@ -24,42 +22,81 @@ from contextual_retrieval_core.feedback import FeedbackRows, StoreRead
 
 from ._compat import relevance_function
 
-__all__ = ["scored_by_vector", "stored_rows", "astored_rows", "oriented", "quiet_store_warnings"]
+__all__ = ["scored_by_vector", "relevance_scored", "arelevance_scored", "stored_rows", "astored_rows", "oriented"]
 
-#: warnings a vector-store read may raise that say nothing to our caller
-_QUIET = (
-    ("Relevance scores must be between", UserWarning),  # a store's relevance outside [0, 1]: fusion normalises it
-    ("legacy embedding function config", DeprecationWarning),  # chromadb, on every read
-)
-
-
-@contextmanager
-def quiet_store_warnings() -> Iterator[None]:
-    """The store's own chatter (`_QUIET`) silenced around a search or a read."""
-    with warnings.catch_warnings():
-        for message, category in _QUIET:
-            warnings.filterwarnings("ignore", message=message, category=category)
-        yield
+# No warning filters are changed here: `warnings.catch_warnings` swaps the process's filter list,
+# so around an await or in concurrent threads (``batch``) it can leave filters behind or drop the
+# caller's. The searches below call the methods that compute the scores, not the public wrapper
+# that warns (its warning prints the retrieved documents).
 
 
-def scored_by_vector(store: VectorStore, vector: Sequence[float], *, quiet: bool = True,
-                     **kwargs: Any) -> list[tuple[Document, Optional[float]]]:
+def relevance_scored(store: VectorStore, query: str, **kwargs: Any) -> list[tuple[Document, Optional[float]]]:
+    """(document, relevance) best first: what the store's public
+    ``similarity_search_with_relevance_scores`` returns, its ``score_threshold`` applied the same
+    way, without that method's warning for scores outside [0, 1] (fusion scales the scores). A
+    store without a relevance function (`InMemoryVectorStore`) is searched with
+    ``similarity_search_with_score``, its scores read by their order (`oriented`) and the
+    threshold applied to them, as `scored_by_vector` does."""
+    threshold = kwargs.pop("score_threshold", None)
+    try:
+        pairs = relevance_pairs(store, query, threshold, **kwargs)
+    except NotImplementedError:  # no relevance function: raised before searching
+        pairs = oriented(store.similarity_search_with_score(query, **kwargs))
+    return _at_or_above(pairs, threshold)
+
+
+async def arelevance_scored(store: VectorStore, query: str, **kwargs: Any) -> list[tuple[Document, Optional[float]]]:
+    """Async `relevance_scored`."""
+    threshold = kwargs.pop("score_threshold", None)
+    try:
+        pairs = await arelevance_pairs(store, query, threshold, **kwargs)
+    except NotImplementedError:
+        pairs = oriented(await store.asimilarity_search_with_score(query, **kwargs))
+    return _at_or_above(pairs, threshold)
+
+
+def relevance_pairs(store: VectorStore, query: str, threshold: Optional[float] = None, **kwargs: Any) -> list[tuple[Document, float]]:
+    """The store's relevance scores before the public method's checks: its own public method where
+    it overrides it (given `threshold`), else the scoring method that public method calls.
+    Raises NotImplementedError for a store without a relevance function."""
+    if _overrides(store, "similarity_search_with_relevance_scores"):
+        return store.similarity_search_with_relevance_scores(query, **_with_threshold(kwargs, threshold))
+    return store._similarity_search_with_relevance_scores(query, **kwargs)
+
+
+async def arelevance_pairs(store: VectorStore, query: str, threshold: Optional[float] = None, **kwargs: Any) -> list[tuple[Document, float]]:
+    """Async `relevance_pairs`."""
+    if _overrides(store, "asimilarity_search_with_relevance_scores"):
+        return await store.asimilarity_search_with_relevance_scores(query, **_with_threshold(kwargs, threshold))
+    return await store._asimilarity_search_with_relevance_scores(query, **kwargs)
+
+
+def _overrides(store: VectorStore, method: str) -> bool:
+    return getattr(type(store), method, None) is not getattr(VectorStore, method)
+
+
+def _with_threshold(kwargs: dict[str, Any], threshold: Optional[float]) -> dict[str, Any]:
+    return kwargs if threshold is None else {**kwargs, "score_threshold": threshold}
+
+
+def _at_or_above(pairs: list, threshold: Optional[float]) -> list:
+    if threshold is None:
+        return pairs
+    return [(d, s) for d, s in pairs if s is not None and s >= threshold]
+
+
+def scored_by_vector(store: VectorStore, vector: Sequence[float], **kwargs: Any) -> list[tuple[Document, Optional[float]]]:
     """(document, relevance or None) best first for a search by `vector`: the scores the store's
     ``similarity_search_with_relevance_scores`` gives for a search by text, its
-    ``score_threshold`` search kwarg applied the same way (relevance at or above it kept).
-    `quiet`: silence the store's chatter (`quiet_store_warnings`); off in worker threads, where
-    changing the process's warning filters is not safe."""
+    ``score_threshold`` search kwarg applied the same way (relevance at or above it kept)."""
     from .windows import WindowedVectorStore
 
     threshold = kwargs.pop("score_threshold", None)
     if isinstance(store, WindowedVectorStore):
-        pairs = store.scored_by_vector(vector, quiet=quiet, **kwargs)
+        pairs = store.scored_by_vector(vector, **kwargs)
     else:
-        with quiet_store_warnings() if quiet else nullcontext():
-            pairs = _scored_by_vector(store, [float(x) for x in vector], **kwargs)
-    if threshold is None:
-        return pairs
-    return [(d, s) for d, s in pairs if s is not None and s >= threshold]
+        pairs = _scored_by_vector(store, [float(x) for x in vector], **kwargs)
+    return _at_or_above(pairs, threshold)
 
 
 def _scored_by_vector(store: VectorStore, vector: list[float], **kwargs: Any) -> list[tuple[Document, Optional[float]]]:
@@ -88,13 +125,13 @@ def stored_rows(store: VectorStore, top: Sequence[str], docs: dict[str, Document
 async def astored_rows(store: VectorStore, top: Sequence[str], docs: dict[str, Document]) -> FeedbackRows:
     """`stored_rows` without blocking the event loop: the store read in a worker thread, the
     chunks embedded again with the embeddings' async call."""
-    read = await run_in_executor(None, _read, store, top, docs, False)
+    read = await run_in_executor(None, _read, store, top, docs)
     texts = {c: docs[c].page_content for c in read.unheld() if c in docs}
     vectors = await store.embeddings.aembed_documents(list(texts.values())) if texts else []  # type: ignore[union-attr]
     return read.rows(dict(zip(texts, vectors)))
 
 
-def _read(store: VectorStore, top: Sequence[str], docs: dict[str, Document], quiet: bool = True) -> StoreRead:
+def _read(store: VectorStore, top: Sequence[str], docs: dict[str, Document]) -> StoreRead:
     """The vectors the store gives back for the `top` chunks' rows (InMemoryVectorStore and
     Chroma; none from any other store)."""
     from .windows import WindowedVectorStore
@@ -108,8 +145,7 @@ def _read(store: VectorStore, top: Sequence[str], docs: dict[str, Document], qui
     if isinstance(inner, InMemoryVectorStore):
         held = {row: inner.store[row]["vector"] for row in wanted if row in inner.store}
     elif _is_chroma(inner):
-        with quiet_store_warnings() if quiet else nullcontext():
-            got = inner.get(ids=wanted, include=["embeddings"])
+        got = inner.get(ids=wanted, include=["embeddings"])
         held = dict(zip(got["ids"], got["embeddings"]))
     return StoreRead(top, rows, held)
 

@@ -25,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import uuid
 from typing import Any, Iterable, Optional, Sequence
 
 from langchain_core.documents import Document
@@ -55,7 +56,8 @@ class WindowedVectorStore(VectorStore):
         self.windows = max_pooling_only(windows or WindowConfig(), "WindowedVectorStore")
         self.id_key = id_key
         self._docs: dict[str, Document] = {}
-        self._rows: dict[str, list[str]] = {}
+        self._rows: dict[str, list[str]] = {}  # chunk id -> its row ids (own row first)
+        self._keys: dict[str, str] = {}  # store id -> chunk id, where add_documents was given other ids
 
     @property
     def embeddings(self) -> Optional[Embeddings]:
@@ -70,47 +72,78 @@ class WindowedVectorStore(VectorStore):
 
     def add_documents(self, documents: list[Document], *, skip_fitting: bool = False, **kwargs: Any) -> list[str]:
         """Add contextual chunks (page_content = context + chunk, the chunk in
-        ``metadata["original_content"]``), long ones as windows; returns their chunk ids.
-        `skip_fitting`: chunks that fit one row are not written (the store holds them already)."""
+        ``metadata["original_content"]``), long ones as windows; returns their store ids.
+        `skip_fitting`: chunks that fit one row are not written (the store holds them already).
+
+        ``ids=`` (LangChain's keyword, one per Document; the indexing API passes content hashes)
+        are the store ids: a chunk's rows are written under its id (its windows under
+        ``id + WINDOW_MARK + n``) and `delete` takes them. Without it a chunk's store id is its
+        chunk id. Either way searches return each chunk once, as the Document it was added as,
+        and `rows_of` takes the chunk id."""
         docs = list(documents)
+        given = kwargs.pop("ids", None)
+        if given is not None:
+            given = list(given)
+            if len(given) != len(docs) or not all(isinstance(i, str) and i for i in given):
+                raise ValueError(f"ids= needs one non-empty string per Document ({len(docs)} Documents, {len(given)} ids); "
+                                 "pass ids=None to store each chunk under its chunk id")
+            docs = [d if d.id == i else d.model_copy(update={"id": i}) for d, i in zip(docs, given)]
+        # a Document with no id anywhere gets a fresh one, as LangChain's stores give it
+        docs = [d if d.id or d.metadata.get(self.id_key) else d.model_copy(update={"id": str(uuid.uuid4())}) for d in docs]
         ids = [chunk_id_of(d, self.id_key) for d in docs]
-        chunks = [windowable(cid, d.page_content, str(d.metadata.get(ORIGINAL_CONTENT_KEY) or d.page_content))
-                  for cid, d in zip(ids, docs)]
+        keys = given if given is not None else ids
+        chunks = [windowable(key, d.page_content, str(d.metadata.get(ORIGINAL_CONTENT_KEY) or d.page_content))
+                  for key, d in zip(keys, docs)]
         write: list[Document] = []
         long: list[str] = []
-        for cid, doc, rows in zip(ids, docs, plan_rows(self.embeddings, chunks, self.windows)):
+        stale: list[str] = []  # rows of a chunk added before that its new rows do not overwrite
+        for cid, key, doc, rows in zip(ids, keys, docs, plan_rows(self.embeddings, chunks, self.windows)):
             self._docs[cid] = doc
+            stale += [r for r in self._rows.get(cid, []) if r not in {w.id for w in rows}]
             self._rows[cid] = [r.id for r in rows]
+            if key != cid:
+                self._keys[key] = cid
             if len(rows) == 1:
                 if not skip_fitting:
-                    write.append(Document(doc.page_content, metadata=doc.metadata, id=cid))
+                    write.append(Document(doc.page_content, metadata=doc.metadata, id=key))
                 continue
-            long.append(cid)
+            long.append(key)
             for r in rows:
                 meta = {**doc.metadata, CHUNK_ID_KEY: cid} if not r.extra else {**doc.metadata, CHUNK_ID_KEY: cid, WINDOW_OF_KEY: cid}
                 write.append(Document(r.text, metadata=meta, id=r.id))
-        if long:
-            try:  # the first window replaces a row the store may hold under the chunk id
-                self.vectorstore.delete(ids=long)
+        if long or stale:
+            try:  # the first window replaces a row the store may hold under the chunk's store id
+                self.vectorstore.delete(ids=long + stale)
             except NotImplementedError:
                 pass
         if write:
             self.vectorstore.add_documents(write, ids=[d.id for d in write], **kwargs)
-        return ids
+        return list(keys)
 
     def add_texts(self, texts: Iterable[str], metadatas: Optional[list[dict]] = None, *, ids: Optional[list[str]] = None,
                   **kwargs: Any) -> list[str]:
         texts = list(texts)
         metadatas = metadatas or [{} for _ in texts]
-        docs = [Document(t, metadata=m, id=i) for t, m, i in zip(texts, metadatas, ids or [None] * len(texts))]
-        return self.add_documents(docs, **kwargs)
+        docs = [Document(t, metadata=m) for t, m in zip(texts, metadatas)]
+        return self.add_documents(docs, ids=ids, **kwargs)
 
     def delete(self, ids: Optional[list[str]] = None, **kwargs: Any) -> Optional[bool]:
-        """Delete chunks by chunk id, with their windows."""
-        rows = [r for cid in ids or [] for r in self._rows.pop(cid, [cid])]
-        for cid in ids or []:
+        """Delete chunks by store id (the chunk id unless `add_documents` was given ``ids=``), with their windows."""
+        rows: list[str] = []
+        for key in ids or []:
+            cid = self._keys.pop(key, key)
+            rows += self._rows.pop(cid, [key])
             self._docs.pop(cid, None)
         return self.vectorstore.delete(ids=rows, **kwargs)
+
+    def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
+        """The Documents added under these store ids (as added; missing ids skipped)."""
+        out = []
+        for key in ids:
+            doc = self._docs.get(self._keys.get(key, key))
+            if doc is not None:
+                out.append(doc)
+        return out
 
     @classmethod
     def from_texts(cls, texts: list[str], embedding: Embeddings, metadatas: Optional[list[dict]] = None, **kwargs: Any) -> "WindowedVectorStore":
@@ -125,12 +158,17 @@ class WindowedVectorStore(VectorStore):
 
         return [(self._docs.get(chunk, doc), score) for chunk, (doc, score) in first_per_owner(pairs, owner, k)]
 
-    def similarity_search_with_relevance_scores(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
-        return self._collapse(self.vectorstore.similarity_search_with_relevance_scores(query, k=k + self.extra, **kwargs), k)
+    def _similarity_search_with_relevance_scores(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
+        # the scoring step the public similarity_search_with_relevance_scores wraps (its checks and
+        # score_threshold are applied once, over the collapsed list)
+        from .feedback import relevance_pairs
 
-    async def asimilarity_search_with_relevance_scores(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
-        pairs = await self.vectorstore.asimilarity_search_with_relevance_scores(query, k=k + self.extra, **kwargs)
-        return self._collapse(pairs, k)
+        return self._collapse(relevance_pairs(self.vectorstore, query, k=k + self.extra, **kwargs), k)
+
+    async def _asimilarity_search_with_relevance_scores(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
+        from .feedback import arelevance_pairs
+
+        return self._collapse(await arelevance_pairs(self.vectorstore, query, k=k + self.extra, **kwargs), k)
 
     def similarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
         return self._collapse(self.vectorstore.similarity_search_with_score(query, k=k + self.extra, **kwargs), k)

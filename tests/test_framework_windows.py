@@ -155,3 +155,94 @@ def test_the_index_embedding_model_accessor(corpus):
         from contextual_retrieval_llamaindex.windows import add_windows
 
         add_windows(object(), corpus[0][:1], WINDOWS)
+
+
+@pytest.mark.filterwarnings("ignore:Relevance scores must be between")  # cosine relevance of unrelated chunks < 0
+async def test_langchain_windowed_chroma_relevance_scores_are_each_chunks_best_row(corpus, shared):
+    """`WindowedVectorStore` over Chroma: the public relevance search gives each chunk once with
+    its best row's relevance (the inner store's, for the chunk's own row or a window), the
+    score_threshold applied over the collapsed list, sync and async alike."""
+    from contextual_retrieval_langchain import chroma_from_documents
+
+    docs = lc_docs(corpus)
+    embeddings = EmbedderEmbeddings(embedder=shared)
+    inner = chroma_from_documents([], embeddings)
+    store = WindowedVectorStore(inner, windows=WINDOWS)
+    store.add_documents(docs, ids=[d.id for d in docs])
+    query = "fork server child process"
+    rows = inner.similarity_search_with_relevance_scores(query, k=len(docs) + store.extra)
+    best: dict[str, float] = {}
+    for d, s in rows:
+        owner = d.metadata.get(WINDOW_OF_KEY) or d.id
+        best.setdefault(owner, s)
+    got = store.similarity_search_with_relevance_scores(query, k=len(docs))
+    assert [d.id for d, _ in got] == list(best) and len(got) == len(docs)
+    assert [s for _, s in got] == pytest.approx([best[d.id] for d, _ in got])
+    threshold = sorted(best.values())[len(best) // 2]
+    cut = store.similarity_search_with_relevance_scores(query, k=len(docs), score_threshold=threshold)
+    assert [d.id for d, _ in cut] == [c for c, s in best.items() if s >= threshold]
+    assert [(d.id, s) for d, s in await store.asimilarity_search_with_relevance_scores(query, k=len(docs), score_threshold=threshold)] == \
+        [(d.id, s) for d, s in cut]
+
+
+def test_langchain_windowed_store_under_the_indexing_apis_ids(corpus, shared):
+    """LangChain's indexing API calls ``add_documents(docs, ids=<hashes>)`` and deletes by those
+    ids: the windowed store keeps each chunk's rows (windows too) under its hash, the ensemble
+    ranks exactly as over a store keyed by chunk ids, and an incremental re-index leaves no row of
+    a replaced chunk behind."""
+    import warnings
+
+    from langchain_core.indexing import InMemoryRecordManager, index
+
+    from contextual_retrieval_langchain import ContextualBM25Retriever
+
+    docs = lc_docs(corpus)
+    embeddings = EmbedderEmbeddings(embedder=shared)
+    inner = InMemoryVectorStore(embeddings)
+    store = WindowedVectorStore(inner, windows=WINDOWS)
+    manager = InMemoryRecordManager(namespace="windowed")
+    manager.create_schema()
+
+    def run(chunks):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # the default sha1 key encoder's advice
+            return index(chunks, manager, store, cleanup="incremental", source_id_key="source")
+
+    assert run(docs)["num_added"] == len(docs)
+    assert store.extra > 0 and not ({d.id for d in docs} & set(inner.store))  # rows under the hashes
+    plain = WindowedVectorStore(InMemoryVectorStore(embeddings), windows=WINDOWS)
+    plain.add_documents(docs)
+    bm25 = ContextualBM25Retriever.from_documents(docs)
+    for query in QUERIES:
+        got = ContextualEnsembleRetriever(retrievers=[store.as_retriever(), bm25], k=20).invoke(query)
+        want = ContextualEnsembleRetriever(retrievers=[plain.as_retriever(), bm25], k=20).invoke(query)
+        assert [d.id for d in got] == [d.id for d in want], query
+        assert all(d.metadata["chunk_id"] == d.id for d in got)
+
+    long_doc = next(d for d in docs if len(store.rows_of(d.id)) > 1)  # a chunk stored as windows
+    changed = [d if d.metadata["source"] != long_doc.metadata["source"]
+               else d.model_copy(update={"page_content": d.page_content + " (revised)", "id": d.id + "-v2"},
+                                 deep=True) for d in docs]
+    for d in changed:
+        d.metadata["chunk_id"] = d.id
+    result = run(changed)
+    assert result["num_deleted"] >= 1 and result["num_added"] == result["num_deleted"]
+    owners = {row.split(WINDOW_MARK)[0] for row in inner.store}
+    assert len(owners) == len(docs) and long_doc.id not in {store._keys.get(o, o) for o in owners}
+    assert len(inner.store) == len(docs) + store.extra
+    with pytest.raises(ValueError, match="one non-empty string per Document"):
+        store.add_documents(docs[:2], ids=["only-one"])
+
+
+def test_langchain_windowed_store_readding_a_chunk_drops_its_old_windows(shared):
+    """A chunk added again under the same id (an upsert) that now fits one row leaves none of
+    its old window rows behind to match searches with text it no longer has."""
+    from contextual_retrieval_langchain import LocalMiniLMEmbeddings
+
+    inner = InMemoryVectorStore(LocalMiniLMEmbeddings())
+    store = WindowedVectorStore(inner, windows=WindowConfig(size=16, overlap=4))
+    store.add_documents([LCDocument("Kitchen notes. " * 12 + "The signing key rotates on Tuesday.", id="k")])
+    assert len(store.rows_of("k")) > 1 and len(inner.store) == len(store.rows_of("k"))
+    store.add_documents([LCDocument("Cats sleep all day.", id="k")])
+    assert store.rows_of("k") == ["k"] and list(inner.store) == ["k"]
+    assert [d.page_content for d in store.similarity_search("when does the signing key rotate?", k=3)] == ["Cats sleep all day."]

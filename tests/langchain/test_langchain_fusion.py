@@ -5,8 +5,12 @@ order."""
 
 from __future__ import annotations
 
+import asyncio
+import warnings
+
 import cohere
 import pytest
+from langchain_core.vectorstores import InMemoryVectorStore
 
 from contextual_retrieval_core import FusionConfig, HybridSearcher
 from contextual_retrieval_langchain import (
@@ -98,3 +102,57 @@ async def test_on_rerank_error_fused_keeps_the_fused_order_sync_and_async(source
         assert all("rerank_score" not in d.metadata for d in got)
         assert all(cohere_server.api_key not in d.metadata["rerank_error"] for d in got)
     assert [r.status for r in cohere_server.requests] == [200, 500, 500]
+
+
+class _WideRelevanceStore(InMemoryVectorStore):
+    """An in-memory store whose relevance function spreads scores past [0, 1] (as an inner-product
+    store with unnormalised vectors does), so LangChain's public relevance search warns."""
+
+    def _select_relevance_score_fn(self):
+        return lambda similarity: 4 * similarity - 1.5
+
+
+def _wide_sources(contextual_docs, lc_embeddings, **search_kwargs):
+    store = _WideRelevanceStore(lc_embeddings)
+    store.add_documents(contextual_docs, ids=[d.metadata["chunk_id"] for d in contextual_docs])
+    dense = store.as_retriever(search_type="similarity_score_threshold" if search_kwargs else "similarity",
+                               search_kwargs=search_kwargs)
+    return store, [dense, ContextualBM25Retriever.from_documents(contextual_docs, k=150)]
+
+
+@pytest.mark.parametrize("dense_prf", [0.0, 0.5])
+async def test_relevance_outside_0_1_gives_no_warning_and_keeps_the_stores_scores(contextual_docs, lc_embeddings, dense_prf) -> None:
+    """The public relevance search warns with the retrieved documents in the message; the ensemble
+    reads the same scores without it, and its score_threshold holds on both paths."""
+    store, sources = _wide_sources(contextual_docs, lc_embeddings)
+    with pytest.warns(UserWarning, match="Relevance scores must be between"):
+        expected = store.similarity_search_with_relevance_scores(QUERY, k=len(contextual_docs))
+    retriever = ContextualEnsembleRetriever(retrievers=sources, dense_prf=dense_prf)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = retriever.invoke(QUERY)
+        aout = await retriever.ainvoke(QUERY)
+    assert not [w for w in caught if "Relevance scores" in str(w.message)]
+    assert [d.metadata["chunk_id"] for d in out] == [d.metadata["chunk_id"] for d in aout]
+    if not dense_prf:  # the text search: exactly the public method's scores
+        want = {d.metadata["chunk_id"]: s for d, s in expected}
+        got = {d.metadata["chunk_id"]: d.metadata["source_scores"]["dense"] for d in out if d.metadata["ranks"]["dense"]}
+        assert got == pytest.approx({c: want[c] for c in got}) and min(got.values()) < 0 < max(got.values())
+    _, thresholded = _wide_sources(contextual_docs, lc_embeddings, score_threshold=0.5)
+    kept = [d for d in ContextualEnsembleRetriever(retrievers=thresholded, dense_prf=dense_prf).invoke(QUERY)
+            if d.metadata["ranks"]["dense"] is not None]
+    assert kept and all(d.metadata["source_scores"]["dense"] >= 0.5 for d in kept)
+    assert len(kept) == sum(s >= 0.5 for _, s in expected) or dense_prf  # PRF's second search moves scores
+
+
+async def test_concurrent_async_queries_leave_the_warning_filters_as_they_were(contextual_docs, lc_embeddings) -> None:
+    """`warnings.catch_warnings` around an await swaps the process's filter list while another
+    query runs; two queries at once through Chroma's async search (a worker thread) must leave the
+    filters exactly as they found them."""
+    store = chroma_from_documents(contextual_docs, lc_embeddings)
+    retriever = ContextualEnsembleRetriever(retrievers=[store.as_retriever(), ContextualBM25Retriever.from_documents(contextual_docs)],
+                                            dense_prf=0)
+    before = list(warnings.filters)
+    results = await asyncio.gather(*(retriever.ainvoke(q) for q in (QUERY, "fuzzer executors", QUERY, "plants in Ohio")))
+    assert warnings.filters == before
+    assert [d.page_content for d in results[0]] == [d.page_content for d in results[2]] == [d.page_content for d in retriever.invoke(QUERY)]

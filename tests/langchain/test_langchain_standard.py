@@ -10,7 +10,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
-from langchain_tests.integration_tests import EmbeddingsIntegrationTests, RetrieversIntegrationTests
+import pytest
+from langchain_tests.integration_tests import EmbeddingsIntegrationTests, RetrieversIntegrationTests, VectorStoreIntegrationTests
 
 from contextual_retrieval_core.embeddings.cache import CachedEmbedder
 from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
@@ -167,3 +168,17 @@ class TestLocalMiniLMEmbeddingsStandard(EmbeddingsIntegrationTests):
     @property
     def embedding_model_params(self) -> dict:
         return {}
+
+
+class TestWindowedVectorStoreStandard(VectorStoreIntegrationTests):
+    """langchain-tests' vector store contract (ids, upserts, deletes, get_by_ids, sync and async)
+    for `WindowedVectorStore` over an `InMemoryVectorStore`; the suite's fake embeddings report no
+    window, so every chunk is one row (the window rows are tested in test_framework_windows.py)."""
+
+    @pytest.fixture()
+    def vectorstore(self) -> Any:
+        from langchain_core.vectorstores import InMemoryVectorStore
+
+        from contextual_retrieval_langchain.windows import WindowedVectorStore
+
+        return WindowedVectorStore(InMemoryVectorStore(self.get_embeddings()))
