@@ -6,15 +6,16 @@ and proxy, so they are built here from the model's public fields (tested against
 Messages API in tests/test_compat.py, which pins the supported versions). The one private member
 read in this package is a retriever's tracing parameters (`retriever_ls_params`), for the
 ensemble's own child run, and a vector store's relevance function (`relevance_function`), so
-a search by vector (dense PRF) reports the scores a search by text does; nothing else reads
-another package's private members.
+a search by vector (dense PRF) reports the scores a search by text does, and the scoring step
+that a store's public relevance search wraps (`relevance_scores`), so the ensemble gets those
+scores without the public method's warning; nothing else reads another package's private members.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-__all__ = ["chat_anthropic_clients", "retriever_ls_params", "relevance_function"]
+__all__ = ["chat_anthropic_clients", "retriever_ls_params", "relevance_function", "relevance_scores", "arelevance_scores"]
 
 
 def chat_anthropic_clients(llm: Any) -> tuple[Any, Any]:
@@ -57,3 +58,16 @@ def relevance_function(store: Any) -> Optional[Callable[[float], float]]:
         return select()
     except NotImplementedError:
         return None
+
+
+def relevance_scores(store: Any, query: str, **kwargs: Any) -> list:
+    """(document, relevance) as a langchain-core `VectorStore`'s public
+    ``similarity_search_with_relevance_scores`` computes them, before its range check (a warning
+    whose text holds the retrieved documents) and its ``score_threshold``: the private
+    ``_similarity_search_with_relevance_scores`` it wraps (which a store may override)."""
+    return store._similarity_search_with_relevance_scores(query, **kwargs)
+
+
+async def arelevance_scores(store: Any, query: str, **kwargs: Any) -> list:
+    """Async `relevance_scores` (``_asimilarity_search_with_relevance_scores``)."""
+    return await store._asimilarity_search_with_relevance_scores(query, **kwargs)

@@ -20,7 +20,7 @@ from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
 from contextual_retrieval_core.feedback import FeedbackRows, StoreRead
 
-from ._compat import relevance_function
+from ._compat import arelevance_scores, relevance_function, relevance_scores
 
 __all__ = ["scored_by_vector", "relevance_scored", "arelevance_scored", "stored_rows", "astored_rows", "oriented"]
 
@@ -38,37 +38,37 @@ def relevance_scored(store: VectorStore, query: str, **kwargs: Any) -> list[tupl
     ``similarity_search_with_score``, its scores read by their order (`oriented`) and the
     threshold applied to them, as `scored_by_vector` does."""
     threshold = kwargs.pop("score_threshold", None)
-    try:
-        pairs = relevance_pairs(store, query, threshold, **kwargs)
-    except NotImplementedError:  # no relevance function: raised before searching
-        pairs = oriented(store.similarity_search_with_score(query, **kwargs))
-    return _at_or_above(pairs, threshold)
+    if _overrides(store, "similarity_search_with_relevance_scores"):  # the store's own: used as it is
+        return store.similarity_search_with_relevance_scores(query, **_with_threshold(kwargs, threshold))
+    if relevance_function(store) is None:
+        return _at_or_above(oriented(store.similarity_search_with_score(query, **kwargs)), threshold)
+    return _at_or_above(relevance_scores(store, query, **kwargs), threshold)
 
 
 async def arelevance_scored(store: VectorStore, query: str, **kwargs: Any) -> list[tuple[Document, Optional[float]]]:
     """Async `relevance_scored`."""
     threshold = kwargs.pop("score_threshold", None)
-    try:
-        pairs = await arelevance_pairs(store, query, threshold, **kwargs)
-    except NotImplementedError:
-        pairs = oriented(await store.asimilarity_search_with_score(query, **kwargs))
-    return _at_or_above(pairs, threshold)
-
-
-def relevance_pairs(store: VectorStore, query: str, threshold: Optional[float] = None, **kwargs: Any) -> list[tuple[Document, float]]:
-    """The store's relevance scores before the public method's checks: its own public method where
-    it overrides it (given `threshold`), else the scoring method that public method calls.
-    Raises NotImplementedError for a store without a relevance function."""
-    if _overrides(store, "similarity_search_with_relevance_scores"):
-        return store.similarity_search_with_relevance_scores(query, **_with_threshold(kwargs, threshold))
-    return store._similarity_search_with_relevance_scores(query, **kwargs)
-
-
-async def arelevance_pairs(store: VectorStore, query: str, threshold: Optional[float] = None, **kwargs: Any) -> list[tuple[Document, float]]:
-    """Async `relevance_pairs`."""
     if _overrides(store, "asimilarity_search_with_relevance_scores"):
         return await store.asimilarity_search_with_relevance_scores(query, **_with_threshold(kwargs, threshold))
-    return await store._asimilarity_search_with_relevance_scores(query, **kwargs)
+    if relevance_function(store) is None:
+        return _at_or_above(oriented(await store.asimilarity_search_with_score(query, **kwargs)), threshold)
+    return _at_or_above(await arelevance_scores(store, query, **kwargs), threshold)
+
+
+def relevance_pairs(store: VectorStore, query: str, **kwargs: Any) -> list[tuple[Document, float]]:
+    """The relevance scores of a search, before any threshold: the store's own public relevance
+    search where it has one, else the scoring step LangChain's public method wraps (which raises
+    NotImplementedError for a store without a relevance function, as the public method does)."""
+    if _overrides(store, "similarity_search_with_relevance_scores"):
+        return store.similarity_search_with_relevance_scores(query, **kwargs)
+    return relevance_scores(store, query, **kwargs)
+
+
+async def arelevance_pairs(store: VectorStore, query: str, **kwargs: Any) -> list[tuple[Document, float]]:
+    """Async `relevance_pairs`."""
+    if _overrides(store, "asimilarity_search_with_relevance_scores"):
+        return await store.asimilarity_search_with_relevance_scores(query, **kwargs)
+    return await arelevance_scores(store, query, **kwargs)
 
 
 def _overrides(store: VectorStore, method: str) -> bool:

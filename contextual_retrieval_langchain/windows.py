@@ -35,6 +35,7 @@ from langchain_core.vectorstores import VectorStore
 from contextual_retrieval_core.window_rows import WINDOW_OF_KEY, max_pooling_only, plan_rows, row_owner, windowable
 from contextual_retrieval_core.windows import WindowConfig, first_per_owner
 
+from ._compat import relevance_function
 from ._documents import CHUNK_ID_KEY, ORIGINAL_CONTENT_KEY, chunk_id_of
 
 __all__ = ["WindowedVectorStore", "WINDOW_OF_KEY"]
@@ -57,7 +58,7 @@ class WindowedVectorStore(VectorStore):
         self.id_key = id_key
         self._docs: dict[str, Document] = {}
         self._rows: dict[str, list[str]] = {}  # chunk id -> its row ids (own row first)
-        self._keys: dict[str, str] = {}  # store id -> chunk id, where add_documents was given other ids
+        self._owner: dict[str, str] = {}  # store id (a chunk's own row) -> chunk id
 
     @property
     def embeddings(self) -> Optional[Embeddings]:
@@ -88,21 +89,21 @@ class WindowedVectorStore(VectorStore):
                 raise ValueError(f"ids= needs one non-empty string per Document ({len(docs)} Documents, {len(given)} ids); "
                                  "pass ids=None to store each chunk under its chunk id")
             docs = [d if d.id == i else d.model_copy(update={"id": i}) for d, i in zip(docs, given)]
-        # a Document with no id anywhere gets a fresh one, as LangChain's stores give it
-        docs = [d if d.id or d.metadata.get(self.id_key) else d.model_copy(update={"id": str(uuid.uuid4())}) for d in docs]
+        # a Document with no id gets its chunk id, or a fresh one, as LangChain's stores give it
+        docs = [d if d.id else d.model_copy(update={"id": str(d.metadata.get(self.id_key) or uuid.uuid4())}) for d in docs]
         ids = [chunk_id_of(d, self.id_key) for d in docs]
         keys = given if given is not None else ids
         chunks = [windowable(key, d.page_content, str(d.metadata.get(ORIGINAL_CONTENT_KEY) or d.page_content))
                   for key, d in zip(keys, docs)]
         write: list[Document] = []
         long: list[str] = []
-        stale: list[str] = []  # rows of a chunk added before that its new rows do not overwrite
+        stale: list[str] = []  # rows the new rows do not overwrite: a chunk's old ones, a replaced chunk's
         for cid, key, doc, rows in zip(ids, keys, docs, plan_rows(self.embeddings, chunks, self.windows)):
-            self._docs[cid] = doc
-            stale += [r for r in self._rows.get(cid, []) if r not in {w.id for w in rows}]
-            self._rows[cid] = [r.id for r in rows]
-            if key != cid:
-                self._keys[key] = cid
+            replaced = self._owner.get(key)
+            if replaced is not None and replaced != cid:  # the store id held another chunk: it goes
+                stale += self._forget(replaced)
+            stale += [r for r in self._forget(cid) if r not in {w.id for w in rows}]
+            self._docs[cid], self._rows[cid], self._owner[key] = doc, [r.id for r in rows], cid
             if len(rows) == 1:
                 if not skip_fitting:
                     write.append(Document(doc.page_content, metadata=doc.metadata, id=key))
@@ -113,12 +114,20 @@ class WindowedVectorStore(VectorStore):
                 write.append(Document(r.text, metadata=meta, id=r.id))
         if long or stale:
             try:  # the first window replaces a row the store may hold under the chunk's store id
-                self.vectorstore.delete(ids=long + stale)
+                self.vectorstore.delete(ids=list(dict.fromkeys(long + stale)))
             except NotImplementedError:
                 pass
         if write:
             self.vectorstore.add_documents(write, ids=[d.id for d in write], **kwargs)
         return list(keys)
+
+    def _forget(self, cid: str) -> list[str]:
+        """Drop a chunk from the bookkeeping; returns the row ids it had."""
+        rows = self._rows.pop(cid, [])
+        self._docs.pop(cid, None)
+        if rows and self._owner.get(rows[0]) == cid:
+            del self._owner[rows[0]]
+        return rows
 
     def add_texts(self, texts: Iterable[str], metadatas: Optional[list[dict]] = None, *, ids: Optional[list[str]] = None,
                   **kwargs: Any) -> list[str]:
@@ -128,22 +137,17 @@ class WindowedVectorStore(VectorStore):
         return self.add_documents(docs, ids=ids, **kwargs)
 
     def delete(self, ids: Optional[list[str]] = None, **kwargs: Any) -> Optional[bool]:
-        """Delete chunks by store id (the chunk id unless `add_documents` was given ``ids=``), with their windows."""
+        """Delete chunks by store id (the chunk id unless `add_documents` was given ``ids=``), with
+        their windows; an id no chunk is stored under is passed to the inner store as it is."""
         rows: list[str] = []
         for key in ids or []:
-            cid = self._keys.pop(key, key)
-            rows += self._rows.pop(cid, [key])
-            self._docs.pop(cid, None)
+            cid = self._owner.get(key)
+            rows += self._forget(cid) if cid is not None else [key]
         return self.vectorstore.delete(ids=rows, **kwargs)
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
-        """The Documents added under these store ids (as added; missing ids skipped)."""
-        out = []
-        for key in ids:
-            doc = self._docs.get(self._keys.get(key, key))
-            if doc is not None:
-                out.append(doc)
-        return out
+        """The Documents stored under these store ids (as added; missing ids skipped)."""
+        return [self._docs[self._owner[key]] for key in ids if key in self._owner]
 
     @classmethod
     def from_texts(cls, texts: list[str], embedding: Embeddings, metadatas: Optional[list[dict]] = None, **kwargs: Any) -> "WindowedVectorStore":
@@ -157,6 +161,12 @@ class WindowedVectorStore(VectorStore):
             return str(pair[0].metadata.get(WINDOW_OF_KEY) or row_owner(chunk_id_of(pair[0], self.id_key)))
 
         return [(self._docs.get(chunk, doc), score) for chunk, (doc, score) in first_per_owner(pairs, owner, k)]
+
+    def _select_relevance_score_fn(self) -> Any:
+        convert = relevance_function(self.vectorstore)
+        if convert is None:
+            raise NotImplementedError(f"{type(self.vectorstore).__name__} has no relevance function")
+        return convert
 
     def _similarity_search_with_relevance_scores(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
         # the scoring step the public similarity_search_with_relevance_scores wraps (its checks and

@@ -219,17 +219,19 @@ def test_langchain_windowed_store_under_the_indexing_apis_ids(corpus, shared):
         assert [d.id for d in got] == [d.id for d in want], query
         assert all(d.metadata["chunk_id"] == d.id for d in got)
 
+    # an incremental re-index after one document's chunks changed text but kept their chunk ids:
+    # the old rows go, the new ones stay (the cleanup deletes by the old hashes only)
     long_doc = next(d for d in docs if len(store.rows_of(d.id)) > 1)  # a chunk stored as windows
-    changed = [d if d.metadata["source"] != long_doc.metadata["source"]
-               else d.model_copy(update={"page_content": d.page_content + " (revised)", "id": d.id + "-v2"},
-                                 deep=True) for d in docs]
-    for d in changed:
-        d.metadata["chunk_id"] = d.id
+    source = long_doc.metadata["source"]
+    changed = [d.model_copy(update={"page_content": d.page_content + " (revised)"}) if d.metadata["source"] == source else d
+               for d in docs]
     result = run(changed)
     assert result["num_deleted"] >= 1 and result["num_added"] == result["num_deleted"]
-    owners = {row.split(WINDOW_MARK)[0] for row in inner.store}
-    assert len(owners) == len(docs) and long_doc.id not in {store._keys.get(o, o) for o in owners}
     assert len(inner.store) == len(docs) + store.extra
+    assert {row.split(WINDOW_MARK)[0] for row in inner.store} == set(store._owner)  # every row a current chunk's
+    assert set(store._owner.values()) == {d.id for d in docs}  # no chunk lost
+    assert store.similarity_search(long_doc.page_content, k=1)[0].page_content == long_doc.page_content + " (revised)"
+    assert run(changed)["num_skipped"] == len(docs)  # and a third run finds everything in place
     with pytest.raises(ValueError, match="one non-empty string per Document"):
         store.add_documents(docs[:2], ids=["only-one"])
 
@@ -246,3 +248,31 @@ def test_langchain_windowed_store_readding_a_chunk_drops_its_old_windows(shared)
     store.add_documents([LCDocument("Cats sleep all day.", id="k")])
     assert store.rows_of("k") == ["k"] and list(inner.store) == ["k"]
     assert [d.page_content for d in store.similarity_search("when does the signing key rotate?", k=3)] == ["Cats sleep all day."]
+
+
+def test_langchain_windowed_store_ids_belong_to_one_chunk_at_a_time(shared):
+    """A store id given to another chunk replaces the chunk it held (windows too); deleting by a
+    chunk id that is stored under another id deletes nothing, and a stale id never deletes a
+    chunk added again later; a Document with only a metadata chunk id comes back with that id."""
+    from contextual_retrieval_langchain import LocalMiniLMEmbeddings
+
+    long_text = "Kitchen notes. " * 12 + "The signing key rotates on Tuesday."
+    inner = InMemoryVectorStore(LocalMiniLMEmbeddings())
+    store = WindowedVectorStore(inner, windows=WindowConfig(size=16, overlap=4))
+    store.add_documents([LCDocument(long_text, metadata={"chunk_id": "a"})], ids=["x"])
+    assert len(store.rows_of("a")) > 1 and all(r.startswith("x") for r in inner.store)
+    store.add_documents([LCDocument("Cats sleep all day.", metadata={"chunk_id": "b"})], ids=["x"])
+    assert list(inner.store) == ["x"] and store.rows_of("a") == ["a"]  # a's rows are gone
+    assert [d.metadata["chunk_id"] for d in store.similarity_search("signing key", k=2)] == ["b"]
+    assert [d.metadata["chunk_id"] for d in store.get_by_ids(["x", "a"])] == ["b"]
+
+    store.delete(["b"])  # a chunk id, not a store id: nothing of b's goes
+    assert list(inner.store) == ["x"]
+    store.add_documents([LCDocument(long_text, metadata={"chunk_id": "c"})], ids=["h1"])
+    store.add_documents([LCDocument(long_text + " Again.", metadata={"chunk_id": "c"})])  # c now under its chunk id
+    store.delete(["h1"])  # the id c had before: c stays
+    assert store.get_by_ids(["c"]) and any(r.startswith("c") for r in inner.store) and not any(r.startswith("h1") for r in inner.store)
+
+    plain = WindowedVectorStore(InMemoryVectorStore(LocalMiniLMEmbeddings()))
+    assert plain.add_documents([LCDocument("key rotates", metadata={"chunk_id": "c1"})]) == ["c1"]
+    assert [d.id for d in plain.get_by_ids(["c1"])] == ["c1"] == [d.id for d in plain.similarity_search("key", k=1)]
