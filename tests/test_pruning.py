@@ -113,7 +113,7 @@ def test_defaults_keep_the_demo_answers(embedder):
     pruner = ContextPruner(embedder)
     reductions, checked = [], 0
     for q in DEMO_QUERIES:
-        hits = searcher.search(q.query, k=10)
+        hits = searcher.search(q.query, top_k=10)
         result = pruner.prune(q.query, [h.chunk for h in hits])
         if any(q.path == h.chunk.document_id and q.marker in h.chunk.text for h in hits):
             assert q.marker in result.text, q.query
