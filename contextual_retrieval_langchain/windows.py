@@ -80,7 +80,10 @@ class WindowedVectorStore(VectorStore):
         are the store ids: a chunk's rows are written under its id (its windows under
         ``id + WINDOW_MARK + n``) and `delete` takes them. Without it a chunk's store id is its
         chunk id. Either way searches return each chunk once, as the Document it was added as,
-        and `rows_of` takes the chunk id."""
+        and `rows_of` takes the chunk id. A chunk is held in one version, under one store id:
+        added again (under any id) it replaces the version before, so with the indexing API use a
+        cleanup mode ("incremental", "full", "scoped_full"); with ``cleanup=None`` an edit that is
+        later reverted is not written back (the record manager still lists the old version)."""
         docs = list(documents)
         given = kwargs.pop("ids", None)
         if given is not None:
@@ -95,7 +98,7 @@ class WindowedVectorStore(VectorStore):
         keys = given if given is not None else ids
         chunks = [windowable(key, d.page_content, str(d.metadata.get(ORIGINAL_CONTENT_KEY) or d.page_content))
                   for key, d in zip(keys, docs)]
-        write: list[Document] = []
+        pending: dict[str, Document] = {}  # row id -> row; a chunk or store id repeated in the batch: the last wins
         long: list[str] = []
         stale: list[str] = []  # rows the new rows do not overwrite: a chunk's old ones, a replaced chunk's
         for cid, key, doc, rows in zip(ids, keys, docs, plan_rows(self.embeddings, chunks, self.windows)):
@@ -106,12 +109,15 @@ class WindowedVectorStore(VectorStore):
             self._docs[cid], self._rows[cid], self._owner[key] = doc, [r.id for r in rows], cid
             if len(rows) == 1:
                 if not skip_fitting:
-                    write.append(Document(doc.page_content, metadata=doc.metadata, id=key))
+                    pending[key] = Document(doc.page_content, metadata=doc.metadata, id=key)
                 continue
             long.append(key)
             for r in rows:
                 meta = {**doc.metadata, CHUNK_ID_KEY: cid} if not r.extra else {**doc.metadata, CHUNK_ID_KEY: cid, WINDOW_OF_KEY: cid}
-                write.append(Document(r.text, metadata=meta, id=r.id))
+                pending[r.id] = Document(r.text, metadata=meta, id=r.id)
+        live = {r for cid in dict.fromkeys(ids) for r in self._rows.get(cid, [])}
+        write = [d for rid, d in pending.items() if rid in live]
+        long = [k for k in long if k in live and len(self._rows[self._owner[k]]) > 1]
         if long or stale:
             try:  # the first window replaces a row the store may hold under the chunk's store id
                 self.vectorstore.delete(ids=list(dict.fromkeys(long + stale)))

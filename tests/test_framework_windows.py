@@ -276,3 +276,21 @@ def test_langchain_windowed_store_ids_belong_to_one_chunk_at_a_time(shared):
     plain = WindowedVectorStore(InMemoryVectorStore(LocalMiniLMEmbeddings()))
     assert plain.add_documents([LCDocument("key rotates", metadata={"chunk_id": "c1"})]) == ["c1"]
     assert [d.id for d in plain.get_by_ids(["c1"])] == ["c1"] == [d.id for d in plain.similarity_search("key", k=1)]
+
+
+@pytest.mark.parametrize("given", [None, ["h1", "h2"]])
+def test_langchain_windowed_store_a_chunk_twice_in_one_batch_keeps_the_last(shared, given):
+    """The same chunk twice in one add (the first long, the second short): the last version is
+    stored, and no row of the first is left behind to come back after a delete."""
+    from contextual_retrieval_langchain import LocalMiniLMEmbeddings
+
+    inner = InMemoryVectorStore(LocalMiniLMEmbeddings())
+    store = WindowedVectorStore(inner, windows=WindowConfig(size=16, overlap=4))
+    docs = [LCDocument("Kitchen notes. " * 12 + "The signing key rotates on Tuesday.", metadata={"chunk_id": "c"}),
+            LCDocument("Cats sleep all day.", metadata={"chunk_id": "c"})]
+    store.add_documents(docs, ids=given)
+    key = given[-1] if given else "c"
+    assert list(inner.store) == [key] and store.rows_of("c") == [key]
+    assert [d.page_content for d in store.similarity_search("signing key", k=3)] == ["Cats sleep all day."]
+    store.delete([key])
+    assert not inner.store and store.similarity_search("signing key", k=3) == []
