@@ -40,6 +40,15 @@ from ._documents import CHUNK_ID_KEY, ORIGINAL_CONTENT_KEY, chunk_id_of
 
 __all__ = ["WindowedVectorStore", "WINDOW_OF_KEY"]
 
+_MISSING = object()
+
+
+def _delete(store: VectorStore, ids: list[str]) -> None:
+    try:
+        store.delete(ids=ids)
+    except NotImplementedError:  # a store that cannot delete: its rows are overwritten or kept
+        pass
+
 
 class WindowedVectorStore(VectorStore):
     """A vector store whose long chunks are stored as windows, searched one result per chunk.
@@ -100,12 +109,19 @@ class WindowedVectorStore(VectorStore):
                   for key, d in zip(keys, docs)]
         pending: dict[str, Document] = {}  # row id -> row; a chunk or store id repeated in the batch: the last wins
         long: list[str] = []
-        stale: list[str] = []  # rows the new rows do not overwrite: a chunk's old ones, a replaced chunk's
+        stale: list[str] = []  # rows of the versions replaced: a chunk's old ones, a replaced chunk's
+        journal: list[tuple[dict, str, Any]] = []  # (mapping, key, value before): undone if the write fails
         for cid, key, doc, rows in zip(ids, keys, docs, plan_rows(self.embeddings, chunks, self.windows)):
             replaced = self._owner.get(key)
+            for chunk in dict.fromkeys(c for c in (replaced, cid) if c is not None):
+                journal += [(self._rows, chunk, self._rows.get(chunk, _MISSING)), (self._docs, chunk, self._docs.get(chunk, _MISSING))]
+                own = self._rows.get(chunk, [None])[0]
+                if own is not None:
+                    journal.append((self._owner, own, self._owner.get(own, _MISSING)))
+            journal.append((self._owner, key, self._owner.get(key, _MISSING)))
             if replaced is not None and replaced != cid:  # the store id held another chunk: it goes
                 stale += self._forget(replaced)
-            stale += [r for r in self._forget(cid) if r not in {w.id for w in rows}]
+            stale += [r for r in self._forget(cid) if r not in {w.id for w in rows}]  # its own rows rewritten in place
             self._docs[cid], self._rows[cid], self._owner[key] = doc, [r.id for r in rows], cid
             if len(rows) == 1:
                 if not skip_fitting:
@@ -117,14 +133,26 @@ class WindowedVectorStore(VectorStore):
                 pending[r.id] = Document(r.text, metadata=meta, id=r.id)
         live = {r for cid in dict.fromkeys(ids) for r in self._rows.get(cid, [])}
         write = [d for rid, d in pending.items() if rid in live]
-        long = [k for k in long if k in live and len(self._rows[self._owner[k]]) > 1]
-        if long or stale:
-            try:  # the first window replaces a row the store may hold under the chunk's store id
-                self.vectorstore.delete(ids=list(dict.fromkeys(long + stale)))
-            except NotImplementedError:
-                pass
-        if write:
-            self.vectorstore.add_documents(write, ids=[d.id for d in write], **kwargs)
+        # rows the write replaces go first (a store that does not upsert refuses an id it holds; the
+        # first window replaces a row the store may hold under the chunk's store id); rows no longer
+        # anyone's go only once the new ones are in, so a failed write leaves the old version searchable
+        before = [k for k in long if k in live and len(self._rows[self._owner[k]]) > 1]
+        before += [r for r in stale if r in live and r not in before]
+        after = list(dict.fromkeys(r for r in stale if r not in live))
+        try:
+            if before:
+                _delete(self.vectorstore, before)
+            if write:
+                self.vectorstore.add_documents(write, ids=[d.id for d in write], **kwargs)
+        except BaseException:
+            for mapping, k, value in reversed(journal):
+                if value is _MISSING:
+                    mapping.pop(k, None)
+                else:
+                    mapping[k] = value
+            raise
+        if after:
+            _delete(self.vectorstore, after)
         return list(keys)
 
     def _forget(self, cid: str) -> list[str]:

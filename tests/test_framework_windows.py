@@ -294,3 +294,42 @@ def test_langchain_windowed_store_a_chunk_twice_in_one_batch_keeps_the_last(shar
     assert [d.page_content for d in store.similarity_search("signing key", k=3)] == ["Cats sleep all day."]
     store.delete([key])
     assert not inner.store and store.similarity_search("signing key", k=3) == []
+
+
+def test_langchain_windowed_store_a_failed_write_keeps_the_version_before(shared):
+    """The inner store's write fails (its embeddings raise): the chunk's earlier version stays
+    searchable and the bookkeeping is as it was, so adding again later just works."""
+    from langchain_core.embeddings import Embeddings
+
+    from contextual_retrieval_langchain import LocalMiniLMEmbeddings
+
+    class Flaky(Embeddings):
+        def __init__(self) -> None:
+            self.inner, self.fail = LocalMiniLMEmbeddings(), False
+
+        def embed_documents(self, texts):
+            if self.fail:
+                raise RuntimeError("embedding API down")
+            return self.inner.embed_documents(texts)
+
+        def embed_query(self, text):
+            return self.inner.embed_query(text)
+
+        def __getattr__(self, name):  # max_tokens / count_tokens: the window the store plans with
+            return getattr(self.__dict__["inner"], name)
+
+    embeddings = Flaky()
+    inner = InMemoryVectorStore(embeddings)
+    store = WindowedVectorStore(inner, windows=WindowConfig(size=16, overlap=4))
+    old = "Kitchen notes. " * 12 + "The signing key rotates on Tuesday."
+    store.add_documents([LCDocument(old, metadata={"chunk_id": "c"})], ids=["h1"])
+    rows, state = set(inner.store), (dict(store._rows), dict(store._docs), dict(store._owner))
+    assert len(rows) > 1
+    embeddings.fail = True
+    with pytest.raises(RuntimeError, match="embedding API down"):
+        store.add_documents([LCDocument("Cats sleep all day.", metadata={"chunk_id": "c"})], ids=["h2"])
+    assert set(inner.store) == rows and (store._rows, store._docs, store._owner) == state
+    assert store.similarity_search("signing key", k=1)[0].page_content == old
+    embeddings.fail = False
+    store.add_documents([LCDocument("Cats sleep all day.", metadata={"chunk_id": "c"})], ids=["h2"])
+    assert list(inner.store) == ["h2"] and store.get_by_ids(["h2"])[0].page_content == "Cats sleep all day."
