@@ -121,10 +121,11 @@ class WindowedVectorStore(VectorStore):
             journal.append((self._owner, key, self._owner.get(key, _MISSING)))
             if replaced is not None and replaced != cid:  # the store id held another chunk: it goes
                 stale += self._forget(replaced)
-            stale += [r for r in self._forget(cid) if r not in {w.id for w in rows}]  # its own rows rewritten in place
+            had = self._forget(cid)
+            stale += [r for r in had if r not in {w.id for w in rows}]  # its own rows rewritten in place
             self._docs[cid], self._rows[cid], self._owner[key] = doc, [r.id for r in rows], cid
             if len(rows) == 1:
-                if not skip_fitting:
+                if not skip_fitting or len(had) > 1:  # its row here holds a window of the version before
                     pending[key] = Document(doc.page_content, metadata=doc.metadata, id=key)
                 continue
             long.append(key)

@@ -333,3 +333,13 @@ def test_langchain_windowed_store_a_failed_write_keeps_the_version_before(shared
     embeddings.fail = False
     store.add_documents([LCDocument("Cats sleep all day.", metadata={"chunk_id": "c"})], ids=["h2"])
     assert list(inner.store) == ["h2"] and store.get_by_ids(["h2"])[0].page_content == "Cats sleep all day."
+
+
+def test_langchain_windowed_store_skip_fitting_still_rewrites_a_chunk_it_had_windowed(shared):
+    from contextual_retrieval_langchain import LocalMiniLMEmbeddings
+
+    inner = InMemoryVectorStore(LocalMiniLMEmbeddings())
+    store = WindowedVectorStore(inner, windows=WindowConfig(size=16, overlap=4))
+    store.add_documents([LCDocument("Kitchen notes. " * 12 + "The signing key rotates on Tuesday.", id="k")])
+    store.add_documents([LCDocument("Cats sleep all day.", id="k"), LCDocument("Dogs bark.", id="d")], skip_fitting=True)
+    assert list(inner.store) == ["k"] and inner.store["k"]["text"] == "Cats sleep all day."  # "d": the store holds it
