@@ -11,7 +11,8 @@ exactly as the core does.
 
 Everything a framework adapter needs is here, once: `windowable` (a chunk from its indexed text
 and the part windows split), `plan_rows`, `row_id` / `row_owner` / `row_window` (a row's id and
-back), `collapse_rows` and `stale_rows`.
+back), `collapse_rows` and `stale_rows`, and `RowLedger` for a store that keeps no list of its
+own rows (a LangChain vector store): which rows each chunk has there, under which store id.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import numpy as np
 from .types import Chunk, ContextualChunk
 from .windows import WINDOW_MARK, WindowConfig, embed_texts, first_per_owner, window_texts
 
-__all__ = ["WINDOW_OF_KEY", "WindowRow", "windowable", "plan_rows", "embed_rows", "row_owner", "collapse_rows", "stale_rows",
+__all__ = ["WINDOW_OF_KEY", "WindowRow", "RowLedger", "LedgerChange", "windowable", "plan_rows", "embed_rows", "row_owner", "collapse_rows", "stale_rows",
            "windows_setting", "windows_from_setting", "requested_windows", "store_payload",
            "max_pooling_only"]
 
@@ -175,3 +176,158 @@ def max_pooling_only(windows: WindowConfig | None, where: str) -> WindowConfig |
                          "WindowConfig(pooling='max'); mean pooling is HybridSearcher(windows=...) and "
                          "ContextualIndex(windows=...) only")
     return windows
+
+
+_UNSET, _GONE = object(), object()
+
+
+@dataclass
+class LedgerChange:
+    """What one `RowLedger.stage` asks of the store, and the ledger it leads to once `commit`-ted.
+
+    Attributes:
+        write: (row, payload, alone) to write, each row id once (a chunk or store id repeated in
+            the batch: the last version wins); `alone` when the row is its chunk's only one.
+        before: row ids to delete before the write: rows the write replaces (a store that does not
+            upsert refuses an id it holds) and the own row of a chunk that becomes windows (the
+            store may hold the whole chunk there).
+        after: row ids to delete once the write is in: rows no chunk has any more (kept until
+            then, so a failed write leaves the version before searchable).
+    """
+
+    write: list[tuple[WindowRow, Any, bool]]
+    before: list[str]
+    after: list[str]
+    rows: dict[str, Any]
+    owner: dict[str, Any]
+    payload: dict[str, Any]
+
+
+class RowLedger:
+    """The rows each chunk has in a store keyed by row id, under its store id: one version per
+    chunk, its own row's id being its store id (the chunk id, or another id such as LangChain's
+    indexing API's hashes). Adding a chunk again replaces its version before (under any store id),
+    and a store id given to another chunk replaces the chunk it held. `stage` plans a batch
+    without changing the ledger; `commit` applies it once the store write succeeded.
+
+    Example:
+        >>> ledger = RowLedger()
+        >>> change = ledger.stage([("c1", "h1", [WindowRow("h1", "h1", 0, "a"), WindowRow("h1~w1", "h1", 1, "b")], "doc", True)])
+        >>> [r.id for r, _, _ in change.write], ledger.rows_of("c1")
+        (['h1', 'h1~w1'], ['c1'])
+        >>> ledger.commit(change); ledger.rows_of("c1"), ledger.chunk_of("h1"), ledger.extra
+        (['h1', 'h1~w1'], 'c1', 1)
+        >>> ledger.remove(["h1"]), ledger.extra
+        (['h1', 'h1~w1'], 0)
+    """
+
+    def __init__(self) -> None:
+        self._rows: dict[str, list[str]] = {}  # chunk id -> row ids, own row (its store id) first
+        self._owner: dict[str, str] = {}  # store id -> chunk id
+        self._payload: dict[str, Any] = {}  # chunk id -> what the adapter returns for it
+        self._extra = 0
+
+    @property
+    def extra(self) -> int:
+        """Rows beyond one per chunk (how much deeper a search must go to cover the windows)."""
+        return self._extra
+
+    def rows_of(self, chunk_id: str) -> list[str]:
+        """The chunk's row ids, its own first (``[chunk_id]`` for a chunk the ledger lacks)."""
+        return list(self._rows.get(chunk_id, [chunk_id]))
+
+    def chunk_of(self, store_id: str) -> str | None:
+        return self._owner.get(store_id)
+
+    def held(self) -> dict[str, list[str]]:
+        """Every chunk's row ids (a copy)."""
+        return {c: list(r) for c, r in self._rows.items()}
+
+    def store_ids(self) -> dict[str, str]:
+        """Store id -> chunk id, for every chunk (a copy)."""
+        return dict(self._owner)
+
+    def payload(self, chunk_id: str, default: Any = None) -> Any:
+        return self._payload.get(chunk_id, default)
+
+    def stage(self, entries: Iterable[tuple[str, str, Sequence[WindowRow], Any, bool]]) -> LedgerChange:
+        """Plan a batch of (chunk id, store id, its rows (`plan_rows` on the store id), payload,
+        write a chunk that fits one row) entries; a chunk whose row held a window of its version
+        before, or another chunk, is written even when told not to."""
+        rows: dict[str, Any] = {}
+        owner: dict[str, Any] = {}
+        payload: dict[str, Any] = {}
+        pending: dict[str, tuple[WindowRow, str, bool]] = {}
+        long: list[str] = []
+        stale: list[str] = []
+        chunks: list[str] = []
+
+        def forget(chunk: str) -> list[str]:
+            had = _view(rows, self._rows, chunk) or []
+            rows[chunk] = payload[chunk] = _GONE
+            if had and _view(owner, self._owner, had[0]) == chunk:
+                owner[had[0]] = _GONE
+            return had
+
+        for cid, key, chunk_rows, value, fitting in entries:
+            replaced = _view(owner, self._owner, key)
+            taken = forget(replaced) if replaced is not None and replaced != cid else []  # the store id held another chunk: it goes
+            stale += taken
+            had = forget(cid)
+            stale += [r for r in had if r not in {w.id for w in chunk_rows}]  # its own rows are rewritten in place
+            rows[cid], owner[key], payload[cid] = [r.id for r in chunk_rows], cid, value
+            chunks.append(cid)
+            if len(chunk_rows) == 1:
+                if fitting or len(had) > 1 or taken:  # else the row holds a window, or another chunk
+                    pending[chunk_rows[0].id] = (chunk_rows[0], cid, True)
+                continue
+            long.append(key)
+            pending.update((r.id, (r, cid, False)) for r in chunk_rows)
+        live = {r for c in dict.fromkeys(chunks) for r in _view(rows, self._rows, c) or []}
+        write = [(r, payload[c], alone) for rid, (r, c, alone) in pending.items() if rid in live]
+        before = [k for k in long if k in live and len(_view(rows, self._rows, _view(owner, self._owner, k)) or []) > 1]
+        before += [r for r in dict.fromkeys(stale) if r in live and r not in before]
+        after = list(dict.fromkeys(r for r in stale if r not in live))
+        return LedgerChange(write, before, after, rows, owner, payload)
+
+    def commit(self, change: LedgerChange) -> None:
+        """Apply a staged batch (after the store write succeeded)."""
+        for chunk, value in change.rows.items():
+            self._extra -= max(0, len(self._rows.get(chunk, [])) - 1)
+            if value is _GONE:
+                self._rows.pop(chunk, None)
+            else:
+                self._rows[chunk] = value
+                self._extra += len(value) - 1
+        _apply(self._owner, change.owner)
+        _apply(self._payload, change.payload)
+
+    def remove(self, store_ids: Iterable[str]) -> list[str]:
+        """Forget the chunks stored under these ids; returns the row ids to delete (an id no
+        chunk is stored under comes back as it is)."""
+        out: list[str] = []
+        for key in store_ids:
+            chunk = self._owner.pop(key, None)
+            if chunk is None:
+                out.append(key)
+                continue
+            had = self._rows.pop(chunk, [])
+            self._payload.pop(chunk, None)
+            self._extra -= max(0, len(had) - 1)
+            out += had
+        return out
+
+
+def _view(overlay: dict[str, Any], base: dict[str, Any], key: str) -> Any:
+    value = overlay.get(key, _UNSET)
+    if value is _UNSET:
+        return base.get(key)
+    return None if value is _GONE else value
+
+
+def _apply(base: dict[str, Any], overlay: dict[str, Any]) -> None:
+    for key, value in overlay.items():
+        if value is _GONE:
+            base.pop(key, None)
+        else:
+            base[key] = value

@@ -38,37 +38,43 @@ def relevance_scored(store: VectorStore, query: str, **kwargs: Any) -> list[tupl
     ``similarity_search_with_score``, its scores read by their order (`oriented`) and the
     threshold applied to them, as `scored_by_vector` does."""
     threshold = kwargs.pop("score_threshold", None)
-    if _overrides(store, "similarity_search_with_relevance_scores"):  # the store's own: used as it is
-        return store.similarity_search_with_relevance_scores(query, **_with_threshold(kwargs, threshold))
-    if relevance_function(store) is None:
-        return _at_or_above(oriented(store.similarity_search_with_score(query, **kwargs)), threshold)
-    return _at_or_above(relevance_scores(store, query, **kwargs), threshold)
+    if _scores_by_order(store, "similarity_search_with_relevance_scores"):
+        pairs = oriented(store.similarity_search_with_score(query, **kwargs))
+    else:
+        pairs = relevance_pairs(store, query, threshold, **kwargs)
+    return _at_or_above(pairs, threshold)
 
 
 async def arelevance_scored(store: VectorStore, query: str, **kwargs: Any) -> list[tuple[Document, Optional[float]]]:
     """Async `relevance_scored`."""
     threshold = kwargs.pop("score_threshold", None)
-    if _overrides(store, "asimilarity_search_with_relevance_scores"):
-        return await store.asimilarity_search_with_relevance_scores(query, **_with_threshold(kwargs, threshold))
-    if relevance_function(store) is None:
-        return _at_or_above(oriented(await store.asimilarity_search_with_score(query, **kwargs)), threshold)
-    return _at_or_above(await arelevance_scores(store, query, **kwargs), threshold)
+    if _scores_by_order(store, "asimilarity_search_with_relevance_scores"):
+        pairs = oriented(await store.asimilarity_search_with_score(query, **kwargs))
+    else:
+        pairs = await arelevance_pairs(store, query, threshold, **kwargs)
+    return _at_or_above(pairs, threshold)
 
 
-def relevance_pairs(store: VectorStore, query: str, **kwargs: Any) -> list[tuple[Document, float]]:
-    """The relevance scores of a search, before any threshold: the store's own public relevance
-    search where it has one, else the scoring step LangChain's public method wraps (which raises
-    NotImplementedError for a store without a relevance function, as the public method does)."""
+def relevance_pairs(store: VectorStore, query: str, threshold: Optional[float] = None, **kwargs: Any) -> list[tuple[Document, float]]:
+    """The relevance scores of a search: the store's own public relevance search where it has one
+    (given `threshold`), else the scoring step LangChain's public method wraps, before its
+    threshold (which raises NotImplementedError for a store without a relevance function, as the
+    public method does)."""
     if _overrides(store, "similarity_search_with_relevance_scores"):
-        return store.similarity_search_with_relevance_scores(query, **kwargs)
+        return store.similarity_search_with_relevance_scores(query, **_with_threshold(kwargs, threshold))
     return relevance_scores(store, query, **kwargs)
 
 
-async def arelevance_pairs(store: VectorStore, query: str, **kwargs: Any) -> list[tuple[Document, float]]:
+async def arelevance_pairs(store: VectorStore, query: str, threshold: Optional[float] = None, **kwargs: Any) -> list[tuple[Document, float]]:
     """Async `relevance_pairs`."""
     if _overrides(store, "asimilarity_search_with_relevance_scores"):
-        return await store.asimilarity_search_with_relevance_scores(query, **kwargs)
+        return await store.asimilarity_search_with_relevance_scores(query, **_with_threshold(kwargs, threshold))
     return await arelevance_scores(store, query, **kwargs)
+
+
+def _scores_by_order(store: VectorStore, public: str) -> bool:
+    """No relevance search of its own (`public`) and no relevance function: raw scores, read by their order."""
+    return not _overrides(store, public) and relevance_function(store) is None
 
 
 def _overrides(store: VectorStore, method: str) -> bool:

@@ -32,7 +32,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
-from contextual_retrieval_core.window_rows import WINDOW_OF_KEY, max_pooling_only, plan_rows, row_owner, windowable
+from contextual_retrieval_core.window_rows import WINDOW_OF_KEY, RowLedger, WindowRow, max_pooling_only, plan_rows, row_owner, windowable
 from contextual_retrieval_core.windows import WindowConfig, first_per_owner
 
 from ._compat import relevance_function
@@ -40,7 +40,14 @@ from ._documents import CHUNK_ID_KEY, ORIGINAL_CONTENT_KEY, chunk_id_of
 
 __all__ = ["WindowedVectorStore", "WINDOW_OF_KEY"]
 
-_MISSING = object()
+def _row_document(row: WindowRow, doc: Document, alone: bool, id_key: str) -> Document:
+    """The store row of a chunk: the Document itself when it is the chunk's one row, else a
+    window: the chunk's metadata with its chunk id, and ``window_of`` beyond its own row."""
+    if alone:
+        return Document(doc.page_content, metadata=doc.metadata, id=row.id)
+    cid = chunk_id_of(doc, id_key)
+    meta = {**doc.metadata, CHUNK_ID_KEY: cid} if not row.extra else {**doc.metadata, CHUNK_ID_KEY: cid, WINDOW_OF_KEY: cid}
+    return Document(row.text, metadata=meta, id=row.id)
 
 
 def _delete(store: VectorStore, ids: list[str]) -> None:
@@ -65,9 +72,7 @@ class WindowedVectorStore(VectorStore):
         self.vectorstore = vectorstore
         self.windows = max_pooling_only(windows or WindowConfig(), "WindowedVectorStore")
         self.id_key = id_key
-        self._docs: dict[str, Document] = {}
-        self._rows: dict[str, list[str]] = {}  # chunk id -> its row ids (own row first)
-        self._owner: dict[str, str] = {}  # store id (a chunk's own row) -> chunk id
+        self._ledger = RowLedger()  # each chunk's rows and store id; the payload is its Document
 
     @property
     def embeddings(self) -> Optional[Embeddings]:
@@ -76,7 +81,7 @@ class WindowedVectorStore(VectorStore):
     @property
     def extra(self) -> int:
         """Rows beyond one per chunk."""
-        return sum(len(rows) - 1 for rows in self._rows.values())
+        return self._ledger.extra
 
     # -- writing ----------------------------------------------------------------------------------
 
@@ -107,62 +112,17 @@ class WindowedVectorStore(VectorStore):
         keys = given if given is not None else ids
         chunks = [windowable(key, d.page_content, str(d.metadata.get(ORIGINAL_CONTENT_KEY) or d.page_content))
                   for key, d in zip(keys, docs)]
-        pending: dict[str, Document] = {}  # row id -> row; a chunk or store id repeated in the batch: the last wins
-        long: list[str] = []
-        stale: list[str] = []  # rows of the versions replaced: a chunk's old ones, a replaced chunk's
-        journal: list[tuple[dict, str, Any]] = []  # (mapping, key, value before): undone if the write fails
-        for cid, key, doc, rows in zip(ids, keys, docs, plan_rows(self.embeddings, chunks, self.windows)):
-            replaced = self._owner.get(key)
-            for chunk in dict.fromkeys(c for c in (replaced, cid) if c is not None):
-                journal += [(self._rows, chunk, self._rows.get(chunk, _MISSING)), (self._docs, chunk, self._docs.get(chunk, _MISSING))]
-                own = self._rows.get(chunk, [None])[0]
-                if own is not None:
-                    journal.append((self._owner, own, self._owner.get(own, _MISSING)))
-            journal.append((self._owner, key, self._owner.get(key, _MISSING)))
-            if replaced is not None and replaced != cid:  # the store id held another chunk: it goes
-                stale += self._forget(replaced)
-            had = self._forget(cid)
-            stale += [r for r in had if r not in {w.id for w in rows}]  # its own rows rewritten in place
-            self._docs[cid], self._rows[cid], self._owner[key] = doc, [r.id for r in rows], cid
-            if len(rows) == 1:
-                if not skip_fitting or len(had) > 1:  # its row here holds a window of the version before
-                    pending[key] = Document(doc.page_content, metadata=doc.metadata, id=key)
-                continue
-            long.append(key)
-            for r in rows:
-                meta = {**doc.metadata, CHUNK_ID_KEY: cid} if not r.extra else {**doc.metadata, CHUNK_ID_KEY: cid, WINDOW_OF_KEY: cid}
-                pending[r.id] = Document(r.text, metadata=meta, id=r.id)
-        live = {r for cid in dict.fromkeys(ids) for r in self._rows.get(cid, [])}
-        write = [d for rid, d in pending.items() if rid in live]
-        # rows the write replaces go first (a store that does not upsert refuses an id it holds; the
-        # first window replaces a row the store may hold under the chunk's store id); rows no longer
-        # anyone's go only once the new ones are in, so a failed write leaves the old version searchable
-        before = [k for k in long if k in live and len(self._rows[self._owner[k]]) > 1]
-        before += [r for r in stale if r in live and r not in before]
-        after = list(dict.fromkeys(r for r in stale if r not in live))
-        try:
-            if before:
-                _delete(self.vectorstore, before)
-            if write:
-                self.vectorstore.add_documents(write, ids=[d.id for d in write], **kwargs)
-        except BaseException:
-            for mapping, k, value in reversed(journal):
-                if value is _MISSING:
-                    mapping.pop(k, None)
-                else:
-                    mapping[k] = value
-            raise
-        if after:
-            _delete(self.vectorstore, after)
+        plans = plan_rows(self.embeddings, chunks, self.windows)
+        change = self._ledger.stage((cid, key, rows, doc, not skip_fitting) for cid, key, doc, rows in zip(ids, keys, docs, plans))
+        write = [_row_document(row, doc, alone, self.id_key) for row, doc, alone in change.write]
+        if change.before:
+            _delete(self.vectorstore, change.before)
+        if write:  # the ledger changes only once this succeeds: a failed write leaves the version before
+            self.vectorstore.add_documents(write, ids=[d.id for d in write], **kwargs)
+        self._ledger.commit(change)
+        if change.after:
+            _delete(self.vectorstore, change.after)
         return list(keys)
-
-    def _forget(self, cid: str) -> list[str]:
-        """Drop a chunk from the bookkeeping; returns the row ids it had."""
-        rows = self._rows.pop(cid, [])
-        self._docs.pop(cid, None)
-        if rows and self._owner.get(rows[0]) == cid:
-            del self._owner[rows[0]]
-        return rows
 
     def add_texts(self, texts: Iterable[str], metadatas: Optional[list[dict]] = None, *, ids: Optional[list[str]] = None,
                   **kwargs: Any) -> list[str]:
@@ -174,15 +134,11 @@ class WindowedVectorStore(VectorStore):
     def delete(self, ids: Optional[list[str]] = None, **kwargs: Any) -> Optional[bool]:
         """Delete chunks by store id (the chunk id unless `add_documents` was given ``ids=``), with
         their windows; an id no chunk is stored under is passed to the inner store as it is."""
-        rows: list[str] = []
-        for key in ids or []:
-            cid = self._owner.get(key)
-            rows += self._forget(cid) if cid is not None else [key]
-        return self.vectorstore.delete(ids=rows, **kwargs)
+        return self.vectorstore.delete(ids=self._ledger.remove(ids or []), **kwargs)
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
         """The Documents stored under these store ids (as added; missing ids skipped)."""
-        return [self._docs[self._owner[key]] for key in ids if key in self._owner]
+        return [self._ledger.payload(c) for c in (self._ledger.chunk_of(key) for key in ids) if c is not None]
 
     @classmethod
     def from_texts(cls, texts: list[str], embedding: Embeddings, metadatas: Optional[list[dict]] = None, **kwargs: Any) -> "WindowedVectorStore":
@@ -195,7 +151,7 @@ class WindowedVectorStore(VectorStore):
         def owner(pair: tuple[Document, float]) -> str:
             return str(pair[0].metadata.get(WINDOW_OF_KEY) or row_owner(chunk_id_of(pair[0], self.id_key)))
 
-        return [(self._docs.get(chunk, doc), score) for chunk, (doc, score) in first_per_owner(pairs, owner, k)]
+        return [(self._ledger.payload(chunk, doc), score) for chunk, (doc, score) in first_per_owner(pairs, owner, k)]
 
     def _select_relevance_score_fn(self) -> Any:
         convert = relevance_function(self.vectorstore)
@@ -223,7 +179,7 @@ class WindowedVectorStore(VectorStore):
 
     def rows_of(self, chunk_id: str) -> list[str]:
         """The row ids of a chunk: its own, then its windows'."""
-        return list(self._rows.get(chunk_id, [chunk_id]))
+        return self._ledger.rows_of(chunk_id)
 
     def scored_by_vector(self, vector: Sequence[float], k: int = 4, **kwargs: Any) -> list[tuple[Document, Optional[float]]]:
         """Each chunk once, best first, for a search by `vector` (dense PRF's second search), with

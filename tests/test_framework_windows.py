@@ -133,7 +133,7 @@ def test_langchain_filter_and_a_store_that_already_holds_the_documents(corpus, s
     assert got and all(d.metadata["team"] == "handbook" for d in got) and len(got) == len({d.id for d in got})
 
     store = retriever.retrievers[0].vectorstore
-    long_id = next(cid for cid, rows in store._rows.items() if len(rows) > 1)
+    long_id = next(cid for cid, rows in store._ledger.held().items() if len(rows) > 1)
     store.delete([long_id])
     assert not any(i == long_id or i.startswith(long_id + WINDOW_MARK) for i in held.store)
 
@@ -228,8 +228,8 @@ def test_langchain_windowed_store_under_the_indexing_apis_ids(corpus, shared):
     result = run(changed)
     assert result["num_deleted"] >= 1 and result["num_added"] == result["num_deleted"]
     assert len(inner.store) == len(docs) + store.extra
-    assert {row.split(WINDOW_MARK)[0] for row in inner.store} == set(store._owner)  # every row a current chunk's
-    assert set(store._owner.values()) == {d.id for d in docs}  # no chunk lost
+    assert {row.split(WINDOW_MARK)[0] for row in inner.store} == set(store._ledger.store_ids())  # every row a current chunk's
+    assert set(store._ledger.store_ids().values()) == {d.id for d in docs}  # no chunk lost
     assert store.similarity_search(long_doc.page_content, k=1)[0].page_content == long_doc.page_content + " (revised)"
     assert run(changed)["num_skipped"] == len(docs)  # and a third run finds everything in place
     with pytest.raises(ValueError, match="one non-empty string per Document"):
@@ -323,12 +323,12 @@ def test_langchain_windowed_store_a_failed_write_keeps_the_version_before(shared
     store = WindowedVectorStore(inner, windows=WindowConfig(size=16, overlap=4))
     old = "Kitchen notes. " * 12 + "The signing key rotates on Tuesday."
     store.add_documents([LCDocument(old, metadata={"chunk_id": "c"})], ids=["h1"])
-    rows, state = set(inner.store), (dict(store._rows), dict(store._docs), dict(store._owner))
+    rows, state = set(inner.store), (store._ledger.held(), store._ledger.store_ids(), store.extra)
     assert len(rows) > 1
     embeddings.fail = True
     with pytest.raises(RuntimeError, match="embedding API down"):
         store.add_documents([LCDocument("Cats sleep all day.", metadata={"chunk_id": "c"})], ids=["h2"])
-    assert set(inner.store) == rows and (store._rows, store._docs, store._owner) == state
+    assert set(inner.store) == rows and (store._ledger.held(), store._ledger.store_ids(), store.extra) == state
     assert store.similarity_search("signing key", k=1)[0].page_content == old
     embeddings.fail = False
     store.add_documents([LCDocument("Cats sleep all day.", metadata={"chunk_id": "c"})], ids=["h2"])
