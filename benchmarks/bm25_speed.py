@@ -37,8 +37,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from contextual_retrieval_core.bm25 import BM25Index  # noqa: E402
-from contextual_retrieval_core.fusion import reciprocal_rank_fusion  # noqa: E402
+from contextual_retrieval_core.search.bm25 import BM25Index  # noqa: E402
+from contextual_retrieval_core.search.rank_fusion import reciprocal_rank_fusion  # noqa: E402
 
 SEED = 20240919
 TOP_K = 150
@@ -242,7 +242,7 @@ def bench_fusion_speedup(n: int = 100_000, *, depth: int = TOP_K, pairs: int = 5
                          seed: int = SEED + 3) -> dict:
     """Median microseconds per `fuse_sources` of two `depth`-hit lists, library vs reference, and
     their ratio; the sample pairs alternate between the two so load on the machine hits both alike."""
-    from contextual_retrieval_core.ensemble import fuse_sources
+    from contextual_retrieval_core.search.ranked import fuse_sources
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import fusion_reference

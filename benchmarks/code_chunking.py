@@ -21,11 +21,11 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
-from contextual_retrieval_core.chunking import DEFAULT_CHUNK_CHARS, split_text  # noqa: E402
-from contextual_retrieval_core.code_outline import definitions  # noqa: E402
-from contextual_retrieval_core.code_outline import definition_boundaries  # noqa: E402
+from contextual_retrieval_core.chunking.split import DEFAULT_CHUNK_CHARS, split_text  # noqa: E402
+from contextual_retrieval_core.chunking.code_outline import definitions  # noqa: E402
+from contextual_retrieval_core.chunking.code_outline import definition_boundaries  # noqa: E402
 from contextual_retrieval_core.generators.structure_detect import guess_language, looks_like_code  # noqa: E402
-from contextual_retrieval_core.languages import GRAMMARS, language_for_path  # noqa: E402
+from contextual_retrieval_core.chunking.languages import GRAMMARS, language_for_path  # noqa: E402
 sys.path.insert(0, str(HERE))
 from _paths import DEFAULT_DATASET  # noqa: E402
 
@@ -52,7 +52,7 @@ def measure(texts: list[tuple[str, str]]) -> dict:
 
 
 def corpora(dataset: str) -> dict[str, list[tuple[str, str]]]:
-    from contextual_retrieval_core.evaluation import load_cookbook
+    from contextual_retrieval_core.app.evaluation import load_cookbook
 
     own = [(language_for_path(p), p.read_text("utf-8")) for p in sorted((REPO / "contextual_retrieval_core").rglob("*.py"))]
     cookbook = [(guess_language(d.text), d.text) for d in load_cookbook(dataset).documents if looks_like_code(d.text)]

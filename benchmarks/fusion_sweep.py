@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     from contextual_retrieval_core import DEFAULT_RRF_K, DEFAULT_WEIGHTS, BM25Index, ContextualChunk, HybridSearcher
     from contextual_retrieval_core.embeddings import LocalMiniLMEmbedder
     from contextual_retrieval_core.embeddings.cache import CachedEmbedder
-    from contextual_retrieval_core.evaluation import headed_contexts, load_contexts_jsonl, load_cookbook, score_rankings
+    from contextual_retrieval_core.app.evaluation import headed_contexts, load_contexts_jsonl, load_cookbook, score_rankings
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", default=DEFAULT_DATASET)

@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))  # the fake server lives with the tests
 
 from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder  # noqa: E402
-from contextual_retrieval_core.contextual_index import ContextualIndex  # noqa: E402
+from contextual_retrieval_core.index.contextual_index import ContextualIndex  # noqa: E402
 
 
 def corpus(into: Path) -> Path:

@@ -31,11 +31,11 @@ sys.path.insert(0, str(HERE.parent / "tests"))  # the fake server lives with the
 
 import anthropic  # noqa: E402
 
-from contextual_retrieval_core.contextualizer import Contextualizer  # noqa: E402
-from contextual_retrieval_core.evaluation import load_cookbook  # noqa: E402
+from contextual_retrieval_core.contextualize.contextualizer import Contextualizer  # noqa: E402
+from contextual_retrieval_core.app.evaluation import load_cookbook  # noqa: E402
 from contextual_retrieval_core.generators import AnthropicContextGenerator, TokenUsage  # noqa: E402
-from contextual_retrieval_core.prompts import DEFAULT_PROMPT  # noqa: E402
-from contextual_retrieval_core.usage import cost_usd  # noqa: E402
+from contextual_retrieval_core.generators.prompts import DEFAULT_PROMPT  # noqa: E402
+from contextual_retrieval_core.generators.usage import cost_usd  # noqa: E402
 from _paths import DEFAULT_DATASET  # noqa: E402
 from fakes.anthropic_server import FakeAnthropicServer, count_tokens  # noqa: E402
 

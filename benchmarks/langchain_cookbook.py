@@ -36,7 +36,7 @@ for p in (str(REPO), str(HERE)):
 from _paths import DEFAULT_DATASET  # noqa: E402
 
 from contextual_retrieval_core.embeddings.cache import CachedEmbedder  # noqa: E402
-from contextual_retrieval_core.evaluation import (  # noqa: E402
+from contextual_retrieval_core.app.evaluation import (  # noqa: E402
     format_table,
     headed_contexts,
     load_contexts_jsonl,
@@ -102,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     seconds["langchain queries (async)"] = round(time.perf_counter() - start, 2)
 
     # -- references ---------------------------------------------------------------------------------
-    from contextual_retrieval_core.hybrid import HybridSearcher
+    from contextual_retrieval_core.search.hybrid import HybridSearcher
 
     start = time.perf_counter()
     searcher = HybridSearcher([ContextualChunk(c, headed[c.id]) for c in dataset.chunks], embedder)

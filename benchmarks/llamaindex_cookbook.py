@@ -15,7 +15,7 @@ benchmarks/out/). The stock row: `QueryFusionRetriever([index.as_retriever(150),
 llama_index BM25Retriever(150)], mode="reciprocal_rerank", num_queries=1, similarity_top_k=20)`
 over the same nodes and the same Chroma index.
 
-It also measures why the core's Chroma setup (`contextual_retrieval_core.chroma.CHROMA_HNSW`) widens the
+It also measures why the core's Chroma setup (`contextual_retrieval_core.dense.chroma.CHROMA_HNSW`) widens the
 HNSW search beam: for every query, Chroma's top-150 candidate set against exact search (the core
 `VectorIndex`) over the same vectors, at Chroma's default HNSW settings and at ours.
 
@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from contextual_retrieval_core.evaluation import (  # noqa: E402
+from contextual_retrieval_core.app.evaluation import (  # noqa: E402
     ConfigResult,
     EvalDataset,
     format_table,
@@ -46,8 +46,8 @@ from contextual_retrieval_core.evaluation import (  # noqa: E402
     score_rankings,
 )
 from contextual_retrieval_core.generators import CallableContextGenerator, GenerationError  # noqa: E402
-from contextual_retrieval_core.hybrid import HybridSearcher  # noqa: E402
-from contextual_retrieval_core.store import ContextStore  # noqa: E402
+from contextual_retrieval_core.search.hybrid import HybridSearcher  # noqa: E402
+from contextual_retrieval_core.store.context_store import ContextStore  # noqa: E402
 from contextual_retrieval_core.types import ContextualChunk  # noqa: E402
 
 DEPTH, TOP_K = 150, 20
@@ -155,8 +155,8 @@ def candidate_agreement(
     is not deterministic, so each setting is built `builds` times; every build is reported."""
     import numpy as np
 
-    from contextual_retrieval_core.chroma import ChromaVectorIndex, chroma_client, chroma_collection
-    from contextual_retrieval_core.vectors import VectorIndex
+    from contextual_retrieval_core.dense.chroma import ChromaVectorIndex, chroma_client, chroma_collection
+    from contextual_retrieval_core.dense.vectors import VectorIndex
 
     ids = [c.id for c in chunks]
     vectors = np.asarray(embedder.embed_documents([c.indexed_text for c in chunks]), dtype=np.float32)

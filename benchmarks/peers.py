@@ -29,7 +29,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from contextual_retrieval_core.embeddings.cache import CachedEmbedder  # noqa: E402
-from contextual_retrieval_core.evaluation import (  # noqa: E402
+from contextual_retrieval_core.app.evaluation import (  # noqa: E402
     DATASET_ENV,
     ConfigResult,
     EvalDataset,

@@ -85,8 +85,8 @@ def minilm_counter(embedder):
 
 
 def load_cases(dataset_dir: str, contexts_path: str, embedder) -> list[Case]:
-    from contextual_retrieval_core.evaluation import headed_contexts, load_contexts_jsonl, load_cookbook
-    from contextual_retrieval_core.hybrid import HybridSearcher
+    from contextual_retrieval_core.app.evaluation import headed_contexts, load_contexts_jsonl, load_cookbook
+    from contextual_retrieval_core.search.hybrid import HybridSearcher
     from contextual_retrieval_core.types import ContextualChunk
 
     dataset = load_cookbook(dataset_dir)
@@ -267,7 +267,7 @@ def comparison_table(payload: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     from contextual_retrieval_core.embeddings.cache import CachedEmbedder
     from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
-    from contextual_retrieval_core.tokenizer import Tokenizer
+    from contextual_retrieval_core.chunking.tokenizer import Tokenizer
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", default=DEFAULT_DATASET)

@@ -48,7 +48,7 @@ def truncation(dataset_dir: str, contexts_path: str) -> dict:
     """Chunks longer than the local embedder's window, counted with its own tokenizer (truncation
     enabled at its max length: an encoding that overflows was cut)."""
     from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
-    from contextual_retrieval_core.evaluation import headed_contexts, load_contexts_jsonl, load_cookbook
+    from contextual_retrieval_core.app.evaluation import headed_contexts, load_contexts_jsonl, load_cookbook
     from contextual_retrieval_core.types import ContextualChunk
 
     dataset = load_cookbook(dataset_dir)
@@ -65,7 +65,7 @@ def truncation(dataset_dir: str, contexts_path: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from contextual_retrieval_core.cli import main as cli_main
+    from contextual_retrieval_core.app.cli import main as cli_main
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", default=DEFAULT_DATASET)

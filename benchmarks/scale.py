@@ -57,10 +57,10 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
 
-from contextual_retrieval_core.ann import ANN_THRESHOLD, HNSWIndex, dense_index  # noqa: E402
-from contextual_retrieval_core.bm25 import BM25Index  # noqa: E402
-from contextual_retrieval_core.ensemble import fuse_sources  # noqa: E402
-from contextual_retrieval_core.vectors import VectorIndex  # noqa: E402
+from contextual_retrieval_core.dense.hnsw import ANN_THRESHOLD, HNSWIndex, dense_index  # noqa: E402
+from contextual_retrieval_core.search.bm25 import BM25Index  # noqa: E402
+from contextual_retrieval_core.search.ranked import fuse_sources  # noqa: E402
+from contextual_retrieval_core.dense.vectors import VectorIndex  # noqa: E402
 
 SEED = 20241204
 VOCAB, EXPONENT, MEAN_LEN = 50_000, 1.1, 120.0
@@ -87,7 +87,7 @@ def cookbook_vectors() -> tuple[np.ndarray, np.ndarray] | None:
     from _paths import DEFAULT_DATASET
 
     from contextual_retrieval_core.embeddings import LocalMiniLMEmbedder
-    from contextual_retrieval_core.evaluation import load_cookbook
+    from contextual_retrieval_core.app.evaluation import load_cookbook
 
     if not (Path(DEFAULT_DATASET) / "codebase_chunks.json").is_file():
         return None
@@ -101,8 +101,8 @@ def cookbook_vectors() -> tuple[np.ndarray, np.ndarray] | None:
 
 
 def demo_vectors() -> tuple[np.ndarray, np.ndarray]:
-    from contextual_retrieval_core.demo import demo_chunks
-    from contextual_retrieval_core.demo_corpus import DEMO_QUERIES
+    from contextual_retrieval_core.app.demo import demo_chunks
+    from contextual_retrieval_core.app.demo_corpus import DEMO_QUERIES
     from contextual_retrieval_core.embeddings import LocalMiniLMEmbedder
 
     _, chunks = demo_chunks()

@@ -35,7 +35,7 @@ CONFIGS = ["contextual-dense", "contextual-bm25", "contextual-hybrid"]
 def main(argv: list[str] | None = None) -> int:
     from contextual_retrieval_core.embeddings.cache import CachedEmbedder
     from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
-    from contextual_retrieval_core.evaluation import evaluate, format_table, load_contexts_jsonl, load_cookbook, results_to_json
+    from contextual_retrieval_core.app.evaluation import evaluate, format_table, load_contexts_jsonl, load_cookbook, results_to_json
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", default=DEFAULT_DATASET)
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     # what the header costs: its tokens per chunk, by the embedder's own tokenizer (special tokens not counted)
     from statistics import mean, median
 
-    from contextual_retrieval_core.evaluation import structural_contexts
+    from contextual_retrieval_core.app.evaluation import structural_contexts
 
     structural = structural_contexts(dataset)
     special = embedder.embedder.count_tokens([""])[0]  # what the tokenizer adds to any text ([CLS], [SEP])

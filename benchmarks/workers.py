@@ -32,8 +32,8 @@ sys.path.insert(0, str(HERE.parent / "tests"))  # the fake server and the worker
 from claims_worker import finish, start_workers  # noqa: E402
 from fakes.anthropic_server import FakeAnthropicServer  # noqa: E402
 
-from contextual_retrieval_core.evaluation import load_cookbook  # noqa: E402
-from contextual_retrieval_core.store import ContextStore  # noqa: E402
+from contextual_retrieval_core.app.evaluation import load_cookbook  # noqa: E402
+from contextual_retrieval_core.store.context_store import ContextStore  # noqa: E402
 from _paths import DEFAULT_DATASET  # noqa: E402
 
 

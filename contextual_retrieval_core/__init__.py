@@ -2,23 +2,49 @@
 
 The core imports no framework (LlamaIndex, LangChain) and no hosted SDK at import time; those
 live in `contextual_retrieval_llamaindex`, `contextual_retrieval_langchain` and lazily-imported
-backends.
+backends. Its subpackages follow the data, one stage each:
+
+- `chunking`: splitting, code outlines, the language table, the BM25 tokenizer;
+- `generators`: context generators (Anthropic, framework LLMs, structural), prompts, prices;
+- `store`: the persistent context store (SQLite, PostgreSQL) and its JSONL export;
+- `contextualize`: the `Contextualizer`, which turns chunks into contextual chunks;
+- `embeddings`: the offline model, Voyage, the embedding cache;
+- `dense`: exact and HNSW vector indexes, Chroma, windows;
+- `rerank`: rerankers;
+- `search`: BM25, filters, fusion and its settings, dense feedback, the one query flow;
+- `pruning`: query-time context pruning;
+- `index`: `ContextualIndex`, the persistent folder index;
+- `app`: the command line, the demo, evaluation.
 """
 
-from .bm25 import BM25Index
-from .fusion import FusedHit, fuse, reciprocal_rank_fusion, relative_score_fusion
-from .fusion_config import FusionConfig
-from .hybrid import DEFAULT_RRF_K, DEFAULT_TOP_K, DEFAULT_WEIGHTS, HybridSearcher, SearchHit
-from .tokenizer import Tokenizer, TokenizerConfig
-from .types import Chunk, ContextualChunk, Document, compose_indexed_text
-from .vectors import VectorIndex
+from contextual_retrieval_core._legacy import install as _install_legacy_paths
+from contextual_retrieval_core._sdk import lazy_exports
+from contextual_retrieval_core._version import __version__
+from contextual_retrieval_core.chunking.tokenizer import Tokenizer, TokenizerConfig
+from contextual_retrieval_core.dense.vectors import VectorIndex
+from contextual_retrieval_core.search.bm25 import BM25Index
+from contextual_retrieval_core.search.config import FusionConfig
+from contextual_retrieval_core.search.hybrid import HybridSearcher, SearchHit
+from contextual_retrieval_core.search.rank_fusion import (
+    DEFAULT_RRF_K,
+    FusedHit,
+    fuse,
+    reciprocal_rank_fusion,
+    relative_score_fusion,
+)
+from contextual_retrieval_core.search.ranked import DEFAULT_TOP_K, DEFAULT_WEIGHTS
+from contextual_retrieval_core.types import Chunk, ContextualChunk, Document, compose_indexed_text
 
-__version__ = "0.1.0"
+
+_install_legacy_paths()
 
 __all__ = [
     "BM25Index",
     "Chunk",
+    "ContextStore",
     "ContextualChunk",
+    "ContextualIndex",
+    "Contextualizer",
     "DEFAULT_RRF_K",
     "DEFAULT_TOP_K",
     "DEFAULT_WEIGHTS",
@@ -32,6 +58,15 @@ __all__ = [
     "VectorIndex",
     "compose_indexed_text",
     "fuse",
+    "open_store",
     "reciprocal_rank_fusion",
     "relative_score_fusion",
 ]
+
+# the ingestion and index parts, imported on first use
+__getattr__, __dir__ = lazy_exports(globals(), {
+    "Contextualizer": "contextual_retrieval_core.contextualize.contextualizer",
+    "ContextStore": "contextual_retrieval_core.store",
+    "open_store": "contextual_retrieval_core.store",
+    "ContextualIndex": "contextual_retrieval_core.index.contextual_index",
+})

@@ -14,7 +14,9 @@ Example:
 
 from __future__ import annotations
 
+import json
 import warnings
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -119,3 +121,11 @@ class IndexFileError(ValueError):
     def __init__(self, path: Any, problem: str, fix: str = "the index is damaged or was written by something else: build and save it again") -> None:
         super().__init__(f"{path}: {problem}; {fix}")
         self.path = path
+
+
+def read_json(file: Path) -> object:
+    """A JSON file's content; `IndexFileError` naming the file when it cannot be read or parsed."""
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise IndexFileError(file, f"not readable JSON ({type(exc).__name__}: {exc})") from None

@@ -4,10 +4,10 @@ installed, else the offline defaults)."""
 
 from __future__ import annotations
 
-from .embeddings.base import Embedder
-from .ensemble import DEFAULT_WEIGHTS
-from .generators.base import ContextGenerator
-from .rerank.base import Reranker
+from contextual_retrieval_core.embeddings.base import Embedder
+from contextual_retrieval_core.search.ranked import DEFAULT_WEIGHTS
+from contextual_retrieval_core.generators.base import ContextGenerator
+from contextual_retrieval_core.rerank.base import Reranker
 
 __all__ = ["choose_embedder", "choose_generator", "choose_reranker", "weights_for", "unused_keys", "installed",
            "embedder_kind"]
@@ -16,20 +16,20 @@ __all__ = ["choose_embedder", "choose_generator", "choose_reranker", "weights_fo
 def choose_embedder(kind: str = "auto", model: str | None = None) -> Embedder:
     """The embedder for `kind`: "local" (offline MiniLM), "voyage" (VOYAGE_API_KEY), or "auto"
     (Voyage when VOYAGE_API_KEY is set and voyageai installed, else local)."""
-    from ._sdk import env_key
+    from contextual_retrieval_core._sdk import env_key
 
     if kind == "auto":
         kind = "voyage" if env_key("VOYAGE_API_KEY") and installed("voyageai") else "local"
     if kind == "local":
-        from .embeddings.minilm import LocalMiniLMEmbedder
+        from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
 
         return LocalMiniLMEmbedder()
     if kind == "voyage":
-        from .embeddings.voyage import VoyageEmbedder
+        from contextual_retrieval_core.embeddings.voyage import VoyageEmbedder
 
         return VoyageEmbedder(model or "voyage-3.5")
     if kind == "voyage-context":
-        from .embeddings.voyage_context import VoyageContextualizedEmbedder
+        from contextual_retrieval_core.embeddings.voyage_context import VoyageContextualizedEmbedder
 
         return VoyageContextualizedEmbedder(model or "voyage-context-3")
     raise ValueError(f"unknown embedder {kind!r}; choose auto, local, voyage or voyage-context")
@@ -48,16 +48,16 @@ def choose_generator(kind: str = "auto", model: str | None = None) -> ContextGen
     """The context generator for `kind`: "structural" (offline, no LLM), "anthropic" (Claude,
     ANTHROPIC_API_KEY), or "auto" (Claude when ANTHROPIC_API_KEY is set and anthropic installed,
     else structural)."""
-    from ._sdk import env_key
+    from contextual_retrieval_core._sdk import env_key
 
     if kind == "auto":
         kind = "anthropic" if env_key("ANTHROPIC_API_KEY") and installed("anthropic") else "structural"
     if kind == "structural":
-        from .generators.structural import StructuralContextGenerator
+        from contextual_retrieval_core.generators.structural import StructuralContextGenerator
 
         return StructuralContextGenerator()
     if kind == "anthropic":
-        from .generators.anthropic import AnthropicContextGenerator
+        from contextual_retrieval_core.generators.anthropic import AnthropicContextGenerator
 
         return AnthropicContextGenerator(model or "claude-haiku-4-5")
     raise ValueError(f"unknown context generator {kind!r}; choose auto, structural or anthropic")
@@ -66,18 +66,18 @@ def choose_generator(kind: str = "auto", model: str | None = None) -> ContextGen
 def choose_reranker(kind: str = "auto") -> Reranker | None:
     """The reranker for `kind`: "none", "cohere" (COHERE_API_KEY), "voyage" (VOYAGE_API_KEY), or
     "auto" (Cohere when COHERE_API_KEY or CO_API_KEY is set and cohere installed, else none)."""
-    from ._sdk import env_key
+    from contextual_retrieval_core._sdk import env_key
 
     if kind == "auto":
         kind = "cohere" if env_key("COHERE_API_KEY", "CO_API_KEY") and installed("cohere") else "none"
     if kind == "none":
         return None
     if kind == "cohere":
-        from .rerank.cohere import CohereReranker
+        from contextual_retrieval_core.rerank.cohere import CohereReranker
 
         return CohereReranker()
     if kind == "voyage":
-        from .rerank.voyage import VoyageReranker
+        from contextual_retrieval_core.rerank.voyage import VoyageReranker
 
         return VoyageReranker()
     raise ValueError(f"unknown reranker {kind!r}; choose auto, none, cohere or voyage")
@@ -92,7 +92,7 @@ def installed(module: str) -> bool:
 
 def unused_keys() -> list[str]:
     """Notes for API keys that "auto" choices ignore because their SDK is not installed."""
-    from ._sdk import env_key
+    from contextual_retrieval_core._sdk import env_key
 
     notes = []
     for keys, module, extra in ((("ANTHROPIC_API_KEY",), "anthropic", "anthropic"), (("VOYAGE_API_KEY",), "voyageai", "voyage"),

@@ -38,7 +38,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
         "contextual_retrieval_langchain needs LangChain: pip install 'contextual-retrieval-kit[langchain]'"
     ) from exc
 
-from ._documents import (
+from contextual_retrieval_langchain._documents import (
     CHUNK_ID_KEY,
     CHUNK_INDEX_KEY,
     CONTEXT_KEY,
@@ -46,14 +46,14 @@ from ._documents import (
     PARENT_ID_KEY,
     format_docs_for_llm,
 )
-from .bm25 import ContextualBM25Retriever
-from .chat import chat_model_generator
-from .embeddings import ContextualVoyageEmbeddings, EmbedderEmbeddings, LocalMiniLMEmbeddings
-from .ensemble import ContextualEnsembleRetriever
-from .pruning import ContextPruningCompressor
-from .rerank import RerankCompressor
-from .transformer import ContextualDocumentTransformer
-from .vectorstores import chroma_from_documents
+from contextual_retrieval_langchain.bm25 import ContextualBM25Retriever
+from contextual_retrieval_langchain.chat import chat_model_generator
+from contextual_retrieval_langchain.embeddings import ContextualVoyageEmbeddings, EmbedderEmbeddings, LocalMiniLMEmbeddings
+from contextual_retrieval_langchain.ensemble import ContextualEnsembleRetriever
+from contextual_retrieval_langchain.pruning import ContextPruningCompressor
+from contextual_retrieval_langchain.rerank import RerankCompressor
+from contextual_retrieval_langchain.transformer import ContextualDocumentTransformer
+from contextual_retrieval_langchain.vectorstores import chroma_from_documents
 
 __all__ = [
     "ContextPruningCompressor",

@@ -16,7 +16,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from contextual_retrieval_core.generators.base import ContextGenerator, TokenUsage
 from contextual_retrieval_core.generators.chat import ChatContextGenerator, ContentBlocks
-from contextual_retrieval_core.prompts import DEFAULT_PROMPT, ContextPrompt
+from contextual_retrieval_core.generators.prompts import DEFAULT_PROMPT, ContextPrompt
 
 __all__ = ["chat_model_generator", "is_chat_anthropic", "usage_from_message"]
 
@@ -68,7 +68,7 @@ def chat_model_generator(
         # as the core and the LlamaIndex path, so a corpus is never paid for twice across them
         from contextual_retrieval_core.generators.anthropic import AnthropicContextGenerator
 
-        from ._compat import chat_anthropic_clients
+        from contextual_retrieval_langchain._compat import chat_anthropic_clients
 
         client, async_client = chat_anthropic_clients(llm)
         return AnthropicContextGenerator(

@@ -30,7 +30,7 @@ from pydantic import ConfigDict, Field, model_validator
 from typing_extensions import override
 
 from contextual_retrieval_core.checks import is_blank, positive_int, renamed_keyword
-from contextual_retrieval_core.ensemble import (
+from contextual_retrieval_core.search.ranked import (
     DEFAULT_TOP_K,
     FUSED_SCORE_KEY,
     RANKS_KEY,
@@ -40,17 +40,18 @@ from contextual_retrieval_core.ensemble import (
     RankedHit,
     unique_names,
 )
-from contextual_retrieval_core.feedback import DEFAULT_DENSE_PRF, DEFAULT_PRF_TOP
-from contextual_retrieval_core.fusion import DEFAULT_DEPTH, DEFAULT_RRF_K, FusionMode
-from contextual_retrieval_core.fusion_config import FusionConfig
+from contextual_retrieval_core.search.feedback import DEFAULT_DENSE_PRF, DEFAULT_PRF_TOP
+from contextual_retrieval_core.search.rank_fusion import DEFAULT_DEPTH, DEFAULT_RRF_K, FusionMode
+from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_core.rerank.base import OnRerankError, Reranker
-from contextual_retrieval_core.windows import WindowConfig
+from contextual_retrieval_core.dense.windows import WindowConfig
 
-from ._compat import retriever_ls_params
-from ._documents import CHUNK_ID_KEY, chunk_id_of
-from .feedback import arelevance_scored, astored_rows, relevance_scored, scored_by_vector, stored_rows
-from .bm25 import BM25_SCORE_KEY, ContextualBM25Retriever, MetadataFilter, metadata_predicate
-from .rerank import RELEVANCE_SCORE_KEY, RerankCompressor
+from contextual_retrieval_langchain._compat import retriever_ls_params
+from contextual_retrieval_langchain._documents import CHUNK_ID_KEY, chunk_id_of
+from contextual_retrieval_langchain.feedback import astored_rows, stored_rows
+from contextual_retrieval_langchain.relevance import arelevance_scored, relevance_scored, scored_by_vector
+from contextual_retrieval_langchain.bm25 import BM25_SCORE_KEY, ContextualBM25Retriever, MetadataFilter, metadata_predicate
+from contextual_retrieval_langchain.rerank import RELEVANCE_SCORE_KEY, RerankCompressor
 
 __all__ = [
     "ContextualEnsembleRetriever",
@@ -240,13 +241,13 @@ class ContextualEnsembleRetriever(BaseRetriever):
         """
         docs = list(documents)
         if windows is not None:
-            from .windows import WindowedVectorStore
+            from contextual_retrieval_langchain.windows import WindowedVectorStore
 
             given = vectorstore is not None
             if vectorstore is None:
                 if embeddings is None:
                     raise ValueError("pass embeddings= (e.g. LocalMiniLMEmbeddings()) or a vectorstore= holding the documents")
-                from .vectorstores import chroma_from_documents
+                from contextual_retrieval_langchain.vectorstores import chroma_from_documents
 
                 vectorstore = chroma_from_documents([], embeddings, id_key=id_key)
             vectorstore = WindowedVectorStore(vectorstore, windows=windows, id_key=id_key)
@@ -254,7 +255,7 @@ class ContextualEnsembleRetriever(BaseRetriever):
         if vectorstore is None:
             if embeddings is None:
                 raise ValueError("pass embeddings= (e.g. LocalMiniLMEmbeddings()) or a vectorstore= holding the documents")
-            from .vectorstores import chroma_from_documents
+            from contextual_retrieval_langchain.vectorstores import chroma_from_documents
 
             vectorstore = chroma_from_documents(docs, embeddings, id_key=id_key)
         if "candidates" in kwargs:

@@ -21,7 +21,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 from contextual_retrieval_core.pruning import PRUNED_SPANS_KEY, ContextPruner, PruningResult, kind_for_path
 from contextual_retrieval_core.types import Chunk, ContextualChunk, compose_indexed_text
 
-from ._documents import CHUNK_ID_KEY, CONTEXT_KEY, ORIGINAL_CONTENT_KEY, PARENT_ID_KEY
+from contextual_retrieval_langchain._documents import CHUNK_ID_KEY, CONTEXT_KEY, ORIGINAL_CONTENT_KEY, PARENT_ID_KEY
 
 __all__ = ["ContextPruningCompressor"]
 

@@ -13,7 +13,7 @@ from langchain_core.documents import BaseDocumentCompressor
 from langchain_core.documents import Document as LCDocument
 from pydantic import ConfigDict, Field
 
-from contextual_retrieval_core.ensemble import DEFAULT_TOP_K
+from contextual_retrieval_core.search.ranked import DEFAULT_TOP_K
 from contextual_retrieval_core.rerank.base import RerankResult
 
 __all__ = ["RerankCompressor", "RELEVANCE_SCORE_KEY"]

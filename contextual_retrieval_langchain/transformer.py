@@ -15,14 +15,14 @@ from langchain_core.documents import BaseDocumentTransformer
 from langchain_core.documents import Document as LCDocument
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from contextual_retrieval_core.contextualizer import Contextualizer, ContextualizeResult, contextualizer_for, refresh_options
-from contextual_retrieval_core.prompts import DEFAULT_PROMPT, ContextPrompt
-from contextual_retrieval_core.store import ContextStore
+from contextual_retrieval_core.contextualize.contextualizer import Contextualizer, ContextualizeResult, contextualizer_for, refresh_options
+from contextual_retrieval_core.generators.prompts import DEFAULT_PROMPT, ContextPrompt
+from contextual_retrieval_core.store.context_store import ContextStore
 from contextual_retrieval_core.types import Chunk, ContextPosition, Document, distinct_documents, number_chunks, stable_chunk_id
-from contextual_retrieval_core.usage import UsageReport
+from contextual_retrieval_core.generators.usage import UsageReport
 
-from ._documents import CHUNK_INDEX_KEY, contextual_document, document_id_of
-from .chat import chat_model_generator
+from contextual_retrieval_langchain._documents import CHUNK_INDEX_KEY, contextual_document, document_id_of
+from contextual_retrieval_langchain.chat import chat_model_generator
 
 __all__ = ["ContextualDocumentTransformer"]
 

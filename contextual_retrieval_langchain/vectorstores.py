@@ -12,9 +12,9 @@ from typing import Any, Optional, Sequence, Union
 from langchain_core.documents import Document as LCDocument
 from langchain_core.embeddings import Embeddings
 
-from contextual_retrieval_core.chroma import CHROMA_HNSW, chroma_client, chroma_collection
+from contextual_retrieval_core.dense.chroma import CHROMA_HNSW, chroma_client, chroma_collection
 
-from ._documents import CHUNK_ID_KEY, chunk_id_of
+from contextual_retrieval_langchain._documents import CHUNK_ID_KEY, chunk_id_of
 
 __all__ = ["chroma_from_documents", "CHROMA_HNSW"]
 

@@ -15,7 +15,7 @@ from langchain_core.documents import Document
 
 from contextual_retrieval_core.embeddings.voyage_context import VoyageContextualizedEmbedder
 
-from .embeddings import EmbedderEmbeddings
+from contextual_retrieval_langchain.embeddings import EmbedderEmbeddings
 
 __all__ = ["VoyageContextualizedEmbeddings"]
 

@@ -12,7 +12,7 @@ their core embedder) are never windowed.
 
 Example:
     >>> from langchain_core.vectorstores import InMemoryVectorStore
-    >>> from contextual_retrieval_core.windows import WindowConfig, first_per_owner
+    >>> from contextual_retrieval_core.dense.windows import WindowConfig, first_per_owner
     >>> from contextual_retrieval_langchain import LocalMiniLMEmbeddings
     >>> embeddings = LocalMiniLMEmbeddings()
     >>> store = WindowedVectorStore(InMemoryVectorStore(embeddings), windows=WindowConfig(size=16))
@@ -32,11 +32,12 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
-from contextual_retrieval_core.window_rows import WINDOW_OF_KEY, RowLedger, WindowRow, max_pooling_only, plan_rows, row_owner, windowable
-from contextual_retrieval_core.windows import WindowConfig, first_per_owner
+from contextual_retrieval_core.dense.window_rows import WINDOW_OF_KEY, RowLedger, WindowRow, max_pooling_only, plan_rows, row_owner, windowable
+from contextual_retrieval_core.dense.windows import WindowConfig, first_per_owner
 
-from ._compat import relevance_function
-from ._documents import CHUNK_ID_KEY, ORIGINAL_CONTENT_KEY, chunk_id_of
+from contextual_retrieval_langchain._compat import relevance_function
+from contextual_retrieval_langchain._documents import CHUNK_ID_KEY, ORIGINAL_CONTENT_KEY, chunk_id_of
+from contextual_retrieval_langchain.relevance import arelevance_pairs, relevance_pairs, scored_by_vector
 
 __all__ = ["WindowedVectorStore", "WINDOW_OF_KEY"]
 
@@ -162,13 +163,9 @@ class WindowedVectorStore(VectorStore):
     def _similarity_search_with_relevance_scores(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
         # the scoring step the public similarity_search_with_relevance_scores wraps (its checks and
         # score_threshold are applied once, over the collapsed list)
-        from .feedback import relevance_pairs
-
         return self._collapse(relevance_pairs(self.vectorstore, query, k=k + self.extra, **kwargs), k)
 
     async def _asimilarity_search_with_relevance_scores(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
-        from .feedback import arelevance_pairs
-
         return self._collapse(await arelevance_pairs(self.vectorstore, query, k=k + self.extra, **kwargs), k)
 
     def similarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
@@ -184,8 +181,6 @@ class WindowedVectorStore(VectorStore):
     def scored_by_vector(self, vector: Sequence[float], k: int = 4, **kwargs: Any) -> list[tuple[Document, Optional[float]]]:
         """Each chunk once, best first, for a search by `vector` (dense PRF's second search), with
         the relevance scores `similarity_search_with_relevance_scores` gives."""
-        from .feedback import scored_by_vector
-
         return self._collapse(scored_by_vector(self.vectorstore, vector, k=k + self.extra, **kwargs), k)  # type: ignore[arg-type]
 
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:

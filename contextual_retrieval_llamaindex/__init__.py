@@ -16,14 +16,14 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
         "contextual_retrieval_llamaindex needs LlamaIndex: pip install 'contextual-retrieval-kit[llamaindex]'"
     ) from exc
 
-from .bm25 import ContextualBM25Retriever
-from .chroma import chroma_vector_store
-from .embeddings import ContextualVoyageEmbedding, CoreEmbedding, LocalMiniLMEmbedding
-from .hybrid import HybridRetriever
-from .llm import llm_context_generator
-from .node_parser import ContextualNodeParser
-from .pruning import ContextPruningPostprocessor, LLMCompressorPostprocessor
-from .rerank import ContextualRerank
+from contextual_retrieval_llamaindex.bm25 import ContextualBM25Retriever
+from contextual_retrieval_llamaindex.chroma import chroma_vector_store
+from contextual_retrieval_llamaindex.embeddings import ContextualVoyageEmbedding, CoreEmbedding, LocalMiniLMEmbedding
+from contextual_retrieval_llamaindex.hybrid import HybridRetriever
+from contextual_retrieval_llamaindex.llm import llm_context_generator
+from contextual_retrieval_llamaindex.node_parser import ContextualNodeParser
+from contextual_retrieval_llamaindex.pruning import ContextPruningPostprocessor, LLMCompressorPostprocessor
+from contextual_retrieval_llamaindex.rerank import ContextualRerank
 
 __all__ = [
     "ContextPruningPostprocessor",

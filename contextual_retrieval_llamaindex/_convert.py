@@ -19,7 +19,7 @@ from typing import Hashable
 
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, TextNode
 
-from contextual_retrieval_core.ensemble import FUSED_SCORE_KEY, RANKS_KEY, RERANK_ERROR_KEY, RERANK_SCORE_KEY, RankedHit
+from contextual_retrieval_core.search.ranked import FUSED_SCORE_KEY, RANKS_KEY, RERANK_ERROR_KEY, RERANK_SCORE_KEY, RankedHit
 from contextual_retrieval_core.types import (
     CONTEXT_KEY,
     CONTEXT_LABEL,

@@ -14,12 +14,12 @@ from llama_index.core.storage.docstore.utils import doc_to_json, json_to_doc
 from llama_index.core.vector_stores.types import MetadataFilters
 from llama_index.core.vector_stores.utils import build_metadata_filter_fn
 
-from contextual_retrieval_core.bm25 import BM25Index, load_with_records, save_with_records
+from contextual_retrieval_core.search.bm25 import BM25Index, load_with_records, save_with_records
 from contextual_retrieval_core.checks import not_a_string, positive_int
-from contextual_retrieval_core.ensemble import DEFAULT_TOP_K
-from contextual_retrieval_core.tokenizer import Tokenizer
+from contextual_retrieval_core.search.ranked import DEFAULT_TOP_K
+from contextual_retrieval_core.chunking.tokenizer import Tokenizer
 
-from ._convert import indexed_text
+from contextual_retrieval_llamaindex._convert import indexed_text
 
 __all__ = ["ContextualBM25Retriever"]
 

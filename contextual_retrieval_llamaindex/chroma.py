@@ -29,7 +29,7 @@ def chroma_vector_store(
     """
     from llama_index.vector_stores.chroma import ChromaVectorStore
 
-    from contextual_retrieval_core.chroma import chroma_client, chroma_collection
+    from contextual_retrieval_core.dense.chroma import chroma_client, chroma_collection
 
     if client is None:
         client = chroma_client(path)

@@ -1,6 +1,6 @@
 """Dense pseudo-relevance feedback on a LlamaIndex vector retriever (`HybridRetriever`'s dense PRF).
 
-The core's Rocchio step (`contextual_retrieval_core.feedback`) over the vectors a LlamaIndex vector
+The core's Rocchio step (`contextual_retrieval_core.search.feedback`) over the vectors a LlamaIndex vector
 store already holds: the query is embedded once with the retriever's own model, the stored rows
 of the fused top nodes (a node's own row and, for a windowed index, its window rows) are read
 back from the store, and the dense side is searched again with the moved vector
@@ -22,10 +22,10 @@ from llama_index.core.indices.vector_store.retrievers import VectorIndexRetrieve
 from llama_index.core.schema import BaseNode, MetadataMode, QueryBundle
 from llama_index.core.vector_stores.simple import SimpleVectorStore
 
-from contextual_retrieval_core.feedback import FeedbackRows, StoreRead, stored_read
-from contextual_retrieval_core.window_rows import row_id
+from contextual_retrieval_core.search.feedback import FeedbackRows, StoreRead, stored_read
+from contextual_retrieval_core.dense.window_rows import row_id
 
-from ._compat import searches_by_vector, vector_retriever_parts
+from contextual_retrieval_llamaindex._compat import searches_by_vector, vector_retriever_parts
 
 __all__ = ["VectorSide", "vector_side"]
 
@@ -88,7 +88,7 @@ def _moved(bundle: QueryBundle, rows: FeedbackRows, top: Sequence[str], beta: fl
 def vector_side(retriever: BaseRetriever) -> Optional[VectorSide]:
     """The `VectorSide` of a vector index retriever (or a `WindowedVectorRetriever` around one);
     None for any other retriever."""
-    from .windows import WindowedVectorRetriever
+    from contextual_retrieval_llamaindex.windows import WindowedVectorRetriever
 
     inner = retriever.vector_retriever if isinstance(retriever, WindowedVectorRetriever) else retriever
     if not isinstance(inner, VectorIndexRetriever) or not searches_by_vector(inner):

@@ -13,15 +13,15 @@ from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import MetadataFilters
 
 from contextual_retrieval_core.checks import is_blank, renamed_keyword
-from contextual_retrieval_core.ensemble import RankedHit, fallback_hits, unique_names
-from contextual_retrieval_core.fusion import FusionMode
-from contextual_retrieval_core.fusion_config import FusionConfig
+from contextual_retrieval_core.search.ranked import RankedHit, fallback_hits, unique_names
+from contextual_retrieval_core.search.rank_fusion import FusionMode
+from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_core.rerank.base import OnRerankError, Reranker
-from contextual_retrieval_core.windows import WindowConfig
+from contextual_retrieval_core.dense.windows import WindowConfig
 
-from ._convert import indexed_text, scored_ids, with_result
-from .feedback import VectorSide, vector_side
-from .rerank import ContextualRerank, rerank_events
+from contextual_retrieval_llamaindex._convert import indexed_text, scored_ids, with_result
+from contextual_retrieval_llamaindex.feedback import VectorSide, vector_side
+from contextual_retrieval_llamaindex.rerank import ContextualRerank, rerank_events
 
 __all__ = ["HybridRetriever"]
 
@@ -164,7 +164,7 @@ class HybridRetriever(BaseRetriever):
         (`WindowedVectorRetriever`; needs `nodes`, or the docstore's). Other keyword arguments
         are the constructor's.
         """
-        from .bm25 import ContextualBM25Retriever
+        from contextual_retrieval_llamaindex.bm25 import ContextualBM25Retriever
 
         depth = renamed_keyword("HybridRetriever.from_defaults", "candidates", "depth", candidates, depth)
         depth = FusionConfig.merged(config, depth=depth).depth  # validated before anything is built
@@ -174,7 +174,7 @@ class HybridRetriever(BaseRetriever):
                 "MetadataFilters(filters=[MetadataFilter(key='team', value='web')])"
             )
         if windows is not None and not nodes:
-            from .windows import index_nodes
+            from contextual_retrieval_llamaindex.windows import index_nodes
 
             nodes = index_nodes(index)  # the docstore's nodes, not their windows
         if bm25 is None:
@@ -188,7 +188,7 @@ class HybridRetriever(BaseRetriever):
             )
         vector = index.as_retriever(similarity_top_k=depth, filters=filters)
         if windows is not None:
-            from .windows import windowed_vector_retriever
+            from contextual_retrieval_llamaindex.windows import windowed_vector_retriever
 
             vector = windowed_vector_retriever(index, nodes, windows, depth, filters)
         return cls({"dense": vector, "bm25": bm25}, config=config, depth=depth, **kwargs)
@@ -310,7 +310,7 @@ def _blank(query_bundle: QueryBundle) -> bool:
 def _name(retrievers: List[BaseRetriever]) -> Dict[str, BaseRetriever]:
     from llama_index.core.indices.vector_store.retrievers import VectorIndexRetriever
 
-    from .bm25 import ContextualBM25Retriever
+    from contextual_retrieval_llamaindex.bm25 import ContextualBM25Retriever
 
     kinds = [
         "dense" if isinstance(r, VectorIndexRetriever) else "bm25" if isinstance(r, ContextualBM25Retriever) else type(r).__name__

@@ -11,14 +11,14 @@ from llama_index.core.node_parser import NodeParser, SentenceSplitter
 from llama_index.core.node_parser.loading import load_parser
 from llama_index.core.schema import BaseNode, MetadataMode, TextNode
 
-from contextual_retrieval_core.contextualizer import Contextualizer, ContextualizeResult, contextualizer_for, refresh_options
-from contextual_retrieval_core.prompts import DEFAULT_PROMPT, ContextPrompt
-from contextual_retrieval_core.store import ContextStore
+from contextual_retrieval_core.contextualize.contextualizer import Contextualizer, ContextualizeResult, contextualizer_for, refresh_options
+from contextual_retrieval_core.generators.prompts import DEFAULT_PROMPT, ContextPrompt
+from contextual_retrieval_core.store.context_store import ContextStore
 from contextual_retrieval_core.types import Chunk, ContextPosition, Document, distinct_documents, number_chunks
-from contextual_retrieval_core.usage import UsageReport
+from contextual_retrieval_core.generators.usage import UsageReport
 
-from ._convert import set_context
-from .llm import as_context_generator
+from contextual_retrieval_llamaindex._convert import set_context
+from contextual_retrieval_llamaindex.llm import as_context_generator
 
 __all__ = ["ContextualNodeParser"]
 

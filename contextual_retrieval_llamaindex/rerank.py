@@ -12,10 +12,10 @@ from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRan
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from contextual_retrieval_core.ensemble import DEFAULT_TOP_K
+from contextual_retrieval_core.search.ranked import DEFAULT_TOP_K
 from contextual_retrieval_core.rerank.base import Reranker, RerankResult
 
-from ._convert import indexed_text
+from contextual_retrieval_llamaindex._convert import indexed_text
 
 __all__ = ["ContextualRerank", "rerank_events"]
 

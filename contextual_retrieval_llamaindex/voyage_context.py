@@ -16,7 +16,7 @@ from llama_index.core.schema import BaseNode, MetadataMode
 
 from contextual_retrieval_core.embeddings.voyage_context import VoyageContextualizedEmbedder
 
-from .embeddings import CoreEmbedding
+from contextual_retrieval_llamaindex.embeddings import CoreEmbedding
 
 __all__ = ["VoyageContextualizedEmbedding"]
 

@@ -20,11 +20,11 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import BaseNode, MetadataMode, NodeRelationship, NodeWithScore, QueryBundle, TextNode
 from llama_index.core.vector_stores.types import MetadataFilters
 
-from contextual_retrieval_core.window_rows import WINDOW_OF_KEY, max_pooling_only, plan_rows, row_owner, windowable
-from contextual_retrieval_core.windows import WindowConfig, first_per_owner
+from contextual_retrieval_core.dense.window_rows import WINDOW_OF_KEY, max_pooling_only, plan_rows, row_owner, windowable
+from contextual_retrieval_core.dense.windows import WindowConfig, first_per_owner
 
-from ._compat import index_embed_model
-from ._convert import indexed_text
+from contextual_retrieval_llamaindex._compat import index_embed_model
+from contextual_retrieval_llamaindex._convert import indexed_text
 
 __all__ = ["add_windows", "windowed_vector_retriever", "index_nodes", "WindowedVectorRetriever", "WINDOW_OF_KEY"]
 

@@ -20,7 +20,7 @@ from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnableLambda, RunnablePassthrough
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-from contextual_retrieval_core.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES
+from contextual_retrieval_core.app.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES
 from contextual_retrieval_langchain import (
     ContextualDocumentTransformer,
     ContextualEnsembleRetriever,

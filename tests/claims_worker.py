@@ -86,7 +86,7 @@ def main() -> None:
     import anthropic
 
     from contextual_retrieval_core import Chunk, Document
-    from contextual_retrieval_core.contextualizer import Contextualizer
+    from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
     from contextual_retrieval_core.generators import AnthropicContextGenerator
 
     data = json.loads(Path(args.corpus).read_text())

@@ -9,8 +9,8 @@ import pytest
 
 pytest.importorskip("faiss", reason="faiss-cpu is not installed: pip install 'contextual-retrieval-kit[ann]'")
 
-from contextual_retrieval_core.ann import ANN_THRESHOLD, HNSWIndex, HNSWParams, dense_index, load_dense_index  # noqa: E402
-from contextual_retrieval_core.vectors import VectorIndex  # noqa: E402
+from contextual_retrieval_core.dense.hnsw import ANN_THRESHOLD, HNSWIndex, HNSWParams, dense_index, load_dense_index  # noqa: E402
+from contextual_retrieval_core.dense.vectors import VectorIndex  # noqa: E402
 
 
 def recall(exact: list[list[tuple[str, float]]], approx: list[list[tuple[str, float]]]) -> float:
@@ -20,8 +20,8 @@ def recall(exact: list[list[tuple[str, float]]], approx: list[list[tuple[str, fl
 
 @pytest.fixture(scope="module")
 def demo_vectors() -> tuple[list[str], np.ndarray, np.ndarray]:
-    from contextual_retrieval_core.demo import demo_chunks
-    from contextual_retrieval_core.demo_corpus import DEMO_QUERIES
+    from contextual_retrieval_core.app.demo import demo_chunks
+    from contextual_retrieval_core.app.demo_corpus import DEMO_QUERIES
     from contextual_retrieval_core.embeddings import LocalMiniLMEmbedder
 
     _, chunks = demo_chunks()
@@ -131,7 +131,7 @@ class _Hashed:
 
 
 def test_hybrid_searcher_switches_to_hnsw_at_the_threshold() -> None:
-    from contextual_retrieval_core.hybrid import HybridSearcher
+    from contextual_retrieval_core.search.hybrid import HybridSearcher
     from contextual_retrieval_core.types import Chunk, ContextualChunk
 
     rng = np.random.default_rng(3)

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from contextual_retrieval_core import BM25Index, Chunk, ContextualChunk, HybridSearcher, VectorIndex
-from contextual_retrieval_core.bm25 import load_with_records, save_with_records
+from contextual_retrieval_core.search.bm25 import load_with_records, save_with_records
 from contextual_retrieval_core.checks import IndexFileError
-from contextual_retrieval_core.chroma import ChromaVectorIndex
-from contextual_retrieval_core.ensemble import fuse_sources, rerank_hits
-from contextual_retrieval_core.fusion import reciprocal_rank_fusion, relative_score_fusion
-from contextual_retrieval_core.fusion_config import FusionConfig
+from contextual_retrieval_core.dense.chroma import ChromaVectorIndex
+from contextual_retrieval_core.search.ranked import fuse_sources, rerank_hits
+from contextual_retrieval_core.search.rank_fusion import reciprocal_rank_fusion, relative_score_fusion
+from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_core.rerank import PassThroughReranker
 
 CHUNKS = [

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
-from contextual_retrieval_core.bm25 import BM25Index
-from contextual_retrieval_core.tokenizer import Tokenizer
+from contextual_retrieval_core.search.bm25 import BM25Index
+from contextual_retrieval_core.chunking.tokenizer import Tokenizer
 
 
 def _zipf_corpus(n_docs: int, seed: int = 0) -> list[list[str]]:
@@ -137,7 +137,7 @@ def test_ties_are_broken_by_index_order():
 
 
 def test_save_with_records_round_trip_and_mismatch(tmp_path):
-    from contextual_retrieval_core.bm25 import load_with_records, save_with_records
+    from contextual_retrieval_core.search.bm25 import load_with_records, save_with_records
 
     index = BM25Index().index(["a", "b"], ["revenue grew", "plants opened"])
     save_with_records(tmp_path / "r", index, [{"id": "a"}, {"id": "b"}], {"k": 7})

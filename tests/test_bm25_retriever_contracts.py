@@ -14,7 +14,7 @@ from llama_index.core.ingestion import DocstoreStrategy, IngestionPipeline
 from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.storage.docstore import SimpleDocumentStore
 
-from contextual_retrieval_core.demo_corpus import DEMO_DOCUMENTS
+from contextual_retrieval_core.app.demo_corpus import DEMO_DOCUMENTS
 from contextual_retrieval_langchain import ContextualBM25Retriever as LCBM25
 from contextual_retrieval_llamaindex import ContextualBM25Retriever, ContextualNodeParser
 

@@ -16,7 +16,7 @@ from contextual_retrieval_core.generators import (
     Generation,
     TokenUsage,
 )
-from contextual_retrieval_core.prompts import DEFAULT_PROMPT
+from contextual_retrieval_core.generators.prompts import DEFAULT_PROMPT
 
 DOC = Document("notes.md", "# Billing\nInvoices are sent monthly.\n# Support\nEmail us.")
 CHUNK = Chunk("n1", "notes.md", "Email us.", index=1)

@@ -8,10 +8,10 @@ import anthropic
 import pytest
 
 from contextual_retrieval_core import Chunk, Document
-from contextual_retrieval_core.contextualizer import Contextualizer
+from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
 from contextual_retrieval_core.generators import ChatContextGenerator, GenerationError, TokenUsage
 from contextual_retrieval_core.generators.anthropic import anthropic_usage
-from contextual_retrieval_core.prompts import DEFAULT_PROMPT
+from contextual_retrieval_core.generators.prompts import DEFAULT_PROMPT
 from fakes.anthropic_server import FakeAnthropicServer
 
 MODEL = "claude-3-haiku-20240307"

@@ -10,8 +10,8 @@ import pytest
 pytest.importorskip("chromadb")
 from servers import chroma_server  # noqa: E402,F401 - the fixture
 
-from contextual_retrieval_core.demo import demo_chunks  # noqa: E402
-from contextual_retrieval_core.demo_corpus import DEMO_QUERIES  # noqa: E402
+from contextual_retrieval_core.app.demo import demo_chunks  # noqa: E402
+from contextual_retrieval_core.app.demo_corpus import DEMO_QUERIES  # noqa: E402
 
 K = 20
 
@@ -112,7 +112,7 @@ def test_langchain_chroma_on_a_server_matches_embedded(chroma_server, demo) -> N
 
 
 def _cli_top(index, question: str, *extra: str, capsys) -> list[str]:
-    from contextual_retrieval_core.cli import main
+    from contextual_retrieval_core.app.cli import main
 
     capsys.readouterr()
     assert main(["query", str(index), question, "-k", str(K), "--json", "--rerank", "none", *extra]) == 0
@@ -123,9 +123,9 @@ def test_cli_index_and_query_with_chroma_url(chroma_server, offline_env, tmp_pat
     """`index --chroma-url` / `query` against the server: the same top-20 as an embedded index of
     the same files, after the first run and after an incremental update (a file added, one
     changed, one deleted); the folder remembers the server, and a rebuild empties its collection."""
-    from contextual_retrieval_core.chroma_server import SERVER_FILE
-    from contextual_retrieval_core.cli import main
-    from contextual_retrieval_core.demo import write_corpus
+    from contextual_retrieval_core.index.chroma_server import SERVER_FILE
+    from contextual_retrieval_core.app.cli import main
+    from contextual_retrieval_core.app.demo import write_corpus
 
     corpus = tmp_path / "corpus"
     files = sorted(write_corpus(corpus))
@@ -173,7 +173,7 @@ def test_cli_index_and_query_with_chroma_url(chroma_server, offline_env, tmp_pat
 
 
 def test_bad_chroma_url_names_the_option() -> None:
-    from contextual_retrieval_core.chroma_server import chroma_http_client
+    from contextual_retrieval_core.index.chroma_server import chroma_http_client
 
     with pytest.raises(ValueError, match="--chroma-url must look like http://host:port"):
         chroma_http_client("localhost:8000")

@@ -19,7 +19,7 @@ from fakes.anthropic_server import FakeAnthropicServer
 from servers import postgres_server  # noqa: F401 - the fixture
 
 from contextual_retrieval_core import Chunk, Document
-from contextual_retrieval_core.store import ContextStore
+from contextual_retrieval_core.store.context_store import ContextStore
 
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from contextual_retrieval_core.cli import build_parser, main
+from contextual_retrieval_core.app.cli import build_parser, main
 
 
 def _subcommands() -> list[str]:
@@ -16,7 +16,7 @@ def _subcommands() -> list[str]:
 
 
 def test_console_script_help():
-    result = subprocess.run([sys.executable, "-m", "contextual_retrieval_core.cli", "--help"], capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-m", "contextual_retrieval_core.app.cli", "--help"], capture_output=True, text=True)
     assert result.returncode == 0 and "eval" in result.stdout
 
 
@@ -56,7 +56,7 @@ def test_eval_writes_table_json_and_plot(tiny_dataset, tmp_path, capsys):
 
 
 def test_eval_dataset_from_the_environment_is_named_by_its_folder(tiny_dataset, tmp_path, monkeypatch):
-    from contextual_retrieval_core.evaluation import DATASET_ENV
+    from contextual_retrieval_core.app.evaluation import DATASET_ENV
 
     monkeypatch.setenv(DATASET_ENV, str(tiny_dataset))
     assert main(["eval", "--embedding-cache", "none", "--no-progress", "--json", str(tmp_path / "r.json")]) == 0
@@ -66,7 +66,7 @@ def test_eval_dataset_from_the_environment_is_named_by_its_folder(tiny_dataset, 
 
 def test_programming_errors_are_not_reported_as_usage_errors(monkeypatch):
     """Only input errors become "error:" and exit 2; a TypeError is a bug and propagates."""
-    import contextual_retrieval_core.demo as demo
+    import contextual_retrieval_core.app.demo as demo
 
     def broken(**kwargs):
         raise TypeError("unexpected keyword")

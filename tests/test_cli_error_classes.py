@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from contextual_retrieval_core.cli import main
-from contextual_retrieval_core.cli_errors import error_classes
-from contextual_retrieval_core.contextual_index import ContextualIndex
+from contextual_retrieval_core.app.cli import main
+from contextual_retrieval_core.app.errors import error_classes
+from contextual_retrieval_core.index.contextual_index import ContextualIndex
 from tests.fakes.anthropic_server import CREDIT_BALANCE_MESSAGE, FakeAnthropicServer
 from tests.fakes.cohere_server import FakeCohereServer
 from tests.test_index_atomic import folder_digest
@@ -46,19 +46,19 @@ def library_error_classes() -> dict[str, type[BaseException]]:
 
 #: one instance of each class, its message naming the file (where there is one) and the fix
 EXAMPLES = {
-    "contextual_retrieval_core.store_errors.ContextStoreError": lambda c: c(
+    "contextual_retrieval_core.store.errors.ContextStoreError": lambda c: c(
         f"context store {STORE}: commit failed: database or disk is full — the disk is full; free some space "
         "and run again (what is stored is kept)", STORE),
     "contextual_retrieval_core.checks.IndexFileError": lambda c: c("/data/ix/bm25-1/indices.npy", "is empty"),
-    "contextual_retrieval_core.index_manifest.IndexDamagedError": lambda c: c(f"/data/ix/chroma is missing; {FIX}"),
-    "contextual_retrieval_core.index_manifest.IndexMismatchError": lambda c: c(
+    "contextual_retrieval_core.index.manifest.IndexDamagedError": lambda c: c(f"/data/ix/chroma is missing; {FIX}"),
+    "contextual_retrieval_core.index.manifest.IndexMismatchError": lambda c: c(
         "the index /data/ix was built with the embedder 'voyage-3', not 'all-MiniLM-L6-v2'; use the same "
         "embedder (contextual-retrieval index --embedder voyage)"),
-    "contextual_retrieval_core.folder_lock.IndexLockedError": lambda c: c(
+    "contextual_retrieval_core.index.lock.IndexLockedError": lambda c: c(
         "/data/ix is updating (pid 4242); wait for it, or pass --lock-wait SECONDS"),
-    "contextual_retrieval_core.files.UndecodableFileError": lambda c: c(
+    "contextual_retrieval_core.index.files.UndecodableFileError": lambda c: c(
         "/data/docs/odd.txt: not UTF-8, UTF-16 or cp1252 (byte 0x81 at 6); convert it to UTF-8"),
-    "contextual_retrieval_core.contextualizer.ContextualizationError": lambda c: c(
+    "contextual_retrieval_core.contextualize.contextualizer.ContextualizationError": lambda c: c(
         f"2 of 9 contexts could not be generated; those that were are in {STORE}: rerun to resume", {"a": "x"}),
     "contextual_retrieval_core.generators.base.GenerationError": lambda c: c(
         "unreadable response for chunk a; rerun to retry it"),
@@ -68,7 +68,7 @@ EXAMPLES = {
         "only rate-limit answers (429) for 120 s; contexts so far are stored: rerun later"),
     "contextual_retrieval_core.generators._anthropic_http.SpendLimitReached": lambda c: c(
         "You have reached your specified API usage limits; raise them in the Console, then rerun"),
-    "contextual_retrieval_core.code_outline.GrammarUnavailable": lambda c: c(
+    "contextual_retrieval_core.chunking.code_outline.GrammarUnavailable": lambda c: c(
         "no tree-sitter grammar for 'lua'; install tree-sitter-language-pack"),
 }
 
@@ -136,7 +136,7 @@ def test_a_hosted_reranker_refusing_the_key_is_an_error_line_naming_the_fix(tmp_
     ix = tmp_path / "ix"
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "VOYAGE_API_KEY", "COHERE_API_KEY", "CO_API_KEY")}
     env.update(XDG_CACHE_HOME=str(tmp_path / "cache"), PYTHONPATH=str(ROOT))
-    cli = [sys.executable, "-m", "contextual_retrieval_core.cli"]
+    cli = [sys.executable, "-m", "contextual_retrieval_core.app.cli"]
     built = subprocess.run([*cli, "index", str(folder), "--index-dir", str(ix), "--no-progress"], env=env,
                            capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr

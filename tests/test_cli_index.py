@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from contextual_retrieval_core.cli import main
+from contextual_retrieval_core.app.cli import main
 from fakes.anthropic_server import FakeAnthropicServer
 
 REPO = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from contextual_retrieval_core.cli import main
+from contextual_retrieval_core.app.cli import main
 
 pytestmark = pytest.mark.usefixtures("offline_env")
 

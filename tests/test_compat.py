@@ -52,7 +52,7 @@ def test_bm25s_scorer_scores_with_our_weights():
 
 
 def test_chroma_max_batch_size_is_the_clients():
-    from contextual_retrieval_core.chroma import chroma_client, chroma_collection
+    from contextual_retrieval_core.dense.chroma import chroma_client, chroma_collection
 
     client = chroma_client()
     assert chroma_max_batch_size(chroma_collection(client)) == client.get_max_batch_size() > 0

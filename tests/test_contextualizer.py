@@ -17,14 +17,14 @@ import anthropic
 import pytest
 
 from contextual_retrieval_core import Chunk, Document
-from contextual_retrieval_core.contextualizer import ContextualizationError, Contextualizer
+from contextual_retrieval_core.contextualize.contextualizer import ContextualizationError, Contextualizer
 from contextual_retrieval_core.generators import (
     AnthropicContextGenerator,
     CallableContextGenerator,
     FatalGenerationError,
 )
-from contextual_retrieval_core.prompts import DEFAULT_PROMPT, ContextPrompt
-from contextual_retrieval_core.store import ContextStore
+from contextual_retrieval_core.generators.prompts import DEFAULT_PROMPT, ContextPrompt
+from contextual_retrieval_core.store.context_store import ContextStore
 from fakes.anthropic_server import FakeAnthropicServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -176,7 +176,7 @@ def test_sigkill_half_way_then_resume_repeats_nothing(tmp_path):
             import json, sys, anthropic
             sys.path[:0] = [{str(REPO)!r}]
             from contextual_retrieval_core import Chunk, Document
-            from contextual_retrieval_core.contextualizer import Contextualizer
+            from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
             from contextual_retrieval_core.generators import AnthropicContextGenerator
             data = json.load(open({str(corpus)!r}))
             docs = [Document(d["id"], d["text"]) for d in data["documents"]]
@@ -234,7 +234,7 @@ def test_batch_mode_half_price_one_write_per_document(tmp_path):
         for c in result.chunks:
             assert _excerpt_words(c.text) in c.context
         full = report.usage
-        from contextual_retrieval_core.usage import cost_usd
+        from contextual_retrieval_core.generators.usage import cost_usd
 
         assert report.cost_usd() == pytest.approx(cost_usd(full, MODEL) / 2)
         assert "50% batch rate" in report.format()

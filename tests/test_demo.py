@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from contextual_retrieval_core.cli import main
-from contextual_retrieval_core.demo import demo_chunks, run_demo
-from contextual_retrieval_core.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES
+from contextual_retrieval_core.app.cli import main
+from contextual_retrieval_core.app.demo import demo_chunks, run_demo
+from contextual_retrieval_core.app.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES
 from fakes.anthropic_server import FakeAnthropicServer
 
 

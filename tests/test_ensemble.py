@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from contextual_retrieval_core.ensemble import RankedHit, arerank_hits, fuse_sources, rerank_hits
+from contextual_retrieval_core.search.ranked import RankedHit, arerank_hits, fuse_sources, rerank_hits
 from contextual_retrieval_core.rerank.base import RerankResult
 
 
@@ -59,7 +59,7 @@ async def test_rerank_depth_top_k_and_async_parity():
 
 
 def test_a_source_listing_an_id_twice_keeps_its_first_rank_and_defaults():
-    from contextual_retrieval_core.ensemble import default_weights, unique_names
+    from contextual_retrieval_core.search.ranked import default_weights, unique_names
 
     hits = fuse_sources([("x", [("a", 3.0), ("b", 2.0), ("a", 1.0)], 1.0)])
     assert [(h.id, h.ranks) for h in hits] == [("a", {"x": 1}), ("b", {"x": 2})]

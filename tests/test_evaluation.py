@@ -5,7 +5,7 @@ import json
 import pytest
 
 from contextual_retrieval_core.embeddings import LocalMiniLMEmbedder
-from contextual_retrieval_core.evaluation import (
+from contextual_retrieval_core.app.evaluation import (
     DATASET_ENV,
     evaluate,
     load_contexts_jsonl,
@@ -131,7 +131,7 @@ class CountingEmbedder:
 def test_evaluate_embeds_each_distinct_text_once_per_run(tiny_dataset):
     """Nine configurations, three text sets (plain, structural, Claude contexts) and one query set:
     the embedder sees each distinct text exactly once."""
-    from contextual_retrieval_core.evaluation import headed_contexts, structural_contexts
+    from contextual_retrieval_core.app.evaluation import headed_contexts, structural_contexts
     from contextual_retrieval_core.types import ContextualChunk
 
     ds = load_cookbook(tiny_dataset)
@@ -151,7 +151,7 @@ def test_evaluate_embeds_each_distinct_text_once_per_run(tiny_dataset):
 
 
 def test_structural_configurations_use_the_offline_contexts(tiny_dataset):
-    from contextual_retrieval_core.evaluation import structural_contexts
+    from contextual_retrieval_core.app.evaluation import structural_contexts
 
     ds = load_cookbook(tiny_dataset)
     structural = structural_contexts(ds)

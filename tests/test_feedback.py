@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from contextual_retrieval_core import Chunk, ContextualChunk
-from contextual_retrieval_core.hybrid import HybridSearcher
-from contextual_retrieval_core.vectors import VectorIndex
+from contextual_retrieval_core.search.hybrid import HybridSearcher
+from contextual_retrieval_core.dense.vectors import VectorIndex
 
 TEXTS = {
     "k1": "The signing key rotates every Tuesday at noon.",
@@ -88,8 +88,8 @@ def test_prf_is_on_by_default_for_hybrid_only_checked_and_leaves_blank_queries_e
 def test_eval_dense_prf_reaches_the_searcher_and_the_json(tiny_dataset, tmp_path):
     import json
 
-    from contextual_retrieval_core.cli import main
-    from contextual_retrieval_core.evaluation import evaluate, load_contexts_jsonl, load_cookbook
+    from contextual_retrieval_core.app.cli import main
+    from contextual_retrieval_core.app.evaluation import evaluate, load_contexts_jsonl, load_cookbook
 
     ds = load_cookbook(tiny_dataset)
     contexts = load_contexts_jsonl(tiny_dataset / "contexts.jsonl", ds)
@@ -112,7 +112,7 @@ def test_eval_dense_prf_reaches_the_searcher_and_the_json(tiny_dataset, tmp_path
 
 
 def test_the_moved_query_is_unit_length_whatever_the_querys_length():
-    from contextual_retrieval_core.feedback import feedback_rows
+    from contextual_retrieval_core.search.feedback import feedback_rows
 
     rows = feedback_rows(["a", "b"], np.array([[2.0, 0.0], [0.0, 3.0]]), {})
     q = np.array([[3.0, 4.0]])  # length 5: normalised before it is moved, so beta weighs the same
@@ -125,11 +125,11 @@ def test_the_moved_query_is_unit_length_whatever_the_querys_length():
 def test_stored_rows_of_chunks_a_collection_lacks_feed_nothing_back():
     import uuid
 
-    from contextual_retrieval_core.chroma import chroma_client
+    from contextual_retrieval_core.dense.chroma import chroma_client
 
-    from contextual_retrieval_core.feedback import stored_feedback_rows
-    from contextual_retrieval_core.window_rows import WINDOW_OF_KEY
-    from contextual_retrieval_core.windows import WINDOW_MARK
+    from contextual_retrieval_core.search.feedback import stored_feedback_rows
+    from contextual_retrieval_core.dense.window_rows import WINDOW_OF_KEY
+    from contextual_retrieval_core.dense.windows import WINDOW_MARK
 
     collection = chroma_client(None).create_collection(f"prf-{uuid.uuid4().hex}")
     collection.add(ids=["a", "b", f"b{WINDOW_MARK}1"], embeddings=[[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]],
@@ -141,7 +141,7 @@ def test_stored_rows_of_chunks_a_collection_lacks_feed_nothing_back():
 
 
 def test_a_store_read_feeds_back_held_rows_and_chunks_embedded_again():
-    from contextual_retrieval_core.feedback import StoreRead
+    from contextual_retrieval_core.search.feedback import StoreRead
 
     read = StoreRead(["a", "b", "c"], {"a": ["a", "a~1"], "b": ["b"], "c": ["c"]}, {"a": [1.0, 0.0], "a~1": [0.0, 2.0]})
     assert read.unheld() == ["b", "c"]  # the store gave nothing back for b and c

@@ -17,7 +17,7 @@ from llama_index.core.vector_stores.simple import SimpleVectorStore
 from llama_index.core.vector_stores.types import BasePydanticVectorStore, VectorStoreQuery, VectorStoreQueryResult
 
 from contextual_retrieval_core import Chunk, ContextualChunk, HybridSearcher
-from contextual_retrieval_core.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES
+from contextual_retrieval_core.app.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES
 from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
 from contextual_retrieval_langchain import ContextualDocumentTransformer, ContextualEnsembleRetriever, LocalMiniLMEmbeddings
 from contextual_retrieval_llamaindex import ContextualNodeParser, HybridRetriever, LocalMiniLMEmbedding, chroma_vector_store

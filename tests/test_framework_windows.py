@@ -14,9 +14,9 @@ from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 
 from contextual_retrieval_core import Chunk, ContextualChunk, HybridSearcher
-from contextual_retrieval_core.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES
-from contextual_retrieval_core.window_rows import WINDOW_OF_KEY
-from contextual_retrieval_core.windows import WINDOW_MARK, WindowConfig
+from contextual_retrieval_core.app.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES
+from contextual_retrieval_core.dense.window_rows import WINDOW_OF_KEY
+from contextual_retrieval_core.dense.windows import WINDOW_MARK, WindowConfig
 from contextual_retrieval_core.embeddings.cache import CachedEmbedder
 from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
 from contextual_retrieval_langchain import ContextualDocumentTransformer, ContextualEnsembleRetriever

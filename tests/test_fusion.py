@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from contextual_retrieval_core.fusion import FusedHit, fuse, reciprocal_rank_fusion, relative_score_fusion
+from contextual_retrieval_core.search.rank_fusion import FusedHit, fuse, reciprocal_rank_fusion, relative_score_fusion
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,7 +57,7 @@ def test_ties_are_deterministic():
 def test_tie_order_does_not_depend_on_string_hashing():
     # set or hash order would show up as a different order of these 16 ids under another seed
     code = (
-        "from contextual_retrieval_core.fusion import reciprocal_rank_fusion as fuse\n"
+        "from contextual_retrieval_core.search.rank_fusion import reciprocal_rank_fusion as fuse\n"
         "print(' '.join(h.id for h in fuse([[c + '1', c + '2'] for c in 'hgfedcba'], rrf_k=0)))"
     )
     expected = [f"{c}{n}" for n in "12" for c in "hgfedcba"]

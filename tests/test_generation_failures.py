@@ -22,10 +22,10 @@ import anthropic
 import pytest
 
 from contextual_retrieval_core import Chunk, Document
-from contextual_retrieval_core.contextualizer import ContextualizationError, Contextualizer
+from contextual_retrieval_core.contextualize.contextualizer import ContextualizationError, Contextualizer
 from contextual_retrieval_core.generators import AnthropicContextGenerator, FatalGenerationError
 from contextual_retrieval_core.generators.base import RateLimitedTooLong
-from contextual_retrieval_core.store import ContextStore, ContextStoreError
+from contextual_retrieval_core.store.context_store import ContextStore, ContextStoreError
 from fakes.anthropic_server import CREDIT_BALANCE_MESSAGE, SPEND_LIMIT_MESSAGE, USAGE_LIMIT_MESSAGE, FakeAnthropicServer
 from test_contextualizer import MODEL, REPO, _chunk_of, make_corpus
 
@@ -140,7 +140,7 @@ def test_sigkill_at_a_random_point_repays_at_most_the_requests_in_flight(tmp_pat
             import json, sys, anthropic
             sys.path[:0] = [{str(REPO)!r}]
             from contextual_retrieval_core import Chunk, Document
-            from contextual_retrieval_core.contextualizer import Contextualizer
+            from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
             from contextual_retrieval_core.generators import AnthropicContextGenerator
             data = json.load(open({str(corpus)!r}))
             docs = [Document(d["id"], d["text"]) for d in data["documents"]]

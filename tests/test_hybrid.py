@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from contextual_retrieval_core import Chunk, ContextualChunk, HybridSearcher
-from contextual_retrieval_core.bm25 import BM25Index
+from contextual_retrieval_core.search.bm25 import BM25Index
 from contextual_retrieval_core.embeddings import LocalMiniLMEmbedder
 from contextual_retrieval_core.rerank import PassThroughReranker, RerankResult
 

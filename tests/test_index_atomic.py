@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from contextual_retrieval_core.bm25 import BM25Index
-from contextual_retrieval_core.chroma import ChromaVectorIndex
-from contextual_retrieval_core.cli import main
-from contextual_retrieval_core.contextual_index import ContextualIndex, IndexDamagedError
+from contextual_retrieval_core.search.bm25 import BM25Index
+from contextual_retrieval_core.dense.chroma import ChromaVectorIndex
+from contextual_retrieval_core.app.cli import main
+from contextual_retrieval_core.index.contextual_index import ContextualIndex, IndexDamagedError
 from tests.test_indexing import CountingEmbedder, make_corpus
 
 
@@ -80,7 +80,7 @@ def _interrupt_bm25_save(monkeypatch, index):
 
 
 def _interrupt_manifest_swap(monkeypatch, index):
-    import contextual_retrieval_core.index_manifest as manifest_module
+    import contextual_retrieval_core.index.manifest as manifest_module
 
     def replace(src, dst):
         raise Interrupt("just before the manifest swap")

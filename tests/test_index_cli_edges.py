@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from contextual_retrieval_core.cli import build_parser, main
-from contextual_retrieval_core.folder_lock import folder_lock
+from contextual_retrieval_core.app.cli import build_parser, main
+from contextual_retrieval_core.index.lock import folder_lock
 
 pytestmark = pytest.mark.usefixtures("offline_env")
 
@@ -128,7 +128,7 @@ def test_query_into_a_closed_pipe_exits_quietly(tmp_path):
     folder = notes(tmp_path)
     ix = tmp_path / "ix"
     report(tmp_path, folder, ix)
-    code = ("import sys; from contextual_retrieval_core.cli import main; "
+    code = ("import sys; from contextual_retrieval_core.app.cli import main; "
             f"sys.exit(main(['query', {str(ix)!r}, 'refunds', '--full']))")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     proc.stdout.readline()
@@ -180,7 +180,7 @@ def test_a_second_index_run_waits_for_the_lock_or_says_why_it_stops(tmp_path, ca
 
 
 def test_eval_plot_without_matplotlib_fails_before_any_work(tiny_dataset, monkeypatch, capsys):
-    import contextual_retrieval_core.evaluation as evaluation
+    import contextual_retrieval_core.app.evaluation as evaluation
 
     def no_work(*args, **kwargs):
         raise AssertionError("eval did work before checking for matplotlib")

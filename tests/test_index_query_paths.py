@@ -8,9 +8,9 @@ from __future__ import annotations
 import cohere
 import pytest
 
-from contextual_retrieval_core.cli import main
-from contextual_retrieval_core.contextual_index import ContextualIndex
-from contextual_retrieval_core.fusion_config import FusionConfig
+from contextual_retrieval_core.app.cli import main
+from contextual_retrieval_core.index.contextual_index import ContextualIndex
+from contextual_retrieval_core.search.config import FusionConfig
 from tests.test_index_atomic import folder_digest
 from tests.test_indexing import CountingEmbedder, make_corpus
 

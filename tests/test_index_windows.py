@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from contextual_retrieval_core import Chunk, ContextualChunk
-from contextual_retrieval_core.contextual_index import ContextualIndex
-from contextual_retrieval_core.hybrid import HybridSearcher
-from contextual_retrieval_core.window_rows import WINDOW_OF_KEY, row_owner, stale_rows, windowable
-from contextual_retrieval_core.windows import WINDOW_MARK, WindowConfig
+from contextual_retrieval_core.index.contextual_index import ContextualIndex
+from contextual_retrieval_core.search.hybrid import HybridSearcher
+from contextual_retrieval_core.dense.window_rows import WINDOW_OF_KEY, row_owner, stale_rows, windowable
+from contextual_retrieval_core.dense.windows import WINDOW_MARK, WindowConfig
 
 from test_indexing import CountingEmbedder, CountingGenerator
 
@@ -163,7 +163,7 @@ def test_bad_windows_setting_is_a_clear_error(tmp_path):
 def demo_index(tmp_path, windows):
     """The demo corpus in a `ContextualIndex` (MiniLM, 400-character chunks), and its chunks as the
     index stored them (for a `HybridSearcher` over the same chunks)."""
-    from contextual_retrieval_core.demo_corpus import DEMO_DOCUMENTS
+    from contextual_retrieval_core.app.demo_corpus import DEMO_DOCUMENTS
     from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
 
     folder = tmp_path / "corpus"
@@ -181,7 +181,7 @@ def demo_index(tmp_path, windows):
 
 def test_same_top_20_as_the_core_searcher_on_the_same_chunks(tmp_path):
     """Parity: the index's Chroma window rows and `HybridSearcher(windows=...)` rank alike."""
-    from contextual_retrieval_core.demo_corpus import DEMO_QUERIES
+    from contextual_retrieval_core.app.demo_corpus import DEMO_QUERIES
 
     windows = WindowConfig(size=48, overlap=8)
     index, chunks, embedder = demo_index(tmp_path, windows)
@@ -192,7 +192,7 @@ def test_same_top_20_as_the_core_searcher_on_the_same_chunks(tmp_path):
 
 
 def test_cli_index_windows_flag_is_recorded_and_kept(tmp_path, capsys):
-    from contextual_retrieval_core.cli import main
+    from contextual_retrieval_core.app.cli import main
 
     folder = make_folder(tmp_path)
     out = tmp_path / "ix"
@@ -234,8 +234,8 @@ def test_dense_prf_ranks_as_the_core_searcher_does(tmp_path, windows, capsys):
     """Parity with feedback (the default): the index reads the fused top 3 chunks' rows (windows
     included) from Chroma and searches again, as `HybridSearcher` does in memory; off, both agree
     again."""
-    from contextual_retrieval_core.cli import main
-    from contextual_retrieval_core.demo_corpus import DEMO_QUERIES
+    from contextual_retrieval_core.app.cli import main
+    from contextual_retrieval_core.app.demo_corpus import DEMO_QUERIES
 
     index, chunks, embedder = demo_index(tmp_path, windows)
     searcher = HybridSearcher(chunks, embedder, windows=windows, weights=index.weights)

@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 from contextual_retrieval_core.generators.base import Generation, TokenUsage
-from contextual_retrieval_core.chunking import split_text
-from contextual_retrieval_core.contextual_index import ContextualIndex, IndexMismatchError
-from contextual_retrieval_core.files import collect_files
+from contextual_retrieval_core.chunking.split import split_text
+from contextual_retrieval_core.index.contextual_index import ContextualIndex, IndexMismatchError
+from contextual_retrieval_core.index.files import collect_files
 
 
 class CountingEmbedder:
@@ -156,7 +156,7 @@ def test_collect_files_errors_name_the_fix(tmp_path):
 def test_ingestion_batches_chroma_writes_and_deletes_under_the_client_limit(tmp_path, monkeypatch):
     """update() writes through ChromaVectorIndex.add and removes through .delete, both in batches
     of the client's max batch size."""
-    from contextual_retrieval_core.chroma import ChromaVectorIndex
+    from contextual_retrieval_core.dense.chroma import ChromaVectorIndex
 
     folder = make_corpus(tmp_path)
     index = ContextualIndex(tmp_path / "ix", embedder=CountingEmbedder(), chunk_chars=60)
@@ -189,7 +189,7 @@ def test_weights_for_unwraps_the_embedding_cache(tmp_path):
     voyageai = pytest.importorskip("voyageai")
     from contextual_retrieval_core.embeddings.cache import CachedEmbedder
     from contextual_retrieval_core.embeddings.voyage import VoyageEmbedder
-    from contextual_retrieval_core.ensemble import DEFAULT_WEIGHTS
+    from contextual_retrieval_core.search.ranked import DEFAULT_WEIGHTS
     from contextual_retrieval_core.factories import weights_for
     from tests.fakes.voyage_server import FakeVoyageServer
 
@@ -314,7 +314,7 @@ def test_embedder_mismatch_and_non_index_errors_name_the_fix(tmp_path):
     assert index.search("  ") == []  # a blank query finds nothing, as in every query path
     with pytest.warns(DeprecationWarning, match="k= is now called top_k="):
         assert len(index.search("refunds", k=1)) == 1
-    from contextual_retrieval_core.fusion_config import FusionConfig
+    from contextual_retrieval_core.search.config import FusionConfig
 
     assert len(index.search("refunds", config=FusionConfig(top_k=2))) == 2
     with pytest.raises(ValueError, match="top_k must be a positive integer"):
@@ -337,7 +337,7 @@ def test_index_folder_inside_the_indexed_paths_or_around_them_is_refused(tmp_pat
 
 
 def test_indexing_module_imports_no_framework_or_chroma():
-    code = ("import sys, contextual_retrieval_core.contextual_index, contextual_retrieval_core.demo, contextual_retrieval_core.cli\n"
+    code = ("import sys, contextual_retrieval_core.index.contextual_index, contextual_retrieval_core.app.demo, contextual_retrieval_core.app.cli\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "{'chromadb', 'llama_index', 'langchain', 'langchain_core', 'anthropic', 'voyageai', 'cohere'}))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -15,7 +15,7 @@ def test_llamaindex_path_matches_the_core_on_the_cookbook(cookbook_dir, cookbook
     spec = importlib.util.spec_from_file_location("llamaindex_cookbook_benchmark", SCRIPT)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    from contextual_retrieval_core.evaluation import load_cookbook
+    from contextual_retrieval_core.app.evaluation import load_cookbook
 
     dataset = load_cookbook(cookbook_dir)
     (core, ours, stock), _, identical = bench.run(dataset, cookbook_dir / "contexts_claude-3-haiku.jsonl", cookbook_embedder, tmp_path)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from contextual_retrieval_core.prompts import (
+from contextual_retrieval_core.generators.prompts import (
     DEFAULT_CHUNK_PROMPT,
     DEFAULT_DOCUMENT_PROMPT,
     DEFAULT_PROMPT,

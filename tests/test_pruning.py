@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from contextual_retrieval_core.demo import demo_chunks
-from contextual_retrieval_core.demo_corpus import DEMO_QUERIES
+from contextual_retrieval_core.app.demo import demo_chunks
+from contextual_retrieval_core.app.demo_corpus import DEMO_QUERIES
 from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
-from contextual_retrieval_core.hybrid import HybridSearcher
+from contextual_retrieval_core.search.hybrid import HybridSearcher
 from contextual_retrieval_core.pruning import ELISION, ContextPruner
 from contextual_retrieval_core.types import CONTEXT_LABEL, Chunk, ContextualChunk
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from contextual_retrieval_core.prompts import DEFAULT_PROMPT, ContextPrompt
-from contextual_retrieval_core.store import SCHEMA_VERSION, ContextStore
+from contextual_retrieval_core.generators.prompts import DEFAULT_PROMPT, ContextPrompt
+from contextual_retrieval_core.store.context_store import SCHEMA_VERSION, ContextStore
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -113,8 +113,8 @@ def test_threads_share_one_store(tmp_path):
 
 _CHILD = """
 import sys, time
-from contextual_retrieval_core.prompts import DEFAULT_PROMPT
-from contextual_retrieval_core.store import ContextStore
+from contextual_retrieval_core.generators.prompts import DEFAULT_PROMPT
+from contextual_retrieval_core.store.context_store import ContextStore
 path, prefix, n, linger = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
 store = ContextStore(path)
 for i in range(n):
@@ -247,7 +247,7 @@ def test_not_a_database(tmp_path):
 
 # -- read-only, damaged and locked stores (issue 12) -------------------------------------------
 
-from contextual_retrieval_core.store import ContextStoreError  # noqa: E402
+from contextual_retrieval_core.store.context_store import ContextStoreError  # noqa: E402
 
 
 def _filled(path: Path, n: int = 3) -> list[str]:

@@ -11,8 +11,8 @@ import pytest
 psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed: pip install 'contextual-retrieval-kit[postgres]'")
 from servers import postgres_server  # noqa: E402,F401 - the fixture
 
-from contextual_retrieval_core.store import ContextStore, ContextStoreError  # noqa: E402
-from contextual_retrieval_core.store_postgres import PostgresContextStore, redact_url  # noqa: E402
+from contextual_retrieval_core.store.context_store import ContextStore, ContextStoreError  # noqa: E402
+from contextual_retrieval_core.store.postgres import PostgresContextStore, redact_url  # noqa: E402
 
 
 @pytest.fixture()

@@ -12,8 +12,8 @@ import anthropic
 import pytest
 
 from contextual_retrieval_core import Chunk, Document
-from contextual_retrieval_core.contextualizer import Contextualizer
-from contextual_retrieval_core.evaluation import evaluate, load_contexts_jsonl, load_cookbook, structural_contexts
+from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
+from contextual_retrieval_core.app.evaluation import evaluate, load_contexts_jsonl, load_cookbook, structural_contexts
 from contextual_retrieval_core.generators import AnthropicContextGenerator, CallableContextGenerator, Generation
 from contextual_retrieval_core.generators.structural import StructuralContextGenerator, with_structural_header
 from fakes.anthropic_server import FakeAnthropicServer
@@ -122,7 +122,7 @@ class _Recorder:
 
 
 def test_evaluate_and_the_eval_command_index_the_headed_contexts(tiny_dataset, tmp_path, capsys):
-    from contextual_retrieval_core.cli import main
+    from contextual_retrieval_core.app.cli import main
     from contextual_retrieval_core.types import ContextualChunk
 
     ds = load_cookbook(tiny_dataset)
@@ -140,7 +140,7 @@ def test_evaluate_and_the_eval_command_index_the_headed_contexts(tiny_dataset, t
     plain = evaluate(ds, _Recorder(), contexts, ["contextual-bm25"], structural_header=False)[0]
     # BM25 sees the header: a query only the header answers ("target": the header of the chunk
     # inside run_target names it; neither chunk's text nor any LLM context has the word)
-    from contextual_retrieval_core.evaluation import EvalDataset, EvalQuery
+    from contextual_retrieval_core.app.evaluation import EvalDataset, EvalQuery
 
     tail = Chunk("c1", DOC.id, SOURCE[SOURCE.index("        first = ") :], 1)
     mini = EvalDataset([DOC], [Chunk("other", DOC.id, "self.secondary = secondary", 2), tail],
@@ -166,7 +166,7 @@ def test_evaluate_and_the_eval_command_index_the_headed_contexts(tiny_dataset, t
 
 
 def test_an_index_records_the_header_and_an_older_index_is_re_embedded_with_it_at_no_llm_cost(tmp_path):
-    from contextual_retrieval_core.contextual_index import ContextualIndex
+    from contextual_retrieval_core.index.contextual_index import ContextualIndex
     from contextual_retrieval_core.embeddings.cache import CachedEmbedder
     from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
 
@@ -228,7 +228,7 @@ def test_a_setting_changed_after_construction_counts_in_both_frameworks_and_extr
     from llama_index.core import Document as LIDocument
     from llama_index.core.node_parser import SentenceSplitter
 
-    from contextual_retrieval_core.evaluation import headed_contexts
+    from contextual_retrieval_core.app.evaluation import headed_contexts
     from contextual_retrieval_langchain import ContextualDocumentTransformer
     from contextual_retrieval_llamaindex import ContextualNodeParser
 

@@ -9,16 +9,16 @@ import sys
 import pytest
 
 from contextual_retrieval_core import Chunk, Document
-from contextual_retrieval_core import code_outline
-from contextual_retrieval_core.chunking import CODE_EXTENSIONS, split_text
-from contextual_retrieval_core.code_outline import (
+from contextual_retrieval_core.chunking import code_outline
+from contextual_retrieval_core.chunking.split import CODE_EXTENSIONS, split_text
+from contextual_retrieval_core.chunking.code_outline import (
     chunk_boundaries, definition_boundaries, definitions, parser_fallback,
 )
-from contextual_retrieval_core.contextualizer import Contextualizer
-from contextual_retrieval_core.files import TEXT_EXTENSIONS
+from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
+from contextual_retrieval_core.index.files import TEXT_EXTENSIONS
 from contextual_retrieval_core.generators import StructuralContextGenerator
 from contextual_retrieval_core.generators import structural
-from contextual_retrieval_core.languages import CODE_LANGUAGES, EXTENSIONS, GRAMMARS, language_for_path
+from contextual_retrieval_core.chunking.languages import CODE_LANGUAGES, EXTENSIONS, GRAMMARS, language_for_path
 
 
 def ctx(gen: StructuralContextGenerator, path: str, text: str, piece: str) -> str:
@@ -202,9 +202,9 @@ def test_every_grammar_and_markdown_it_is_a_core_dependency():
 
 
 def test_index_report_counts_code_read_as_plain_text(tmp_path):
-    from contextual_retrieval_core.files import collect_files
-    from contextual_retrieval_core.index_changes import read_changes
-    from contextual_retrieval_core.index_report import IndexReport
+    from contextual_retrieval_core.index.files import collect_files
+    from contextual_retrieval_core.index.changes import read_changes
+    from contextual_retrieval_core.index.report import IndexReport
 
     (tmp_path / "a.lua").write_text("function f()\n  return 1\nend\n")
     (tmp_path / "b.lua").write_text("function g()\n  return 2\nend\n")

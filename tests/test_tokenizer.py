@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from contextual_retrieval_core.tokenizer import Tokenizer, TokenizerConfig
+from contextual_retrieval_core.chunking.tokenizer import Tokenizer, TokenizerConfig
 
 
 def test_splits_camel_and_snake_and_keeps_whole_identifier():
@@ -117,7 +117,7 @@ def test_version_3_folds_accents_and_compatibility_forms():
 
 
 def test_bm25_cafe_matches_café_and_a_saved_version_2_index_keeps_its_behaviour(tmp_path):
-    from contextual_retrieval_core.bm25 import BM25Index
+    from contextual_retrieval_core.search.bm25 import BM25Index
 
     texts = ["Le café est fermé le lundi.", "Tea is served all day."]
     new = BM25Index().index(["fr", "en"], texts)
@@ -131,7 +131,7 @@ def test_bm25_cafe_matches_café_and_a_saved_version_2_index_keeps_its_behaviour
 
 
 def test_version_1_keeps_the_old_splitting_for_indexes_saved_with_it(tmp_path):
-    from contextual_retrieval_core.bm25 import BM25Index
+    from contextual_retrieval_core.search.bm25 import BM25Index
 
     old = Tokenizer(TokenizerConfig(stemmer=None, version=1))
     assert old.tokenize("हिन्दी") == ["ह", "न", "द"]

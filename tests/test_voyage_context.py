@@ -206,7 +206,7 @@ def test_langchain_adapter_groups_by_metadata(server: FakeVoyageServer) -> None:
 
 
 def test_the_index_sends_each_files_chunks_together(server: FakeVoyageServer, tmp_path) -> None:
-    from contextual_retrieval_core.contextual_index import ContextualIndex
+    from contextual_retrieval_core.index.contextual_index import ContextualIndex
 
     folder = tmp_path / "src"
     folder.mkdir()

@@ -48,7 +48,7 @@ def test_wheel_distribution_name_is_not_the_taken_one(wheel):
         entry_points = zf.read(metadata.replace("METADATA", "entry_points.txt")).decode()
     assert name == "contextual-retrieval-kit"
     assert _normalized(name) != _normalized(TAKEN_DISTRIBUTION)
-    assert "contextual-retrieval = contextual_retrieval_core.cli:main" in entry_points  # the command stays
+    assert "contextual-retrieval = contextual_retrieval_core.app.cli:main" in entry_points  # the command stays
 
 
 def test_wheel_top_level_import_packages_differ_from_the_taken_one(wheel):

@@ -17,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .base import Embedder, as_texts
+from contextual_retrieval_core.embeddings.base import Embedder, as_texts
 
 __all__ = ["CachedEmbedder"]
 

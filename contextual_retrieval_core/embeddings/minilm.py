@@ -19,8 +19,8 @@ from typing import Sequence
 
 import numpy as np
 
-from .base import as_texts
-from ..checks import positive_int
+from contextual_retrieval_core.embeddings.base import as_texts
+from contextual_retrieval_core.checks import positive_int
 
 __all__ = ["LocalMiniLMEmbedder", "TruncationWarning"]
 
@@ -136,7 +136,7 @@ class LocalMiniLMEmbedder:
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Tokens per text as the model sees them, special tokens included, capped at `max_tokens`
-        (used by the core's windowing, `contextual_retrieval_core.windows`)."""
+        (used by the core's windowing, `contextual_retrieval_core.dense.windows`)."""
         texts = as_texts(texts)
         if not texts:
             return []

@@ -26,7 +26,7 @@ import numpy as np
 
 from contextual_retrieval_core._sdk import LazyClients
 from contextual_retrieval_core.embeddings.base import as_texts
-from ..checks import positive_int
+from contextual_retrieval_core.checks import positive_int
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import voyageai

@@ -30,7 +30,7 @@ import numpy as np
 from contextual_retrieval_core._compat import voyage_contextualized_acreate, voyage_contextualized_create
 from contextual_retrieval_core.embeddings.base import as_texts
 from contextual_retrieval_core.embeddings.voyage import VoyageClients, estimate_tokens, plan_batches
-from ..checks import positive_int
+from contextual_retrieval_core.checks import positive_int
 
 __all__ = [
     "VoyageContextualizedEmbedder",

@@ -16,13 +16,13 @@ from contextual_retrieval_core._sdk import lazy_exports
 
 from typing import TYPE_CHECKING
 
-from .base import ContextGenerator, FatalGenerationError, Generation, GenerationError, TokenUsage
-from .callable import CallableContextGenerator
-from .chat import ChatContextGenerator
-from .structural import StructuralContextGenerator
+from contextual_retrieval_core.generators.base import ContextGenerator, FatalGenerationError, Generation, GenerationError, TokenUsage
+from contextual_retrieval_core.generators.callable import CallableContextGenerator
+from contextual_retrieval_core.generators.chat import ChatContextGenerator
+from contextual_retrieval_core.generators.structural import StructuralContextGenerator
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .anthropic import AnthropicContextGenerator
+    from contextual_retrieval_core.generators.anthropic import AnthropicContextGenerator
 
 __all__ = [
     "AnthropicContextGenerator",

@@ -7,7 +7,7 @@ import json
 import re
 from typing import Any
 
-from .base import FatalGenerationError, GenerationError, RateLimitClock
+from contextual_retrieval_core.generators.base import FatalGenerationError, GenerationError, RateLimitClock
 
 __all__ = ["SpendLimitReached", "RunGaveUp", "spend_limit_message", "guarded", "SyncGuard", "AsyncGuard", "translate_error"]
 

@@ -25,12 +25,12 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Iterable, Literal, Sequence
 
-from .._sdk import env_key, import_sdk
-from ..prompts import DEFAULT_PROMPT, ContextPrompt
-from ..types import Chunk, Document
-from ..usage import ModelInfo, cache_verdict, estimate_tokens, model_info
-from ._anthropic_http import AsyncGuard, SpendLimitReached, SyncGuard, guarded, spend_limit_message, translate_error
-from .base import Generation, GenerationError, RateLimitClock, TokenUsage
+from contextual_retrieval_core._sdk import env_key, import_sdk
+from contextual_retrieval_core.generators.prompts import DEFAULT_PROMPT, ContextPrompt
+from contextual_retrieval_core.types import Chunk, Document
+from contextual_retrieval_core.generators.usage import ModelInfo, cache_verdict, estimate_tokens, model_info
+from contextual_retrieval_core.generators._anthropic_http import AsyncGuard, SpendLimitReached, SyncGuard, guarded, spend_limit_message, translate_error
+from contextual_retrieval_core.generators.base import Generation, GenerationError, RateLimitClock, TokenUsage
 
 _translate = translate_error  # the name the contextualizer imported
 

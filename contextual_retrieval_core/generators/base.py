@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence, runtime_checkable
 
-from ..types import Chunk, Document
+from contextual_retrieval_core.types import Chunk, Document
 
 __all__ = [
     "ContextGenerator",

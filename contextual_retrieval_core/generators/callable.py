@@ -11,8 +11,8 @@ import asyncio
 import inspect
 from typing import Any, Awaitable, Callable, Optional, Union
 
-from ..types import Chunk, Document
-from .base import Generation, GenerationError
+from contextual_retrieval_core.types import Chunk, Document
+from contextual_retrieval_core.generators.base import Generation, GenerationError
 
 __all__ = ["CallableContextGenerator"]
 
@@ -125,7 +125,7 @@ class CallableContextGenerator:
             identity = getattr(prompt, "identity", None)
             if not isinstance(identity, str):
                 raise TypeError(
-                    "prompt must have a str .identity (e.g. a contextual_retrieval_core.prompts.ContextPrompt); "
+                    "prompt must have a str .identity (e.g. a contextual_retrieval_core.generators.prompts.ContextPrompt); "
                     f"got {type(prompt).__name__}. Or pass prompt_identity='...' directly"
                 )
             if prompt_identity and prompt_identity != identity:

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable, Optional
 
-from ..prompts import DEFAULT_PROMPT, ContextPrompt
-from ..types import Chunk, Document
-from .base import Generation, GenerationError, TokenUsage
-from .callable import CallableContextGenerator
+from contextual_retrieval_core.generators.prompts import DEFAULT_PROMPT, ContextPrompt
+from contextual_retrieval_core.types import Chunk, Document
+from contextual_retrieval_core.generators.base import Generation, GenerationError, TokenUsage
+from contextual_retrieval_core.generators.callable import CallableContextGenerator
 
 __all__ = ["ChatContextGenerator", "ContentBlocks", "SendFn", "AsyncSendFn"]
 

@@ -29,12 +29,12 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Literal, Optional
 
-from ..code_outline import Definition, GrammarUnavailable, TYPE_KINDS, outline as code_outline
-from ..languages import CODE_LANGUAGES, GRAMMARS, PROSE_LANGUAGES, canonical_language, language_for_path
-from ..types import Chunk, Document
-from .base import Generation, TokenUsage
-from .structure_detect import guess_language, looks_like_code
-from .structure_text import (
+from contextual_retrieval_core.chunking.code_outline import Definition, GrammarUnavailable, TYPE_KINDS, outline as code_outline
+from contextual_retrieval_core.chunking.languages import CODE_LANGUAGES, GRAMMARS, PROSE_LANGUAGES, canonical_language, language_for_path
+from contextual_retrieval_core.types import Chunk, Document
+from contextual_retrieval_core.generators.base import Generation, TokenUsage
+from contextual_retrieval_core.generators.structure_detect import guess_language, looks_like_code
+from contextual_retrieval_core.generators.structure_text import (
     Heading, code_title, heading_chain, headings, normalize, prose_title, short_path, short_title,
 )
 

@@ -6,8 +6,8 @@ an LLM extract passages, each verified against the retrieved text.
 """
 
 
-from .llm import LLMContextCompressor
-from .pruner import (
+from contextual_retrieval_core.pruning.llm import LLMContextCompressor
+from contextual_retrieval_core.pruning.pruner import (
     ELISION,
     PRUNED_SPANS_KEY,
     ContextPruner,
@@ -18,7 +18,7 @@ from .pruner import (
     TokenCounter,
     regex_token_counter,
 )
-from .units import Unit, guess_kind, kind_for_path, split_units
+from contextual_retrieval_core.pruning.units import Unit, guess_kind, kind_for_path, split_units
 
 __all__ = [
     "ELISION",

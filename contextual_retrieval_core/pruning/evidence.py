@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..embeddings.base import Embedder
-from ..types import Chunk, ContextualChunk, labelled
-from .pruner import ContextPruner, PruningResult
+from contextual_retrieval_core.embeddings.base import Embedder
+from contextual_retrieval_core.types import Chunk, ContextualChunk, labelled
+from contextual_retrieval_core.pruning.pruner import ContextPruner, PruningResult
 
 __all__ = ["prune_hits", "evidence_records", "format_evidence"]
 

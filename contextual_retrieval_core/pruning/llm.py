@@ -28,11 +28,11 @@ import re
 import time
 from typing import Any, Callable, Sequence
 
-from .._sdk import import_sdk
-from ..types import Chunk, ContextualChunk
-from ..usage import estimate_tokens, model_info
-from .pruner import Piece, PrunedChunk, PruningReport, PruningResult, TokenCounter, regex_token_counter, _as_contextual, _line
-from ..checks import positive_int
+from contextual_retrieval_core._sdk import import_sdk
+from contextual_retrieval_core.types import Chunk, ContextualChunk
+from contextual_retrieval_core.generators.usage import estimate_tokens, model_info
+from contextual_retrieval_core.pruning.pruner import Piece, PrunedChunk, PruningReport, PruningResult, TokenCounter, regex_token_counter, _as_contextual, _line
+from contextual_retrieval_core.checks import positive_int
 
 __all__ = ["LLMContextCompressor", "EXTRACTION_INSTRUCTIONS", "CHUNK_SEPARATOR"]
 
@@ -91,7 +91,7 @@ class LLMContextCompressor:
         self._client, self._async_client = client, async_client
         self._max_retries, self._timeout = max_retries, timeout
         if llm is None and client is None and async_client is None:
-            from .._sdk import require_env_key
+            from contextual_retrieval_core._sdk import require_env_key
 
             require_env_key(("ANTHROPIC_API_KEY",), _MISSING_KEY)
 

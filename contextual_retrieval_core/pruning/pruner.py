@@ -35,16 +35,16 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..embeddings.base import Embedder, aembed_documents, aembed_queries
-from ..tokenizer import Tokenizer
-from ..types import Chunk, ContextualChunk
-from .select import bm25_scores, mmr_select, relevance, scale
-from .units import TextKind, Unit, kind_for_path, split_units
-from ..checks import positive_int
+from contextual_retrieval_core.embeddings.base import Embedder, aembed_documents, aembed_queries
+from contextual_retrieval_core.chunking.tokenizer import Tokenizer
+from contextual_retrieval_core.types import Chunk, ContextualChunk
+from contextual_retrieval_core.pruning.select import bm25_scores, mmr_select, relevance, scale
+from contextual_retrieval_core.pruning.units import TextKind, Unit, kind_for_path, split_units
+from contextual_retrieval_core.checks import positive_int
 
 __all__ = ["PRUNED_SPANS_KEY", "ContextPruner", "PruningResult", "PrunedChunk", "Piece", "PruningReport", "TokenCounter", "ELISION", "regex_token_counter"]
 
-from .result import (  # noqa: F401  (re-exported: the result types live in result.py)
+from contextual_retrieval_core.pruning.result import (  # noqa: F401  (re-exported: the result types live in result.py)
     ELISION, PRUNED_SPANS_KEY, Piece, PrunedChunk, PruningReport, PruningResult, TokenCounter, regex_token_counter,
 )
 

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..types import ContextualChunk, format_for_llm
+from contextual_retrieval_core.types import ContextualChunk, format_for_llm
 
 __all__ = ["ELISION", "PRUNED_SPANS_KEY", "Piece", "PrunedChunk", "PruningReport", "PruningResult", "TokenCounter",
            "regex_token_counter"]

@@ -17,8 +17,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..bm25 import BM25Index
-from ..tokenizer import Tokenizer
+from contextual_retrieval_core.search.bm25 import BM25Index
+from contextual_retrieval_core.chunking.tokenizer import Tokenizer
 
 __all__ = ["relevance", "scale", "bm25_scores", "mmr_select", "Selection"]
 

@@ -12,7 +12,7 @@ from langchain_core.indexing import InMemoryRecordManager, index
 from langchain_core.vectorstores import InMemoryVectorStore
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-from contextual_retrieval_core.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES
+from contextual_retrieval_core.app.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES
 from contextual_retrieval_langchain import ContextualBM25Retriever, ContextualDocumentTransformer, ContextualEnsembleRetriever
 
 QUERIES = [q.query for q in DEMO_QUERIES] + ["revenue grew", "fork server"]
@@ -30,7 +30,7 @@ def make_store(kind: str, embeddings):
 
     from langchain_chroma import Chroma
 
-    from contextual_retrieval_core.chroma import chroma_client
+    from contextual_retrieval_core.dense.chroma import chroma_client
 
     return Chroma(collection_name=f"indexing-api-{uuid.uuid4().hex}", embedding_function=embeddings, client=chroma_client())
 

@@ -13,9 +13,9 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableLambda
 from langchain_core.vectorstores import VectorStoreRetriever
 
-from contextual_retrieval_core.bm25 import BM25Index
-from contextual_retrieval_core.ensemble import fuse_sources
-from contextual_retrieval_core.hybrid import HybridSearcher
+from contextual_retrieval_core.search.bm25 import BM25Index
+from contextual_retrieval_core.search.ranked import fuse_sources
+from contextual_retrieval_core.search.hybrid import HybridSearcher
 from contextual_retrieval_core.rerank import CohereReranker
 from contextual_retrieval_langchain import (
     ContextualBM25Retriever,

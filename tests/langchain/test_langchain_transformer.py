@@ -180,7 +180,7 @@ def test_chat_anthropic_caches_the_document_and_pays_once(tmp_path, use_async: b
         assert transformer.last_report.generated == 0 and transformer.last_report.store_hits == n
 
         # the same model and prompt through the core (or LlamaIndex) reads the same stored contexts
-        from contextual_retrieval_core.contextualizer import Contextualizer
+        from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
         from contextual_retrieval_core.generators import AnthropicContextGenerator
         from contextual_retrieval_core.types import Chunk, Document
 

@@ -1,0 +1,115 @@
+"""How the `contextual-retrieval` command ends a run: library errors as one "error:" line with
+exit code 2, a closed output pipe as a quiet exit, library warnings gathered into one line."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+import warnings
+from contextlib import contextmanager
+from typing import Iterator
+
+__all__ = ["error_classes", "LIBRARY_ERRORS", "SDK_ERRORS", "gathered_warnings", "warnings_line", "quiet_broken_pipe", "describe"]
+
+
+#: the hosted services' SDK error bases (module, class): an answer the service refused (a bad key,
+#: an outage, a rate limit the SDK gave up on) is an "error:" line with the fix, not a traceback
+SDK_ERRORS = (
+    ("anthropic", "AnthropicError"),
+    ("cohere.core.api_error", "ApiError"),
+    ("voyageai.error", "VoyageError"),
+    ("httpx", "HTTPError"),
+    ("chromadb.errors", "ChromaError"),
+)
+
+
+#: the library's error classes that do not derive from a builtin reported below (module, class);
+#: every other library error is a ValueError, OSError or RuntimeError (tests/test_cli_error_classes.py)
+LIBRARY_ERRORS = (
+    ("contextual_retrieval_core.generators._anthropic_http", "SpendLimitReached"),
+    ("contextual_retrieval_core.chunking.code_outline", "GrammarUnavailable"),
+)
+
+
+def _loaded(names: tuple[tuple[str, str], ...]) -> list[type[BaseException]]:
+    """The classes of `names` whose module is imported (an error from a module never imported
+    cannot have been raised; nothing is imported here)."""
+    out = []
+    for module, name in names:
+        cls = getattr(sys.modules.get(module), name, None)
+        if isinstance(cls, type) and issubclass(cls, BaseException):
+            out.append(cls)
+    return out
+
+
+def error_classes() -> tuple[type[BaseException], ...]:
+    """What a run reports as "error:" and exit 2: bad input, damaged or unreadable files, missing
+    extras, locks, the library's own errors (`ContextStoreError`, `IndexDamagedError`,
+    `IndexFileError`, `FatalGenerationError`, ...: subclasses of the builtins here, or in
+    `LIBRARY_ERRORS`), and the hosted services' SDK errors. A bug (TypeError, AttributeError,
+    KeyError, ...) keeps its traceback."""
+    return (ValueError, OSError, ImportError, RuntimeError, sqlite3.Error, *_loaded(LIBRARY_ERRORS),
+            *_loaded(SDK_ERRORS))
+
+
+@contextmanager
+def gathered_warnings() -> Iterator[None]:
+    """Record library warnings during a run and print them as one line at its end (run totals
+    for the local embedder's truncation warning), instead of raw `warnings` output."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        finally:
+            line = warnings_line(caught)
+            if line:
+                print(line, file=sys.stderr)
+
+
+def warnings_line(caught: list[warnings.WarningMessage]) -> str:
+    embedders: dict[int, object] = {}
+    others: dict[str, int] = {}
+    for w in caught:
+        embedder = getattr(w.message, "embedder", None)
+        if embedder is not None:
+            embedders[id(embedder)] = embedder
+        else:
+            text = f"{w.category.__name__}: {w.message}"
+            others[text] = others.get(text, 0) + 1
+    parts = []
+    for e in embedders.values():
+        parts.append(f"{getattr(e, 'truncated_count', 0)} of {getattr(e, 'embedded_count', 0)} texts embedded in this "
+                     f"run were longer than {getattr(e, 'model_name', 'the embedder')}'s "
+                     f"{getattr(e, 'max_tokens', '?')}-token window and were truncated (split chunks smaller, or use "
+                     "a hosted embedder with a longer window)")
+    parts.extend(text if n == 1 else f"{text} ({n} times)" for text, n in others.items())
+    return ("warnings: " + "; ".join(parts)) if parts else ""
+
+
+def quiet_broken_pipe() -> int:
+    # the reader went away (``| head``): stop quietly, and keep Python's exit-time flush quiet too
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def describe(exc: BaseException) -> str:
+    """The message, with the file an OSError or SQLite error is about when the message lacks it,
+    and the fix for a hosted service's refusal (secrets masked)."""
+    if isinstance(exc, tuple(_loaded(SDK_ERRORS))):
+        from contextual_retrieval_core.rerank.base import describe_error
+
+        return (f"{describe_error(exc)} — a hosted service refused the request: check its API key "
+                "(ANTHROPIC_API_KEY, VOYAGE_API_KEY, COHERE_API_KEY) and its status, or run offline "
+                "(--contexts structural, --embedder local, --rerank none)")
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, OSError) and exc.filename and str(exc.filename) not in text:
+        text = f"{exc.filename}: {text}"
+    if isinstance(exc, sqlite3.Error):
+        text = (f"SQLite: {text}; an index's databases are chroma/chroma.sqlite3, contexts.sqlite3 and "
+                "embeddings.sqlite3: check the disk and permissions, or rebuild the index (--rebuild)")
+    return text

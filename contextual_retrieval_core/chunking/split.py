@@ -1,0 +1,82 @@
+"""`split_text`: the chunker `contextual-retrieval index` and the demo use.
+
+Chunks are verbatim slices of the text, cut at line starts: a heading (prose) or a top-level
+definition after a blank line (code) first, then a paragraph break, then any line; a single line
+longer than the limit is cut at a space.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from typing import Collection, Optional
+
+from contextual_retrieval_core.chunking.languages import CODE_LANGUAGES, EXTENSIONS
+
+__all__ = ["split_text", "DEFAULT_CHUNK_CHARS", "CODE_EXTENSIONS"]
+
+#: Characters per chunk: about 200 tokens of prose, so a chunk and its context fit the local
+#: embedder's 256-token window.
+DEFAULT_CHUNK_CHARS = 800
+
+#: Extensions chunked as code (cuts prefer definitions over headings); from `languages.EXTENSIONS`.
+CODE_EXTENSIONS = frozenset(ext for ext, language in EXTENSIONS.items() if language in CODE_LANGUAGES)
+_HEADING = re.compile(r"(#{1,6} |[=\-~^*+#]{3,}\s*$)")
+_CODE_DEF = re.compile(
+    r"(?:@|def |async def |class |fn |pub |impl |func |function |export |interface |struct |enum |type |"
+    r"trait |mod |module |public |private |protected |static |const |let |var |package |namespace |#\[)"
+)
+
+
+def split_text(text: str, *, max_chars: int = DEFAULT_CHUNK_CHARS, code: bool = False,
+               boundaries: Optional[Collection[int]] = None) -> list[tuple[int, str]]:
+    """Split `text` into chunks of at most `max_chars`, each occurring verbatim in `text`.
+
+    Cuts go at line starts, preferring (best first) a heading or, for `code`, a top-level
+    definition after a blank line; then any paragraph break; then any line; a single line longer
+    than `max_chars` is cut at a space. Chunks are stripped of surrounding whitespace and empty
+    ones are dropped. `boundaries` (line-start offsets, e.g. `code_outline.chunk_boundaries`: where
+    tree-sitter found a definition) replace the `code` line rule for the preferred cuts.
+
+    Returns:
+        (offset in `text` of the chunk's first character, chunk text) pairs, in order.
+
+    Example:
+        >>> text = "# A\\n\\n" + "first paragraph. " * 3 + "\\n\\n# B\\n\\n" + "second paragraph. " * 3
+        >>> [chunk[:20] for _, chunk in split_text(text, max_chars=80)]
+        ['# A\\n\\nfirst paragraph', '# B\\n\\nsecond paragrap']
+    """
+    if max_chars < 50:
+        raise ValueError(f"max_chars must be at least 50, got {max_chars}")
+    n = len(text)
+    starts = [0] + [m.end() for m in re.finditer("\n", text) if m.end() < n]
+    quality = []
+    cuts = frozenset(boundaries or ())
+    for i, s in enumerate(starts):
+        line = text[s : starts[i + 1] if i + 1 < len(starts) else n]
+        prev_blank = i > 0 and not text[starts[i - 1] : s].strip()
+        if boundaries is not None:
+            quality.append(3 if s in cuts else 2 if prev_blank else 1)
+            continue
+        strong = _CODE_DEF.match(line.lstrip()) if code else _HEADING.match(line)
+        quality.append(3 if strong and (prev_blank or not code) else 2 if prev_blank else 1)
+    min_chars = max_chars // 3
+    out: list[tuple[int, str]] = []
+    pos = 0
+    while pos < n:
+        end = n
+        if n - pos > max_chars:
+            lo = bisect.bisect_right(starts, pos + min_chars)
+            hi = bisect.bisect_right(starts, pos + max_chars)
+            if lo < hi:
+                best = max(range(lo, hi), key=lambda j: (quality[j], starts[j]))
+                end = starts[best]
+            else:
+                space = text.rfind(" ", pos + min_chars, pos + max_chars)
+                end = space + 1 if space > 0 else pos + max_chars
+        piece = text[pos:end]
+        stripped = piece.strip()
+        if stripped:
+            out.append((pos + piece.index(stripped[0]), stripped))
+        pos = end
+    return out

@@ -1,0 +1,449 @@
+"""`ContextualIndex`: a persistent, incremental contextual index of files on disk.
+
+What `contextual-retrieval index` and `contextual-retrieval query` run. One folder holds:
+
+- ``chroma/``: an embedded Chroma database with one collection of the chunks' contextual
+  embeddings (computed here and passed to Chroma: Chroma's own embedding function is never used),
+  the indexed text (context + chunk) as the Chroma document, and the path, context, chunk text
+  and line numbers as metadata;
+- ``bm25-<token>/``: a `BM25Index` over the same indexed texts (JSON + .npy, no pickle), the one
+  the manifest names;
+- ``contexts.sqlite3``: the `ContextStore` of LLM-written contexts (structural contexts cost
+  nothing and are not stored);
+- ``embeddings.sqlite3``: the `CachedEmbedder` cache, so a chunk whose indexed text is unchanged
+  is never embedded twice;
+- ``manifest.json``: which files were indexed (size, mtime, sha256, chunk ids) and with which
+  embedder, context generator and chunk size.
+
+Re-indexing skips every file whose size and mtime (or, failing that, content hash) are unchanged:
+an unchanged folder makes no generation request, embeds nothing and does not even open Chroma.
+
+Updates are atomic: new chunks are added to Chroma beside the old ones, a new BM25 index is
+written to a fresh ``bm25-<token>/`` folder, and only then does ``manifest.json`` (which names
+the BM25 folder and lists the chunk ids) replace the old one through `os.replace`; stale chunks
+and the old BM25 folder are removed after that. An update interrupted at any point leaves the
+previous index fully queryable (queries ignore Chroma rows the manifest does not list), and the
+next update finishes the clean-up. An update holds an OS lock on the folder (`folder_lock`).
+Queries open the folder read-only: they never create or change a file in it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from contextual_retrieval_core.search.bm25 import BM25Index
+from contextual_retrieval_core.dense.chroma import ChromaVectorIndex
+from contextual_retrieval_core.index.chroma_server import open_server_vectors, uses_server
+from contextual_retrieval_core.chunking.split import DEFAULT_CHUNK_CHARS
+from contextual_retrieval_core.embeddings.base import Embedder
+from contextual_retrieval_core.checks import is_blank, renamed_keyword
+from contextual_retrieval_core.search.ranked import DEFAULT_WEIGHTS
+from contextual_retrieval_core.search.feedback import stored_feedback_rows
+from contextual_retrieval_core.factories import embedder_kind
+from contextual_retrieval_core.index.files import MAX_FILE_BYTES, TEXT_EXTENSIONS, collect_files
+from contextual_retrieval_core.index.lock import folder_lock
+from contextual_retrieval_core.search.config import FusionConfig
+from contextual_retrieval_core.generators.base import ContextGenerator
+from contextual_retrieval_core.dense.windows import WindowConfig
+from contextual_retrieval_core.dense.window_rows import collapse_rows, embed_rows, requested_windows, row_owner, stale_rows, store_payload, windows_setting
+from contextual_retrieval_core.index.manifest import MANIFEST_NAME, FileEntry, IndexDamagedError, IndexManifest, IndexMismatchError, generator_identity
+from contextual_retrieval_core.index.changes import check_not_nested, read_changes
+from contextual_retrieval_core.index.report import IndexHit, IndexReport
+from contextual_retrieval_core.index.storage import chunk_rows, clear_index, load_bm25, open_embedding_cache, open_vectors
+from contextual_retrieval_core.rerank.base import Reranker
+
+__all__ = ["ContextualIndex", "IndexMismatchError", "IndexDamagedError"]
+
+_COLLECTION = "chunks"
+
+
+class ContextualIndex:
+    """A contextual index (Chroma + BM25 + context store + manifest) in one folder.
+
+    Args:
+        path: the index folder (created on the first `update`).
+        embedder: the `Embedder` for chunks and queries; it must be the one the index was built
+            with (its `model_name` is checked). While indexing it is wrapped in a `CachedEmbedder`
+            on ``path/embeddings.sqlite3``.
+        generator: the `ContextGenerator` for new or changed files (default: the offline
+            `StructuralContextGenerator`). Changing it re-situates every file on the next update.
+        chunk_chars: the chunk size for `split_text`; changing it re-chunks every file.
+        concurrency: generation requests in flight at once.
+        weights: (dense, BM25) fusion weights at query time.
+        chroma_url: keep the vectors on a Chroma server (``http://host:port``) instead of the
+            embedded ``chroma/`` folder; remembered in the folder (`chroma_server`).
+        windows: a `WindowConfig` (True: default), False, or None: as recorded (`window_rows`).
+
+    Example:
+        >>> from contextual_retrieval_core.embeddings import LocalMiniLMEmbedder
+        >>> index = ContextualIndex("my-index", embedder=LocalMiniLMEmbedder())  # doctest: +SKIP
+        >>> print(index.update(["docs", "src"]).format())  # doctest: +SKIP
+        >>> for hit in index.search("how is the cache invalidated?", k=5):  # doctest: +SKIP
+        ...     print(hit.path, hit.score, hit.context)
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        embedder: Embedder,
+        generator: ContextGenerator | None = None,
+        chunk_chars: int = DEFAULT_CHUNK_CHARS,
+        concurrency: int = 8,
+        weights: Sequence[float] = DEFAULT_WEIGHTS,
+        chroma_url: str | None = None,
+        windows: WindowConfig | bool | None = None,
+    ) -> None:
+        if generator is None:
+            from contextual_retrieval_core.generators.structural import StructuralContextGenerator
+
+            generator = StructuralContextGenerator()
+        self.path = Path(path)
+        self.embedder = embedder
+        self.generator = generator
+        self.chunk_chars = int(chunk_chars)
+        self.concurrency = concurrency
+        self.weights = FusionConfig(weights=weights).weights_for(2, per="side (dense, BM25)")
+        self._cached: Any = None
+        self.chroma_url = chroma_url
+        requested_windows(windows, None)  # checked here, resolved against the manifest by update
+        self.windows = windows
+        self._vector_index: ChromaVectorIndex | None = None
+        self._bm25: BM25Index | None = None
+        self.manifest: IndexManifest | None = None
+        self._reload_manifest()
+
+    def _reload_manifest(self) -> None:
+        self.manifest = IndexManifest.read(self.path) if (self.path / MANIFEST_NAME).is_file() else None
+        self._bm25 = None
+        if self.manifest is not None:
+            built = self.manifest.embedder["model"]
+            if built != self.embedder.model_name:
+                raise IndexMismatchError(
+                    f"the index {self.path} was built with the embedder {built!r}, not {self.embedder.model_name!r}; "
+                    f"use the same embedder (contextual-retrieval index --embedder {self.manifest.embedder['kind']}), "
+                    "or rebuild the index (--rebuild) or write a new one (--index-dir)"
+                )
+
+    # -- manifest -------------------------------------------------------------------------------
+
+    @staticmethod
+    def read_manifest(path: str | os.PathLike[str]) -> IndexManifest:
+        """The manifest of the index at `path`; FileNotFoundError naming the fix when there is none."""
+        return IndexManifest.read(path)
+
+    @staticmethod
+    def clear(path: str | os.PathLike[str]) -> None:
+        """Empty the index at `path` (chunks, BM25, manifest), keeping its context store and
+        embedding cache, so a rebuild pays for nothing twice."""
+        clear_index(Path(path), _COLLECTION)
+
+    def _fix(self) -> str:
+        return f"re-run `contextual-retrieval index PATH... --index-dir {self.path}` to repair it"
+
+    def _embedder(self) -> Any:
+        if self._cached is None:
+            self._cached = open_embedding_cache(self.path / "embeddings.sqlite3", self.embedder)
+        return self._cached
+
+    def _vectors(self, *, create: bool = False) -> ChromaVectorIndex:
+        """The Chroma side; with create=False (queries) a missing database or collection is an
+        `IndexDamagedError`, never silently created."""
+        if self._vector_index is None and uses_server(self.path, self.chroma_url):
+            self._vector_index = open_server_vectors(self.path, self.chroma_url, create=create, fix=self._fix())
+        if self._vector_index is None:
+            self._vector_index = open_vectors(self.path / "chroma", _COLLECTION, create=create, fix=self._fix())
+        return self._vector_index
+
+    def _chroma(self) -> Any:
+        return self._vectors(create=True).collection
+
+    def _load_bm25(self, manifest: IndexManifest) -> BM25Index:
+        return load_bm25(self.path / manifest.bm25, manifest, fix=self._fix())
+
+    def _damage(self, manifest: IndexManifest) -> str | None:
+        """Why the saved index cannot be served as it is (None when it can), checked cheaply
+        before an update so that re-running `index` repairs it."""
+        if manifest.chunk_count == 0:
+            return None
+        if not uses_server(self.path, self.chroma_url) and not (self.path / "chroma" / "chroma.sqlite3").is_file():
+            return f"{self.path / 'chroma'} is missing"
+        try:
+            self._load_bm25(manifest)
+        except IndexDamagedError as exc:
+            return str(exc).split("; re-run")[0]
+        return None
+
+    # -- indexing -------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the embedding cache's database (`update` does at its end; a later call reopens it)."""
+        if self._cached is not None:
+            self._cached.close()
+            self._cached = None
+
+    def update(
+        self,
+        paths: Sequence[str | os.PathLike[str]],
+        *,
+        show_progress: bool = True,
+        batch_size: int = 64,
+        max_file_bytes: int = MAX_FILE_BYTES,
+        prune_missing: bool = False,
+        lock_wait: float = 0.0,
+    ) -> IndexReport:
+        """Bring the index up to date with the files under `paths`.
+
+        New and changed files are chunked, situated, embedded and added; files that were indexed
+        under one of `paths` and are gone (or are now skipped) are removed; files indexed from
+        other paths are kept, unless `prune_missing` is set and they no longer exist.
+
+        Args:
+            paths: files and folders; the index folder may not be inside one of them, nor they
+                inside it.
+            max_file_bytes: larger files are skipped and named in the report.
+            prune_missing: also drop files indexed from other paths that no longer exist.
+            lock_wait: seconds to wait when another update holds the folder's lock (then
+                `IndexLockedError`).
+        """
+        if isinstance(paths, (str, os.PathLike)):
+            raise ValueError("pass a list of paths: update([path, ...])")
+        check_not_nested(self.path, paths)
+        with folder_lock(self.path, lock_wait):
+            self._reload_manifest()  # another run may have updated it while this one waited
+            try:
+                return self._update(paths, show_progress, batch_size, max_file_bytes, prune_missing)
+            finally:
+                self.close()  # the embedding cache is checkpointed now, under the lock, not at some later GC
+
+    def remove(self, paths: Sequence[str | os.PathLike[str]], *, lock_wait: float = 0.0) -> IndexReport:
+        """Drop every indexed file at or under `paths` (paths on disk, existing or not, or doc ids
+        as `query` shows them) from the index."""
+        if isinstance(paths, (str, os.PathLike)) or not paths:
+            raise ValueError("pass a non-empty list of paths: remove([path, ...])")
+        started = time.perf_counter()
+        with folder_lock(self.path, lock_wait):
+            self._reload_manifest()
+            if self.manifest is None:
+                raise FileNotFoundError(f"{self.path} is not a contextual-retrieval index (no {MANIFEST_NAME})")
+            targets = [str(Path(p).expanduser().resolve()) for p in paths]
+            names = [os.fspath(p).rstrip("/") for p in paths]
+
+            def matches(doc_id: str, entry: FileEntry) -> bool:
+                return any(entry.file == t or entry.file.startswith(t.rstrip(os.sep) + os.sep) for t in targets) or any(
+                    doc_id == n or doc_id.startswith(n + "/") for n in names)
+
+            gone = [d for d, e in self.manifest.files.items() if matches(d, e)]
+            if not gone:
+                raise ValueError(f"nothing indexed in {self.path} is at or under {', '.join(map(str, paths))}; "
+                                 "`contextual-retrieval query INDEX ... --json` shows the indexed paths")
+            report = IndexReport(files_removed=len(gone))
+            files = {d: e for d, e in self.manifest.files.items() if d not in gone}
+            self._commit(dataclasses.replace(self.manifest, files=files), report, {})
+            report.elapsed_s = time.perf_counter() - started
+            return report
+
+    def _update(self, paths, show_progress, batch_size, max_file_bytes, prune_missing) -> IndexReport:
+        started = time.perf_counter()
+        report = IndexReport()
+        scan = collect_files(paths, skip=[self.path], max_file_bytes=max_file_bytes)
+        report.skipped = [(str(s.path), s.reason) for s in scan.skipped]
+        if not scan.files:
+            raise ValueError(f"nothing to index under {', '.join(map(str, paths))}: no text, markdown or code file "
+                             f"({scan.describe()}); `contextual-retrieval index --help` lists the indexed extensions "
+                             f"({', '.join(sorted(TEXT_EXTENSIONS)[:8])}, ...) and the size limit")
+        roots = {str(f.root) for f in scan.files} | {str(Path(p).expanduser().resolve()) for p in paths}
+        old = self.manifest
+        old_files: dict[str, FileEntry] = dict(old.files) if old else {}
+        gen_id = generator_identity(self.generator)
+        redo_all = False
+        windows = requested_windows(self.windows, old.windows if old else None)
+        if old:
+            damage = self._damage(old)
+            if damage:
+                redo_all = True
+                report.note = f"the index was damaged ({damage}): every file is re-indexed from the stored contexts and cached embeddings"
+            elif old.generator != gen_id:
+                redo_all = True
+                report.note = (
+                    f"contexts: the index was built with {old.generator.get('label')!r}, this run uses "
+                    f"{gen_id['label']!r}: every file is re-situated"
+                )
+            elif old.chunk_chars != self.chunk_chars:
+                redo_all = True
+                report.note = f"chunk size changed ({old.chunk_chars} -> {self.chunk_chars}): every file is re-chunked"
+            elif old.windows != windows_setting(windows):
+                redo_all = True
+                report.note = f"windows changed ({old.windows} -> {windows_setting(windows)}): every file is re-embedded"
+
+        new_files, documents, chunks, spans = read_changes(scan.files, old_files, redo_all, self.chunk_chars, report, show_progress)
+        for doc_id, entry in old_files.items():
+            if doc_id in new_files:
+                continue
+            if entry.root in roots or (prune_missing and not Path(entry.file).exists()):
+                report.files_removed += 1
+            else:
+                new_files[doc_id] = entry  # indexed from another path: kept
+        if not new_files:
+            raise ValueError(f"nothing to index under {', '.join(map(str, paths))}: every file was skipped ("
+                             + "; ".join(f"{p} ({r})" for p, r in report.skipped[:10]) + ")")
+        manifest = IndexManifest(
+            embedder={"kind": embedder_kind(self.embedder), "model": self.embedder.model_name},
+            generator=gen_id,
+            chunk_chars=self.chunk_chars,
+            weights=list(self.weights),
+            files=new_files,
+            bm25=old.bm25 if old else "",
+            windows=windows_setting(windows),
+        )
+        if not chunks and old is not None and manifest.chunk_ids() == old.chunk_ids() and not redo_all:
+            report.chunks_total = manifest.chunk_count
+            if manifest != old:
+                manifest.write(self.path)  # mtimes refreshed: the next run skips hashing
+                self.manifest = manifest
+            report.elapsed_s = time.perf_counter() - started
+            return report
+
+        self.path.mkdir(parents=True, exist_ok=True)
+        texts: dict[str, str] = {}
+        fresh: list[str] = []
+        if chunks:
+            from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
+
+            store = self.path / "contexts.sqlite3" if self.generator.is_llm else None
+            contextualizer = Contextualizer(
+                self.generator, store, concurrency=self.concurrency, show_progress=show_progress
+            )
+            result = contextualizer.contextualize(documents, chunks)
+            report.contexts = result.report
+            cached = self._embedder()
+            hits0, misses0 = cached.hits, cached.misses
+            texts = {c.id: c.indexed_text for c in result.chunks}
+            rows, vectors = embed_rows(cached, result.chunks, windows, batch_size=batch_size, show_progress=show_progress)
+            report.embedded = cached.misses - misses0
+            report.embedding_cache_hits = cached.hits - hits0
+            metadatas = {c.id: {"path": c.document_id, "context": c.context, "text": c.text, "chunk_index": c.chunk.index,
+                                "start_line": spans[c.id][0], "end_line": spans[c.id][1]} for c in result.chunks}
+            fresh, documents, metas = store_payload(rows, texts, metadatas)
+            # new rows go in beside the old ones: the old manifest still finds all of its chunks
+            self._vectors(create=True).add(fresh, vectors, documents=documents, metadatas=metas)
+            report.chunks_added = len(chunks)
+        self._commit(manifest, report, texts, fresh)
+        report.elapsed_s = time.perf_counter() - started
+        return report
+
+    def _commit(self, manifest: IndexManifest, report: IndexReport, texts: dict[str, str], fresh: Sequence[str] = ()) -> None:
+        """Write a new BM25 folder, swap the manifest in, then drop what the old one listed alone
+        and the rows of chunks re-embedded into `fresh` rows that are not among them."""
+        wanted = manifest.chunk_ids()
+        old_ids = set(self.manifest.chunk_ids()) if self.manifest else set()
+        vectors = self._vectors(create=True)
+        collection = vectors.collection
+        manifest.bm25 = ""
+        if wanted:
+            missing = [cid for cid in wanted if cid not in texts]
+            step = vectors.max_batch_size
+            for start in range(0, len(missing), step):
+                got = collection.get(ids=missing[start : start + step], include=["documents"])
+                texts.update(zip(got["ids"], got["documents"]))
+            lost = [cid for cid in wanted if cid not in texts]
+            if lost:
+                raise IndexDamagedError(
+                    f"{len(lost)} chunks listed in {self.path / MANIFEST_NAME} are missing from {self.path / 'chroma'} "
+                    f"(first: {lost[0]}); rebuild the index: contextual-retrieval index PATH... --index-dir {self.path} --rebuild"
+                )
+            manifest.bm25 = f"bm25-{uuid.uuid4().hex[:12]}"
+            BM25Index().index(wanted, [texts[c] for c in wanted]).save(self.path / manifest.bm25)
+        manifest.write(self.path)  # the switch: from here on the new index is the index
+        self.manifest = manifest
+        self._bm25 = None
+        keep = set(wanted)
+        report.chunks_removed = len(old_ids - keep)
+        report.chunks_total = len(wanted)
+        # clean-up; an interruption here leaves rows and folders the next update removes
+        have = collection.get(include=[])["ids"]
+        vectors.delete(stale_rows(have, keep, {row_owner(r) for r in fresh}, set(fresh)))
+        for part in self.path.glob("bm25*"):
+            if part.name != manifest.bm25 and part.is_dir():
+                shutil.rmtree(part, ignore_errors=True)
+
+    # -- querying -------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self.manifest.chunk_count if self.manifest is not None else 0
+
+    def search(
+        self,
+        query: str,
+        top_k: int | None = None,
+        *,
+        config: FusionConfig | None = None,
+        reranker: Reranker | None = None,
+        depth: int | None = None,
+        rerank_depth: int | None = None,
+        on_rerank_error: str | None = None,
+        k: int | None = None,
+        dense_prf: float | None = None,
+    ) -> list[IndexHit]:
+        """The top `top_k` chunks for `query`: Chroma top-`depth` and BM25 top-`depth`, fused with
+        weighted reciprocal-rank fusion, then reranked when a `reranker` is given. Every setting
+        may come in a `FusionConfig` (`config`); keyword arguments override it; the fusion weights
+        are the index's. With ``on_rerank_error="fused"`` a failing reranker leaves the fused order,
+        each hit carrying the error (`IndexHit.rerank_error`). A blank query returns no results, as
+        in every query path. `k` is the old name of `top_k`. `dense_prf`: the dense pseudo-relevance
+        feedback weight, as `HybridSearcher(dense_prf=...)` (default: the config's 0.5; 0: off).
+
+        Reads the folder only (the query's embedding is not cached); a damaged folder raises
+        `IndexDamagedError` naming the file and the fix."""
+        if not isinstance(query, str):
+            raise TypeError(f"query must be str, got {type(query).__name__}")
+        top_k = renamed_keyword("ContextualIndex.search", "k", "top_k", k, top_k)
+        fusion = FusionConfig.merged(config, weights=self.weights, top_k=top_k, reranker=reranker, depth=depth,
+                                     rerank_depth=rerank_depth, on_rerank_error=on_rerank_error,
+                                     dense_prf=dense_prf)
+        if is_blank(query):
+            return []
+        manifest = self.manifest
+        if manifest is None:
+            raise FileNotFoundError(f"{self.path} is not a contextual-retrieval index (no {MANIFEST_NAME}); build one "
+                                    f"with: contextual-retrieval index PATH... --index-dir {self.path}")
+        total = manifest.chunk_count
+        if total == 0:
+            raise ValueError(f"the index {self.path} holds no chunks; add files with: contextual-retrieval index PATH...")
+        if self._bm25 is None:
+            self._bm25 = self._load_bm25(manifest)
+        vectors = self._vectors()
+        rows_in_chroma = len(vectors)
+        if rows_in_chroma < total:
+            raise IndexDamagedError(f"{self.path / 'chroma'} holds {rows_in_chroma} chunks, the manifest lists {total}; "
+                                    f"{self._fix()}")
+        vector = np.asarray(self.embedder.embed_queries([query]), dtype=np.float32)
+        depth, listed = fusion.depth, set(manifest.chunk_ids())
+        k_rows, bm25 = min(depth + rows_in_chroma - total, rows_in_chroma), self._bm25.search(query, depth)
+        dense = collapse_rows(vectors.search(vector[0], k_rows), depth, listed)
+        top = fusion.feedback_top([("dense", dense), ("bm25", bm25)])
+        if top:  # dense PRF: search again from the query moved toward the fused top chunks' rows
+            moved = stored_feedback_rows(vectors.collection, top).moved(vector, [top], fusion.dense_prf)
+            dense = collapse_rows(vectors.search(moved[0], k_rows), depth, listed)
+        fused = fusion.fuse([("dense", dense), ("bm25", bm25)])
+        pool = fused[: fusion.effective_rerank_depth] if fusion.reranker else fused[: fusion.top_k]
+        info = chunk_rows(self._vectors().collection, [str(h.id) for h in pool], self.path / "chroma", self._fix())
+        ranked = fusion.rerank(query, pool, lambda cid: info[str(cid)][0])
+        out = []
+        for h in ranked:
+            doc, meta = info[str(h.id)]
+            out.append(IndexHit(
+                str(h.id), str(meta.get("path", "")), float(h.score), str(meta.get("context", "")),
+                str(meta.get("text", doc)), dict(h.ranks), int(meta.get("start_line", 0)),
+                int(meta.get("end_line", 0)), float(h.fused_score), h.rerank_score, h.rerank_error,
+            ))
+        return out
+

@@ -1,0 +1,164 @@
+"""The manifest of a `ContextualIndex` folder: which files were indexed, and how.
+
+``manifest.json`` records the embedder, the context generator, the chunk size, the fusion
+weights and, per file, its size, mtime, SHA-256 and chunk ids. It is written last by every
+update (through a temporary file and `os.replace`), so it always describes a complete index.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["IndexManifest", "FileEntry", "IndexMismatchError", "IndexDamagedError", "MANIFEST_NAME", "generator_identity"]
+
+MANIFEST_NAME = "manifest.json"
+FORMAT = "contextual-retrieval/index"
+FORMAT_VERSION = 1
+
+
+class IndexMismatchError(ValueError):
+    """The index was built with another embedder than the one this run would use."""
+
+
+class IndexDamagedError(ValueError):
+    """A file of an index folder is missing, truncated or belongs to another index.
+
+    The message names the file and the fix (re-run ``contextual-retrieval index``, or
+    ``--rebuild``).
+    """
+
+
+@dataclass
+class FileEntry:
+    """One indexed file.
+
+    Attributes:
+        root: the absolute path of the argument it was found under.
+        file: its absolute path.
+        sha256: the hex SHA-256 of its bytes when indexed.
+        size, mtime_ns: its size and modification time when indexed (a file with both unchanged is
+            not even hashed again).
+        chunks: its chunk ids, in order.
+    """
+
+    root: str
+    file: str
+    sha256: str
+    size: int
+    mtime_ns: int
+    chunks: list[str] = field(default_factory=list)
+
+
+@dataclass
+class IndexManifest:
+    """What one index folder holds (``manifest.json``).
+
+    Attributes:
+        embedder: {"kind": "local" | "voyage" | class name, "model": model name}.
+        generator: {"name", "model", "prompt", "label"} of the context generator.
+        chunk_chars: the chunk size.
+        weights: (dense, BM25) fusion weights used by ``query``.
+        files: doc id -> `FileEntry`.
+        bm25: the folder (inside the index folder) holding the BM25 index of these chunks; each
+            update writes a new one and names it here, so the manifest swap switches both at once.
+        windows: the `WindowConfig` long chunks were embedded with, as a dict (`windows_setting`);
+            None when every chunk is one vector.
+    """
+
+    embedder: dict[str, str]
+    generator: dict[str, str]
+    chunk_chars: int
+    weights: list[float]
+    files: dict[str, FileEntry] = field(default_factory=dict)
+    bm25: str = "bm25"
+    windows: dict[str, Any] | None = None
+
+    @property
+    def chunk_count(self) -> int:
+        """Chunks in the index."""
+        return sum(len(e.chunks) for e in self.files.values())
+
+    def chunk_ids(self) -> list[str]:
+        """Every chunk id, file by file."""
+        return [cid for e in self.files.values() for cid in e.chunks]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        return {"format": FORMAT, "format_version": FORMAT_VERSION, **data}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str | os.PathLike[str] = MANIFEST_NAME) -> "IndexManifest":
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise IndexDamagedError(f"{source} is not a contextual-retrieval index manifest; rebuild the index "
+                                    "(contextual-retrieval index PATH... --rebuild)")
+        if data.get("format_version", 0) > FORMAT_VERSION:
+            raise ValueError(f"{source} was written by a newer contextual-retrieval; upgrade it, or rebuild the index (--rebuild)")
+        try:
+            return cls(
+                embedder=dict(data["embedder"]),
+                generator=dict(data["generator"]),
+                chunk_chars=int(data["chunk_chars"]),
+                weights=[float(w) for w in data.get("weights") or []],
+                files={k: FileEntry(**v) for k, v in data["files"].items()},
+                bm25=_folder_name(data.get("bm25", "bm25")),
+                windows=_windows(data.get("windows")),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise IndexDamagedError(f"{source} is damaged ({type(exc).__name__}: {exc}); rebuild the index "
+                                    "(contextual-retrieval index PATH... --rebuild)") from exc
+
+    @classmethod
+    def read(cls, folder: str | os.PathLike[str]) -> "IndexManifest":
+        """The manifest of the index in `folder`; FileNotFoundError naming the fix when there is none."""
+        file = Path(folder) / MANIFEST_NAME
+        if not file.is_file():
+            raise FileNotFoundError(
+                f"{folder} is not a contextual-retrieval index (no {MANIFEST_NAME}); build one with: "
+                f"contextual-retrieval index PATH... --index-dir {folder}"
+            )
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise IndexDamagedError(f"{file} is not valid JSON ({exc}); rebuild the index "
+                                    "(contextual-retrieval index PATH... --rebuild)") from exc
+        return cls.from_dict(data, file)
+
+    def write(self, folder: str | os.PathLike[str]) -> None:
+        """Write ``folder/manifest.json`` atomically (temporary file, then `os.replace`)."""
+        target = Path(folder) / MANIFEST_NAME
+        tmp = target.with_name(MANIFEST_NAME + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(self.to_dict(), indent=1, sort_keys=True))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+
+
+def _windows(setting: Any) -> dict[str, Any] | None:
+    from contextual_retrieval_core.dense.window_rows import windows_from_setting, windows_setting
+
+    return windows_setting(windows_from_setting(setting))  # checked, in its one shape
+
+
+def _folder_name(name: Any) -> str:
+    if not isinstance(name, str) or (name and (not name.startswith("bm25") or "/" in name or "\\" in name or ".." in name)):
+        raise ValueError(f"bad BM25 folder name {name!r}")
+    return name
+
+
+def generator_identity(generator: Any) -> dict[str, str]:
+    """What a manifest records of the contexts (a change re-situates every file, from the store):
+    the generator's name, model, prompt and label; the contexts of any generator but the structural
+    one carry the structural header (the `Contextualizer`'s default), and say so."""
+    from contextual_retrieval_core.contextualize.contextualizer import is_structural_generator
+    from contextual_retrieval_core.generators.base import label_of
+
+    identity = {"name": generator.name, "model": generator.model, "prompt": generator.prompt_identity,
+                "label": label_of(generator)}
+    if not is_structural_generator(generator):
+        identity.update(header="structural", label=identity["label"] + " + structural header")
+    return identity

@@ -1,0 +1,334 @@
+"""`BM25Index`: an in-process BM25 index over contextualized chunks, built on bm25s.
+
+The term weights are computed once, vectorised, into a sparse term-by-document matrix (the bm25s
+"eager" layout); a query sums the rows of its terms, so query time grows with the postings of the
+query's terms, never with a Python loop over the corpus. Saved as JSON plus `.npy` arrays read
+with ``allow_pickle=False``: loading an index never executes code.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable, Iterable, Literal, Sequence
+
+import bm25s
+import numpy as np
+
+from contextual_retrieval_core._compat import bm25s_scorer
+from contextual_retrieval_core.checks import IndexFileError, read_json, not_a_string, positive_int, string_list
+from contextual_retrieval_core.chunking.tokenizer import Tokenizer, TokenizerConfig
+
+__all__ = ["BM25Index", "save_with_records", "load_with_records", "BM25Method"]
+
+BM25Method = Literal["lucene", "robertson"]
+_FORMAT = "contextual-retrieval/bm25"
+_FORMAT_VERSION = 1
+
+
+class BM25Index:
+    """A BM25 index over ids and texts, with a tokenizer for code and prose.
+
+    Args:
+        tokenizer: the `Tokenizer` (default: identifiers split, English stop words, stemming,
+            CJK bigrams); saved with the index.
+        k1: term-frequency saturation (default 1.2, as Lucene and Elasticsearch).
+        b: length normalisation (default 0.75).
+        method: "lucene" (default; idf = ln(1 + (N - n + 0.5) / (n + 0.5)), never negative, as in
+            Lucene and Elasticsearch) or "robertson" (rank_bm25's BM25Okapi: idf =
+            ln((N - n + 0.5) / (n + 0.5)), with the idf of terms in more than half the documents
+            floored at `epsilon` times the mean idf). Scores equal rank_bm25's divided by (k1 + 1).
+        epsilon: the idf floor factor of "robertson".
+
+    Example:
+        >>> index = BM25Index().index(["a", "b"], ["DiffExecutor runs two executors", "a tokenizer"])
+        >>> [hit_id for hit_id, _ in index.search("diff executor", k=5)]
+        ['a']
+    """
+
+    def __init__(
+        self,
+        tokenizer: Tokenizer | None = None,
+        *,
+        k1: float = 1.2,
+        b: float = 0.75,
+        method: BM25Method = "lucene",
+        epsilon: float = 0.25,
+    ) -> None:
+        if method not in ("lucene", "robertson"):
+            raise ValueError(f"method must be 'lucene' or 'robertson', not {method!r}")
+        if k1 < 0 or not 0 <= b <= 1:
+            raise ValueError(f"need k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
+        self.tokenizer = tokenizer or Tokenizer()
+        self.k1, self.b, self.method, self.epsilon = float(k1), float(b), method, float(epsilon)
+        self.ids: list[str] = []
+        self.vocab: dict[str, int] = {}
+        self._engine: bm25s.BM25 | None = None
+
+    # -- building ---------------------------------------------------------------------------
+
+    def index(self, ids: Sequence[str], texts: Sequence[str]) -> "BM25Index":
+        """Index `texts` under `ids` (replacing anything indexed before); returns self."""
+        not_a_string("ids", ids, "ids")
+        not_a_string("texts", texts, "texts")
+        if len(ids) != len(texts):
+            raise ValueError(f"got {len(ids)} ids for {len(texts)} texts; pass one id per text")
+        return self.index_tokens(ids, self.tokenizer.tokenize_many(texts))
+
+    def index_tokens(self, ids: Sequence[str], tokens: Sequence[Sequence[str]]) -> "BM25Index":
+        """Index already-tokenized texts (the tokenizer is then only used for queries)."""
+        not_a_string("ids", ids, "ids")
+        not_a_string("tokens", tokens, "token lists")
+        for i, terms in enumerate(tokens):
+            not_a_string(f"tokens[{i}]", terms, "terms")
+        ids = [str(i) for i in ids]
+        if len(ids) != len(tokens):
+            raise ValueError(f"got {len(ids)} ids for {len(tokens)} token lists; pass one id per text")
+        if not ids:
+            raise ValueError("cannot index an empty corpus: pass at least one text")
+        if len(set(ids)) != len(ids):
+            seen: set[str] = set()
+            dup = next(i for i in ids if i in seen or seen.add(i))  # type: ignore[func-returns-value]
+            raise ValueError(f"duplicate id {dup!r}: every indexed text needs a unique id")
+
+        vocab: dict[str, int] = {}
+        lengths = np.fromiter((len(t) for t in tokens), dtype=np.int64, count=len(tokens))
+        flat = np.fromiter(
+            (vocab.setdefault(term, len(vocab)) for doc in tokens for term in doc),
+            dtype=np.int64,
+            count=int(lengths.sum()),
+        )
+        n_docs, n_terms = len(ids), len(vocab)
+        doc_of = np.repeat(np.arange(n_docs, dtype=np.int64), lengths)
+
+        # term frequencies: unique (term, doc) pairs, term-major so rows are contiguous postings
+        pair = flat * n_docs + doc_of
+        pair, tf = np.unique(pair, return_counts=True)
+        term_idx, doc_idx = np.divmod(pair, n_docs)
+        df = np.bincount(term_idx, minlength=n_terms).astype(np.float64)
+
+        idf = self._idf(df, n_docs)
+        avgdl = float(lengths.mean()) if n_docs else 0.0
+        norm = self.k1 * (1.0 - self.b + self.b * lengths[doc_idx] / max(avgdl, 1e-12))
+        data = idf[term_idx] * tf / (tf + norm)
+        indptr = np.zeros(n_terms + 1, dtype=np.int64)
+        np.cumsum(np.bincount(term_idx, minlength=n_terms), out=indptr[1:])
+
+        self.ids, self.vocab = ids, vocab
+        self._engine = _engine(data.astype(np.float64), doc_idx.astype(np.int64), indptr, n_docs, vocab)
+        return self
+
+    def _idf(self, df: np.ndarray, n_docs: int) -> np.ndarray:
+        ratio = (n_docs - df + 0.5) / (df + 0.5)
+        if self.method == "lucene":
+            return np.log1p(ratio)
+        idf = np.log(ratio)
+        if idf.size:
+            floor = self.epsilon * float(idf.mean())
+            idf = np.where(idf < 0, floor, idf)
+        return idf
+
+    # -- querying ---------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def get_scores(self, query: str | Sequence[str]) -> np.ndarray:
+        """BM25 scores of every indexed text for a query (text, or a list of terms)."""
+        engine = self._require()
+        terms = self.tokenizer.tokenize(query) if isinstance(query, str) else string_list("query", query, "terms")
+        term_ids = [self.vocab[t] for t in terms if t in self.vocab]
+        if not term_ids:
+            return np.zeros(len(self.ids), dtype=np.float64)
+        return engine.get_scores_from_ids(term_ids)
+
+    def mask(self, keep: Callable[[str], Any]) -> np.ndarray:
+        """`search`'s `allowed` from a predicate on the indexed ids (a metadata filter, say)."""
+        return np.fromiter((bool(keep(i)) for i in self.ids), dtype=bool, count=len(self.ids))
+
+    def search(
+        self, query: str | Sequence[str], k: int = 10, *, allowed: np.ndarray | None = None
+    ) -> list[tuple[str, float]]:
+        """The top `k` (id, score) pairs, best first; texts with score 0 are never returned.
+
+        An empty query, or one with no indexed term, returns []. `k` larger than the corpus
+        returns every matching text. Ties are broken by indexing order. `allowed` (a boolean
+        array, one entry per indexed text in `ids` order) restricts the search to a subset, as
+        metadata filters do.
+        """
+        k = positive_int("k", k)
+        if isinstance(query, str) and not query.strip():
+            return []
+        scores = self.get_scores(query)
+        if allowed is not None:
+            allowed = np.asarray(allowed, dtype=bool)
+            if allowed.shape != scores.shape:
+                raise ValueError(f"allowed has {allowed.size} entries for {scores.size} indexed texts; pass one per id")
+            scores = np.where(allowed, scores, 0.0)
+        positive = np.flatnonzero(scores > 0)
+        if positive.size > k:
+            top = np.argpartition(-scores[positive], k - 1)[:k]
+            positive = positive[top]
+        order = np.lexsort((positive, -scores[positive]))
+        hits = positive[order]
+        return [(self.ids[i], float(scores[i])) for i in hits]
+
+    def search_many(self, queries: Iterable[str | Sequence[str]], k: int = 10) -> list[list[tuple[str, float]]]:
+        """`search` for each query in a list (a bare string is a TypeError, not one query per character)."""
+        not_a_string("queries", queries, "queries")
+        return [self.search(q, k) for q in queries]
+
+    # -- persistence ------------------------------------------------------------------------
+
+    def save(self, path: str | Path) -> Path:
+        """Write the index to directory `path` (JSON + .npy; no pickle)."""
+        engine = self._require()
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        terms = [""] * len(self.vocab)
+        for term, i in self.vocab.items():
+            terms[i] = term
+        meta = {
+            "format": _FORMAT,
+            "format_version": _FORMAT_VERSION,
+            "k1": self.k1,
+            "b": self.b,
+            "method": self.method,
+            "epsilon": self.epsilon,
+            "tokenizer": self.tokenizer.config.to_dict(),
+            "ids": self.ids,
+            "vocab": terms,
+        }
+        (path / "bm25.json").write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
+        for name in ("data", "indices", "indptr"):
+            np.save(path / f"{name}.npy", engine.scores[name], allow_pickle=False)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "BM25Index":
+        """Load an index written by `save` (never unpickles anything).
+
+        Every file is checked before the index is returned: a missing, truncated, corrupted or
+        inconsistent file (array shapes, document numbers out of range, non-finite weights, an id
+        or term list of the wrong length) is an `IndexFileError` naming it.
+        """
+        path = Path(path)
+        meta_file = path / "bm25.json"
+        if not meta_file.is_file():
+            raise FileNotFoundError(f"{meta_file} not found: {path} is not a saved BM25Index directory")
+        meta = read_json(meta_file)
+        if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
+            raise ValueError(f"{meta_file} is not a BM25 index this version of contextual-retrieval can read")
+        if not isinstance(meta.get("format_version"), int) or meta["format_version"] > _FORMAT_VERSION:
+            raise ValueError(f"{meta_file} is not a BM25 index this version of contextual-retrieval can read")
+        missing = [key for key in ("k1", "b", "method", "epsilon", "tokenizer", "ids", "vocab") if key not in meta]
+        if missing:
+            raise IndexFileError(meta_file, f"missing {', '.join(missing)}")
+        ids, vocab = _strings(meta_file, meta, "ids"), _strings(meta_file, meta, "vocab")
+        try:
+            tokenizer = Tokenizer(TokenizerConfig.from_dict(meta["tokenizer"]))
+            index = cls(tokenizer, k1=meta["k1"], b=meta["b"], method=meta["method"], epsilon=meta["epsilon"])
+        except (TypeError, ValueError) as exc:
+            raise IndexFileError(meta_file, f"bad settings ({exc})") from None
+        arrays = {n: _load_array(path / f"{n}.npy") for n in ("data", "indices", "indptr")}
+        _check_arrays(path, arrays, len(ids), len(vocab))
+        index.ids = ids
+        index.vocab = {t: i for i, t in enumerate(vocab)}
+        index._engine = _engine(arrays["data"], arrays["indices"], arrays["indptr"], len(index.ids), index.vocab)
+        return index
+
+    def _require(self) -> bm25s.BM25:
+        if self._engine is None:
+            raise RuntimeError("the index is empty: call index(ids, texts) or BM25Index.load(path) first")
+        return self._engine
+
+
+def _strings(file: Path, meta: dict, key: str) -> list[str]:
+    values = meta[key]
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise IndexFileError(file, f"{key!r} must be a list of strings")
+    if len(set(values)) != len(values):
+        raise IndexFileError(file, f"{key!r} lists an entry twice")
+    return values
+
+
+def _load_array(file: Path) -> np.ndarray:
+    if not file.is_file():
+        raise IndexFileError(file, "missing")
+    try:
+        return np.load(file, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise IndexFileError(file, f"truncated or corrupted ({type(exc).__name__}: {exc})") from None
+
+
+def _check_arrays(path: Path, arrays: dict[str, np.ndarray], n_docs: int, n_terms: int) -> None:
+    """The term-major sparse matrix is whole: shapes agree, document numbers are in range,
+    postings are ordered and every weight is finite."""
+    data, indices, indptr = arrays["data"], arrays["indices"], arrays["indptr"]
+    for name, array, kinds in (("data", data, "f"), ("indices", indices, "iu"), ("indptr", indptr, "iu")):
+        if array.ndim != 1 or array.dtype.kind not in kinds:
+            raise IndexFileError(path / f"{name}.npy", f"expected a 1-D {'float' if kinds == 'f' else 'integer'} array, got {array.dtype} of shape {array.shape}")
+    if n_docs == 0:
+        raise IndexFileError(path / "bm25.json", "no ids: an index holds at least one text")
+    if indices.shape != data.shape:
+        raise IndexFileError(path / "indices.npy", f"{indices.size} entries for {data.size} weights in data.npy")
+    if indptr.size != n_terms + 1:
+        raise IndexFileError(path / "indptr.npy", f"{indptr.size} entries for {n_terms} terms in bm25.json (expected {n_terms + 1})")
+    if indptr[0] != 0 or indptr[-1] != data.size or np.any(np.diff(indptr) < 0):
+        raise IndexFileError(path / "indptr.npy", f"offsets are not ordered from 0 to {data.size} (the size of data.npy)")
+    if indices.size and (indices.min() < 0 or indices.max() >= n_docs):
+        raise IndexFileError(path / "indices.npy", f"a document number outside 0..{n_docs - 1} (bm25.json lists {n_docs} ids)")
+    if not np.all(np.isfinite(data)):
+        raise IndexFileError(path / "data.npy", "a weight is NaN or infinite")
+
+
+def _engine(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, n_docs: int, vocab: dict[str, int]) -> bm25s.BM25:
+    """A bm25s scorer holding our precomputed term-major sparse weights (set through `_compat`)."""
+    return bm25s_scorer(data, indices, indptr, n_docs, vocab)
+
+
+_RECORDS_FILE = "records.jsonl"
+_SETTINGS_FILE = "settings.json"
+
+
+def save_with_records(
+    path: str | Path, index: BM25Index, records: Iterable[dict], settings: dict | None = None
+) -> Path:
+    """A retriever on disk: `index` (JSON + .npy), one JSON record per indexed text (the framework's
+    node or document, as a dict) and the retriever's settings. No pickle anywhere."""
+    path = Path(path)
+    index.save(path)
+    with open(path / _RECORDS_FILE, "w", encoding="utf-8") as fh:
+        for record in records:
+            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+    (path / _SETTINGS_FILE).write_text(json.dumps(settings or {}), encoding="utf-8")
+    return path
+
+
+def load_with_records(path: str | Path) -> tuple[BM25Index, list[dict], dict]:
+    """What `save_with_records` wrote: (index, records, settings)."""
+    path = Path(path)
+    if not (path / _RECORDS_FILE).is_file():
+        raise FileNotFoundError(
+            f"{path / _RECORDS_FILE} not found: {path} is not a saved BM25 retriever (write one with the retriever's save() / persist())"
+        )
+    index = BM25Index.load(path)
+    records_file = path / _RECORDS_FILE
+    records = []
+    try:
+        with open(records_file, encoding="utf-8") as fh:
+            for number, line in enumerate(fh, start=1):
+                if line.strip():
+                    record = json.loads(line)
+                    if not isinstance(record, dict):
+                        raise ValueError(f"line {number} is a {type(record).__name__}, not a JSON object")
+                    records.append(record)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise IndexFileError(records_file, f"not readable ({exc})", "save the retriever again") from None
+    if len(records) != len(index.ids):
+        raise IndexFileError(records_file, f"{len(records)} records for {len(index.ids)} indexed texts", "save the retriever again")
+    settings_file = path / _SETTINGS_FILE
+    settings = read_json(settings_file) if settings_file.is_file() else {}
+    if not isinstance(settings, dict):
+        raise IndexFileError(settings_file, "not a JSON object", "save the retriever again")
+    return index, records, settings
