@@ -1,6 +1,7 @@
 """House rules of the code base (issue 11's acceptance), checked on the source: one
 positive-integer check (`checks.positive_int`), generators' labels read through `label_of`, no
-`hasattr` probing of generators, no core module over 450 lines."""
+`hasattr` probing of generators. (The layout rules, one concept per module in its stage folder and
+no import circle, are tests/test_import_graph.py's.)"""
 
 from __future__ import annotations
 
@@ -57,9 +58,3 @@ def test_generators_are_read_through_their_protocol_not_probed() -> None:
                     and node.args[1].value == "label" and not path.match("generators/base.py")):
                 probes.append(where(path, node))
     assert probes == [], f"read a generator's label with generators.base.label_of, declare capabilities as Protocols: {probes}"
-
-
-def test_no_core_module_over_450_lines() -> None:
-    long = {str(p.relative_to(ROOT)): n for p in sorted((ROOT / "contextual_retrieval_core").rglob("*.py"))
-            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 450}
-    assert long == {}, f"split these modules (a core module past ~450 lines does two jobs): {long}"
