@@ -76,8 +76,8 @@ class VoyageContextualizedEmbedder(VoyageClients):
         output_dimension: 256, 512, 1024 (the model's default) or 2048.
         output_dtype: "float" (default), "int8" or "uint8"; vectors come back as float32,
             L2-normalised, whatever the wire dtype.
-        max_inputs_per_request / max_chunks_per_request / max_tokens_per_request /
-            max_tokens_per_input: at most the API's limits above (lower them to send smaller requests).
+        max_inputs_per_request, max_chunks_per_request, max_tokens_per_request, max_tokens_per_input:
+            at most the API's limits above (lower them to send smaller requests).
         token_estimator: counts one text's tokens (default: the offline over-estimate of `voyage.py`).
         max_concurrency: concurrent requests in the async methods.
         max_retries / timeout: for clients built here (the SDK's retries: 429, 5xx, timeouts).
