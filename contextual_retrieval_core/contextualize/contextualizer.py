@@ -356,11 +356,12 @@ class Contextualizer:
 
     def _with_headers(self, docs: dict[str, Document], chunks: list[Chunk], contexts: dict[str, str]) -> dict[str, str]:
         """Each context with its chunk's structural context on a line before it (`structural_header`)."""
+        from contextual_retrieval_core.generators.header_source import header_generator_for
         from contextual_retrieval_core.generators.structural import StructuralContextGenerator, with_structural_header
 
         if self._structural is None:
             self._structural = StructuralContextGenerator()
-        header = self._structural.generate
+        header = header_generator_for(self.generator, self._structural).generate  # type: ignore[union-attr]
         return {c.id: with_structural_header(header(docs[c.document_id], c).context, contexts[c.id]) for c in chunks}
 
     def _keys(self, docs: dict[str, Document], chunks: list[Chunk], *, grouped: bool = False) -> dict[str, str]:
@@ -430,6 +431,6 @@ def contextualizer_for(generator: ContextGenerator, store: Any, part: Any) -> Co
 
 def is_structural_generator(generator: Any) -> bool:
     """Whether `generator` writes the structural context itself (it gets no second header)."""
-    from contextual_retrieval_core.generators.structural import StructuralContextGenerator
+    from contextual_retrieval_core.generators.header_source import writes_structural_context
 
-    return isinstance(generator, StructuralContextGenerator)
+    return writes_structural_context(generator)

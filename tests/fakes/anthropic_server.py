@@ -40,7 +40,18 @@ Validation (400 invalid_request_error unless said otherwise)
 Tokens
     `count_tokens(text) = ceil(len(text) / 4)` (characters, not bytes). A request's input is the
     sum over its blocks, in prompt order: tools (each tool's JSON), system blocks, then every
-    message's content blocks (text blocks count their text, other blocks their JSON).
+    message's content blocks (text blocks count their text, image blocks `image_tokens(w, h)`,
+    other blocks their JSON).
+
+Images
+    An image block is `{"type": "image", "source": {"type": "base64", "media_type": ..., "data":
+    ...}}`: media_type image/jpeg, png, gif or webp and matching the decoded bytes (Pillow), at
+    most 5 MB and 8000 pixels a side, else 400 ("Could not process image" for bytes that do not
+    decode). URL sources are refused (nothing is fetched). It costs `image_tokens(w, h)` =
+    ceil(w * h / 750) after scaling to 1568 pixels a side and 1.15 megapixels, and it enters a
+    cache prefix's key by the sha256 of its bytes, so the same image in the same place is a cache
+    hit and any other image is not. `<frame>...</frame>` and `<crop>...</crop>` are read as a
+    document and a chunk when answering.
 
 Prompt caching
     * Breakpoints are blocks carrying `cache_control` (a top-level `cache_control` marks the last
@@ -124,6 +135,8 @@ Inspection
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
 import math
@@ -147,6 +160,7 @@ __all__ = [
     "FakeAnthropicServer",
     "RecordedRequest",
     "count_tokens",
+    "image_tokens",
 ]
 
 #: model-name prefix -> minimum cacheable prefix length in tokens (longest matching prefix wins).
@@ -199,10 +213,13 @@ USAGE_LIMIT_MESSAGE = (
     "You have reached your specified API usage limits. You will regain access on 2026-01-01 at 00:00 UTC."
 )
 MESSAGES_PATH = "/v1/messages"
+IMAGE_MEDIA_TYPES = {"image/jpeg": "JPEG", "image/png": "PNG", "image/gif": "GIF", "image/webp": "WEBP"}
+MAX_IMAGE_BYTES = 5 * 1024 * 1024
+MAX_IMAGE_EDGE = 8000
 BATCHES_PATH = "/v1/messages/batches"
 
-_DOCUMENT = re.compile(r"<document>(.*?)</document>", re.DOTALL)
-_CHUNK = re.compile(r"<chunk>(.*?)</chunk>", re.DOTALL)
+_DOCUMENT = re.compile(r"<(?:document|frame)>(.*?)</(?:document|frame)>", re.DOTALL)
+_CHUNK = re.compile(r"<(?:chunk|crop)>(.*?)</(?:chunk|crop)>", re.DOTALL)
 _GROUPED_CHUNK = re.compile(r'<chunk id="([^"]*)">(.*?)</chunk>', re.DOTALL)
 _FILLERS = (
     "It gives the surrounding section and purpose of the passage so that a search for its topic "
@@ -213,6 +230,29 @@ _FILLERS = (
     "there.",
 )
 _SHORT_FILLER = "It situates this chunk within the document for retrieval."
+
+
+def image_tokens(width: int, height: int) -> int:
+    """The fake's image price, the API's published rule: ``ceil(w * h / 750)`` once the image is
+    scaled to at most 1568 pixels a side and about 1.15 megapixels."""
+    scale = min(1.0, 1568 / max(width, height), math.sqrt(1_150_000 / (width * height)))
+    return math.ceil(round(width * scale) * round(height * scale) / 750)
+
+
+def _image_size(raw: bytes, media_type: str) -> tuple[int, int] | None:
+    """(width, height) of an encoded image of `media_type`, or None when it does not decode as one."""
+    import io
+
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(raw)) as img:
+            img.load()
+            if IMAGE_MEDIA_TYPES.get(media_type) != img.format:
+                return None
+            return img.size
+    except Exception:
+        return None
 
 
 def count_tokens(text: str) -> int:
@@ -878,9 +918,43 @@ class FakeAnthropicServer:
                 raise _ApiError(400, f"{where}.text: Field required")
             if not text:
                 raise _ApiError(400, "messages: text content blocks must be non-empty")
+        elif btype == "image":
+            text, tokens = self._image(block, where)
+            return _Block(role, message, btype, text, tokens, cc)
         else:
             text = json.dumps({k: v for k, v in block.items() if k != "cache_control"}, sort_keys=True)
         return _Block(role, message, btype, text, count_tokens(text), cc)
+
+    def _image(self, block: dict[str, Any], where: str) -> tuple[str, int]:
+        """An image block's key text ("image <media type> sha256:<digest of the bytes>") and tokens."""
+        if set(block) - {"type", "source", "cache_control"}:
+            raise _ApiError(400, f"{where}: Extra inputs are not permitted")
+        source = block.get("source")
+        if not isinstance(source, dict) or source.get("type") not in ("base64", "url"):
+            raise _ApiError(400, f"{where}.source: Input tag does not match any of the expected tags: 'base64', 'url'")
+        if source["type"] == "url":
+            raise _ApiError(400, f"{where}.source: URL images cannot be fetched by this server; send base64")
+        media_type = source.get("media_type")
+        if media_type not in IMAGE_MEDIA_TYPES:
+            raise _ApiError(
+                400, f"{where}.source.media_type: Input should be 'image/jpeg', 'image/png', 'image/gif' or 'image/webp'"
+            )
+        data = source.get("data")
+        if not isinstance(data, str) or not data:
+            raise _ApiError(400, f"{where}.source.data: Field required")
+        try:
+            raw = base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            raise _ApiError(400, f"{where}.source.data: invalid base64 data") from None
+        if len(raw) > MAX_IMAGE_BYTES:
+            raise _ApiError(400, f"{where}.source: image exceeds 5 MB maximum: {len(raw)} bytes > {MAX_IMAGE_BYTES} bytes")
+        size = _image_size(raw, media_type)
+        if size is None:
+            raise _ApiError(400, f"{where}.source: Could not process image")
+        width, height = size
+        if max(width, height) > MAX_IMAGE_EDGE:
+            raise _ApiError(400, f"{where}.source: image dimensions exceed max allowed size: {MAX_IMAGE_EDGE} pixels")
+        return f"image {media_type} sha256:{hashlib.sha256(raw).hexdigest()}", image_tokens(width, height)
 
     @staticmethod
     def _check_cache_control(cc: Any, where: str) -> None:
