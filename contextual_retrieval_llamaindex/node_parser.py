@@ -18,6 +18,7 @@ from contextual_retrieval_core.types import Chunk, ContextPosition, Document, di
 from contextual_retrieval_core.generators.usage import UsageReport
 
 from contextual_retrieval_llamaindex._convert import set_context
+from contextual_retrieval_llamaindex.crops import crop_nodes, image_batch, is_image_input
 from contextual_retrieval_llamaindex.llm import as_context_generator
 
 __all__ = ["ContextualNodeParser"]
@@ -71,6 +72,14 @@ class ContextualNodeParser(NodeParser):
             store (the core `Contextualizer`'s; defaults 60 s, a third of the lease, 1 s).
         structural_header: put each chunk's structural context (file, section, enclosing
             definitions; free and offline) on a line before the generator's context (default True).
+        crop_generator: the core generator for image crops (default: the offline
+            `StructuralCropContextGenerator`; `AnthropicCropContextGenerator` for Claude).
+
+    Images: frames (a `Document` / `ImageDocument` with an image or ``metadata["detections"]``)
+    and crops already cut (`ImageNode`s whose source is their frame) are not split: every crop is
+    situated within its frame by `crop_generator` and comes back as an `ImageNode` (its context in
+    the EMBED text, its image path kept; see `contextual_retrieval_llamaindex.crops`), after the
+    text nodes. Bad frames are refused, all listed, before anything is generated.
 
     After each call, `last_report` holds the core `UsageReport` of that call (tokens, cache reads,
     cost), also when it had no chunk to situate.
@@ -112,10 +121,16 @@ class ContextualNodeParser(NodeParser):
     generator_id: str = Field(
         default="", description="name/model/prompt of the generator (read-only; keys the pipeline cache)."
     )
+    crop_generator_id: str = Field(
+        default="", description="name/model/prompt of the crop generator (read-only; keys the pipeline cache)."
+    )
 
     _generator: Any = PrivateAttr()
     _contextualizer: Contextualizer = PrivateAttr()
     _last_report: Optional[UsageReport] = PrivateAttr(default=None)
+    _crop_generator: Any = PrivateAttr(default=None)
+    _crop_contextualizer: Optional[Contextualizer] = PrivateAttr(default=None)
+    _last_crop_report: Optional[UsageReport] = PrivateAttr(default=None)
 
     def __init__(
         self,
@@ -124,8 +139,10 @@ class ContextualNodeParser(NodeParser):
         store: ContextStore | str | os.PathLike[str] | None = None,
         *,
         prompt: ContextPrompt = DEFAULT_PROMPT,
+        crop_generator: Any = None,
         **kwargs: Any,
     ) -> None:
+        kwargs.pop("crop_generator_id", None)
         if node_parser is not None:
             kwargs["node_parser"] = node_parser
         if isinstance(store, ContextStore):
@@ -151,6 +168,12 @@ class ContextualNodeParser(NodeParser):
         else:
             context_store = self.store_path
         self._contextualizer = contextualizer_for(gen, context_store, self)
+        if crop_generator is None:
+            from contextual_retrieval_core.generators.crop_structural import StructuralCropContextGenerator
+
+            crop_generator = StructuralCropContextGenerator()
+        self._crop_generator = crop_generator
+        self.crop_generator_id = f"{crop_generator.name}/{crop_generator.model}/{crop_generator.prompt_identity}"
 
     @field_validator("node_parser", mode="before")
     @classmethod
@@ -178,8 +201,14 @@ class ContextualNodeParser(NodeParser):
 
     @property
     def last_report(self) -> Optional[UsageReport]:
-        """The usage report of the latest call, also one with nothing to do (None before the first)."""
+        """The usage report of the latest call, also one with nothing to do (None before the first);
+        for a call with only image inputs, its crops' report."""
         return self._last_report
+
+    @property
+    def last_crop_report(self) -> Optional[UsageReport]:
+        """The usage report of the latest call's crops (None when it had no image input)."""
+        return self._last_crop_report
 
     # -- NodeParser ---------------------------------------------------------------------------------
 
@@ -206,20 +235,47 @@ class ContextualNodeParser(NodeParser):
     # different levels of a HierarchicalNodeParser as previous/next).
 
     def _parse_nodes(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any) -> List[BaseNode]:
+        images, nodes = _images_apart(nodes)
+        crops = image_batch(images) if images else None  # bad frames refused before any generation
         documents = _distinct(nodes)
         chunks = self.node_parser.get_nodes_from_documents(documents, show_progress=show_progress)
         docs, core_chunks, out = self._prepare(documents, chunks)
         refresh_options(self._contextualizer, self).show_progress = self.show_progress or show_progress
-        return self._finish(self._contextualizer.contextualize(docs, core_chunks), out)
+        text_nodes = self._finish(self._contextualizer.contextualize(docs, core_chunks), out)
+        if crops is None:
+            self._last_crop_report = None
+            return text_nodes
+        result = self._crops_contextualizer(show_progress).contextualize(crops.documents, crops.chunks)
+        return text_nodes + self._finish_crops(result, crops.documents, bool(nodes))
 
     async def _aparse_nodes(
         self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any
     ) -> List[BaseNode]:
+        images, nodes = _images_apart(nodes)
+        crops = image_batch(images) if images else None  # bad frames refused before any generation
         documents = _distinct(nodes)
         chunks = await self.node_parser.aget_nodes_from_documents(documents, show_progress=show_progress)
         docs, core_chunks, out = self._prepare(documents, chunks)
         refresh_options(self._contextualizer, self).show_progress = self.show_progress or show_progress
-        return self._finish(await self._contextualizer.acontextualize(docs, core_chunks), out)
+        text_nodes = self._finish(await self._contextualizer.acontextualize(docs, core_chunks), out)
+        if crops is None:
+            self._last_crop_report = None
+            return text_nodes
+        result = await self._crops_contextualizer(show_progress).acontextualize(crops.documents, crops.chunks)
+        return text_nodes + self._finish_crops(result, crops.documents, bool(nodes))
+
+    def _crops_contextualizer(self, show_progress: bool) -> Contextualizer:
+        """The crops' `Contextualizer`: `crop_generator`, this parser's store and options."""
+        if self._crop_contextualizer is None:
+            self._crop_contextualizer = contextualizer_for(self._crop_generator, self._contextualizer.store, self)
+        refresh_options(self._crop_contextualizer, self).show_progress = self.show_progress or show_progress
+        return self._crop_contextualizer
+
+    def _finish_crops(self, result: ContextualizeResult, documents: list[Document], had_text: bool) -> List[BaseNode]:
+        self._last_crop_report = result.report
+        if not had_text:
+            self._last_report = result.report
+        return list(crop_nodes(result, documents, self.position, self.separator))
 
     def _prepare(
         self, documents: Sequence[BaseNode], chunks: Sequence[BaseNode]
@@ -274,6 +330,12 @@ def _relink(node: BaseNode, renamed: Dict[str, str], dropped: set[str]) -> None:
             del node.relationships[rel]
         elif info.node_id in renamed:
             node.relationships[rel] = info.model_copy(update={"node_id": renamed[info.node_id]})
+
+
+def _images_apart(nodes: Sequence[BaseNode]) -> tuple[list[BaseNode], list[BaseNode]]:
+    """(frames and crops, the other nodes), each in input order."""
+    images = [n for n in nodes if is_image_input(n)]
+    return images, [n for n in nodes if not is_image_input(n)]
 
 
 def _distinct(nodes: Sequence[BaseNode]) -> list[BaseNode]:

@@ -73,6 +73,7 @@ __all__ = [
     "prompt_view",
     "FRAME_KEY",
     "CROP_KEY",
+    "CROP_METADATA_KEYS",
     "IMAGE_KEYS",
 ]
 
@@ -82,6 +83,9 @@ CROP_KEY = "crop"
 #: metadata keys of a frame's own description (everything else in its metadata is the user's)
 FRAME_METADATA_KEYS = ("camera", "source", "timestamp", "scene", "detections", "box_format", "normalized",
                        "class_names", "width", "height")
+#: metadata keys `crop_metadata` writes (a crop's place, kept out of embedded text: its context says it)
+CROP_METADATA_KEYS = ("frame_id", "frame_path", "camera", "source", "timestamp", "scene", "crop_name", "label", "box",
+                      "confidence", "track_id")
 #: metadata keys that carry an image in framework objects: a path, or the encoded bytes
 IMAGE_KEYS = ("image_path", "image_bytes")
 
