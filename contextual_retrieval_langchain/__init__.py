@@ -4,7 +4,8 @@ Ingestion: `ContextualDocumentTransformer` (splits, situates each chunk, returns
 context + chunk Documents). Query: `ContextualBM25Retriever`, `ContextualEnsembleRetriever`
 (weighted RRF over any retrievers, optional reranking) and `RerankCompressor` (Cohere, Voyage,
 local). `LocalMiniLMEmbeddings` / `ContextualVoyageEmbeddings` / `EmbedderEmbeddings` wrap the core
-embedders; `chroma_from_documents` builds an embedded Chroma; `format_docs_for_llm` marks context
+embedders; `LateChunkingEmbeddings` late-chunks Documents grouped by parent (offline);
+`chroma_from_documents` builds an embedded Chroma; `format_docs_for_llm` marks context
 and source apart in prompts.
 
 Example:
@@ -50,6 +51,7 @@ from contextual_retrieval_langchain.bm25 import ContextualBM25Retriever
 from contextual_retrieval_langchain.chat import chat_model_generator
 from contextual_retrieval_langchain.embeddings import ContextualVoyageEmbeddings, EmbedderEmbeddings, LocalMiniLMEmbeddings
 from contextual_retrieval_langchain.ensemble import ContextualEnsembleRetriever
+from contextual_retrieval_langchain.late_chunking import LateChunkingEmbeddings
 from contextual_retrieval_langchain.pruning import ContextPruningCompressor
 from contextual_retrieval_langchain.rerank import RerankCompressor
 from contextual_retrieval_langchain.transformer import ContextualDocumentTransformer
@@ -67,6 +69,7 @@ __all__ = [
     "ContextualEnsembleRetriever",
     "ContextualVoyageEmbeddings",
     "EmbedderEmbeddings",
+    "LateChunkingEmbeddings",
     "LocalMiniLMEmbeddings",
     "RerankCompressor",
     "chat_model_generator",

@@ -6,6 +6,8 @@
 - `ContextualRerank`: Cohere (default), Voyage or any core reranker as a node postprocessor.
 - `ContextPruningPostprocessor`, `LLMCompressorPostprocessor`: context pruning after retrieval.
 - `LocalMiniLMEmbedding`, `ContextualVoyageEmbedding`, `CoreEmbedding`: embeddings.
+- `LateChunkingEmbedding`: late-chunked node vectors (nodes of one document embedded together) in
+  an `IngestionPipeline`, offline.
 - `chroma_vector_store`: embedded Chroma holding our embeddings.
 """
 
@@ -20,6 +22,7 @@ from contextual_retrieval_llamaindex.bm25 import ContextualBM25Retriever
 from contextual_retrieval_llamaindex.chroma import chroma_vector_store
 from contextual_retrieval_llamaindex.embeddings import ContextualVoyageEmbedding, CoreEmbedding, LocalMiniLMEmbedding
 from contextual_retrieval_llamaindex.hybrid import HybridRetriever
+from contextual_retrieval_llamaindex.late_chunking import LateChunkingEmbedding
 from contextual_retrieval_llamaindex.llm import llm_context_generator
 from contextual_retrieval_llamaindex.node_parser import ContextualNodeParser
 from contextual_retrieval_llamaindex.pruning import ContextPruningPostprocessor, LLMCompressorPostprocessor
@@ -33,6 +36,7 @@ __all__ = [
     "ContextualVoyageEmbedding",
     "CoreEmbedding",
     "HybridRetriever",
+    "LateChunkingEmbedding",
     "LLMCompressorPostprocessor",
     "LocalMiniLMEmbedding",
     "chroma_vector_store",

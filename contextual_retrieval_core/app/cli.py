@@ -59,9 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
         f"(default: ${DATASET_ENV})",
     )
     ev.add_argument("--contexts", metavar="FILE", help="JSONL of precomputed contexts (doc_id, original_index, context)")
-    ev.add_argument("--embedder", choices=["local", "voyage-context"], default="local",
-                    help="local (offline MiniLM, default) or voyage-context (voyage-context-3, VOYAGE_API_KEY: "
-                    "each document's chunks embedded together)")
+    ev.add_argument("--embedder", choices=["local", "voyage-context", "late-chunking"], default="local",
+                    help="local (offline MiniLM, default), voyage-context (voyage-context-3, VOYAGE_API_KEY: "
+                    "each document's chunks embedded together) or late-chunking (offline MiniLM run over each "
+                    "document in 512-position macro-windows, each chunk pooled from its own tokens)")
     ev.add_argument("--windows", action="store_true",
                     help="embed chunks longer than the embedder's window as overlapping windows, each with "
                     "the chunk's context, scored by the best window (off by default: see benchmarks/RESULTS.md)")
@@ -251,6 +252,10 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         from contextual_retrieval_core.factories import choose_embedder
 
         embedder = choose_embedder("voyage-context")  # type: ignore[assignment]
+    elif getattr(args, "embedder", "local") == "late-chunking":
+        from contextual_retrieval_core.embeddings.late_chunking import LateChunkingEmbedder
+
+        embedder = LateChunkingEmbedder()  # type: ignore[assignment]
     else:
         embedder = LocalMiniLMEmbedder()
     cache = args.embedding_cache

@@ -228,6 +228,19 @@ class _EmbedOnce:
         self.model_name = embedder.model_name
         self.normalized = embedder.normalized
         self._seen: dict[tuple[str, str], np.ndarray] = {}
+        inner: Any = embedder
+        while inner is not None and not callable(getattr(inner, "embed_grouped", None)):
+            inner = getattr(inner, "embedder", None)  # through wrappers such as CachedEmbedder
+        if inner is not None:  # a grouped vector depends on its document: whole calls are memoised
+            grouped_calls: dict[tuple[tuple[str, ...], tuple[str, ...]], np.ndarray] = {}
+
+            def embed_grouped(texts: Sequence[str], groups: Sequence[str]) -> np.ndarray:
+                key = (tuple(texts), tuple(groups))
+                if key not in grouped_calls:
+                    grouped_calls[key] = np.asarray(inner.embed_grouped(texts, groups), dtype=np.float32)
+                return grouped_calls[key]
+
+            self.embed_grouped = embed_grouped
 
     def _embed(self, kind: str, texts: Sequence[str], compute) -> np.ndarray:
         todo = list(dict.fromkeys(t for t in texts if (kind, t) not in self._seen))

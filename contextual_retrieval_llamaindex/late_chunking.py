@@ -1,0 +1,77 @@
+"""`LateChunkingEmbedding`: late-chunked node vectors in an `IngestionPipeline`, offline.
+
+A LlamaIndex embedding is also a transformation: in ``IngestionPipeline(transformations=[...,
+embed_model])`` it is called on the nodes and sets ``node.embedding``. This one embeds the nodes
+of one source document together (grouped by ``node.ref_doc_id``, else the node's own id, each
+group in node order) through the core's `LateChunkingEmbedder`, so every node's vector is pooled
+from token embeddings that saw its neighbours. The text of a node is its
+``get_content(MetadataMode.EMBED)``, which for `ContextualNodeParser` nodes holds the context
+before the chunk. Queries, and texts embedded one by one (``get_text_embedding``), get ordinary
+MiniLM vectors, so the same object serves as the index's ``embed_model``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from llama_index.core.bridge.pydantic import Field
+from llama_index.core.schema import BaseNode, MetadataMode
+
+from contextual_retrieval_core.embeddings.late_chunking import MAX_POSITIONS, LateChunkingEmbedder
+
+from contextual_retrieval_llamaindex.embeddings import CoreEmbedding
+
+__all__ = ["LateChunkingEmbedding"]
+
+
+class LateChunkingEmbedding(CoreEmbedding):
+    """The core `LateChunkingEmbedder` as a LlamaIndex embedding and ingestion transformation.
+
+    Args:
+        window: positions per macro-window (at most 512, the model's limit).
+        overlap: tokens shared by consecutive macro-windows (default: a quarter of `window`).
+
+    Example:
+        >>> from llama_index.core import Document
+        >>> from llama_index.core.ingestion import IngestionPipeline
+        >>> from llama_index.core.node_parser import SentenceSplitter
+        >>> pipeline = IngestionPipeline(transformations=[
+        ...     SentenceSplitter(chunk_size=50, chunk_overlap=0), LateChunkingEmbedding()])
+        >>> text = " ".join(f"In quarter {q} ACME sold {q * 7} anvils to road runners." for q in range(1, 9))
+        >>> nodes = pipeline.run(documents=[Document(text=text, id_="acme")])
+        >>> len(nodes) > 1, len(nodes[0].embedding)
+        (True, 384)
+    """
+
+    window: int = Field(default=MAX_POSITIONS, description="positions per macro-window (at most 512)")
+    overlap: int | None = Field(default=None, description="tokens shared by consecutive macro-windows")
+
+    def __init__(self, window: int = MAX_POSITIONS, overlap: int | None = None, **kwargs: Any) -> None:
+        embedder = LateChunkingEmbedder(window=window, overlap=overlap)
+        kwargs.pop("model_name", None)
+        super().__init__(embedder, window=window, overlap=embedder.overlap, **kwargs)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "LateChunkingEmbedding"
+
+    def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
+        """Set ``node.embedding`` on every node, nodes of one source document late-chunked
+        together; returns the nodes."""
+        texts, groups = _texts_and_groups(nodes)
+        return _set(nodes, self.embedder.embed_grouped(texts, groups))  # type: ignore[attr-defined]
+
+    async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
+        texts, groups = _texts_and_groups(nodes)
+        return _set(nodes, await self.embedder.aembed_grouped(texts, groups))  # type: ignore[attr-defined]
+
+
+def _texts_and_groups(nodes: Sequence[BaseNode]) -> tuple[list[str], list[str]]:
+    return ([n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes],
+            [n.ref_doc_id or n.node_id for n in nodes])
+
+
+def _set(nodes: Sequence[BaseNode], vectors: Any) -> Sequence[BaseNode]:
+    for node, vector in zip(nodes, vectors):
+        node.embedding = [float(x) for x in vector]
+    return nodes
