@@ -23,6 +23,7 @@ from contextual_retrieval_core.generators.usage import UsageReport
 
 from contextual_retrieval_langchain._documents import CHUNK_INDEX_KEY, contextual_document, document_id_of
 from contextual_retrieval_langchain.chat import chat_model_generator
+from contextual_retrieval_langchain.crops import FRAME_ID_KEY, crop_documents, image_batch, is_image_document
 
 __all__ = ["ContextualDocumentTransformer"]
 
@@ -74,10 +75,24 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
         show_progress: a progress bar over the contexts to generate.
         give_up_after_rate_limited_s: stop the run, everything generated kept, once the API has
             answered nothing but rate limits (429) for this long (default 120 s; None: never).
+        retry_backoff_s: a chunk whose request failed for a reason that may pass (429, 5xx,
+            timeout, dropped connection) is tried again in later rounds; the first waits this long
+            (default 1 s, doubled after a round that brought nothing).
         claim_lease_s, claim_renew_s, claim_poll_s: work claims when several workers share one
             store (the core `Contextualizer`'s; defaults 60 s, a third of the lease, 1 s).
         structural_header: put each chunk's structural context (file, section, enclosing
             definitions; free and offline) on a line before the generator's context (default True).
+        crop_generator: the core generator for image crops (default: the offline
+            `StructuralCropContextGenerator`; `AnthropicCropContextGenerator` for Claude).
+
+    Images: Documents that carry an image in ``metadata["image_path"]`` or
+    ``metadata["image_bytes"]`` (or detections in ``metadata["detections"]``) are frames and crops,
+    not text: frames are cut into one crop per detection; crops already cut name their frame by
+    ``metadata["frame_id"]`` (or come as chunks with their frames as ``parents=``). Every crop is
+    situated within its frame by `crop_generator` and comes back, after the text chunks, as a
+    Document whose page_content is its context then ``"crop_7.png: truck"``, its image path or
+    bytes kept (see `contextual_retrieval_langchain.crops`). Bad frames are refused, all listed,
+    before anything is generated; `last_crop_report` is the crops' usage report.
 
     Example:
         >>> from langchain_core.documents import Document
@@ -116,13 +131,17 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
     separator: str = "\n\n"
     show_progress: bool = True
     give_up_after_rate_limited_s: Optional[float] = Field(default=120.0, gt=0)
+    retry_backoff_s: float = Field(default=1.0, gt=0)
     claim_lease_s: float = Field(default=60.0, gt=0)
     claim_renew_s: Optional[float] = Field(default=None, gt=0)
     claim_poll_s: float = Field(default=1.0, gt=0)
     structural_header: bool = True
+    crop_generator: Optional[Any] = None
 
     _contextualizer: Optional[Contextualizer] = PrivateAttr(default=None)
     _last_report: Optional[UsageReport] = PrivateAttr(default=None)
+    _crop_contextualizer: Optional[Contextualizer] = PrivateAttr(default=None)
+    _last_crop_report: Optional[UsageReport] = PrivateAttr(default=None)
 
     @field_validator("text_splitter")
     @classmethod
@@ -159,20 +178,59 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
         """The core's `UsageReport` of the last run: contexts generated, store hits, tokens, cost."""
         return self._last_report
 
+    @property
+    def last_crop_report(self) -> Optional[UsageReport]:
+        """The core's `UsageReport` of the last run's image crops (None when it had none)."""
+        return self._last_crop_report
+
+    @property
+    def crop_contextualizer(self) -> Contextualizer:
+        """The crops' `Contextualizer`: `crop_generator`, this transformer's store and options."""
+        if self._crop_contextualizer is None:
+            generator = self.crop_generator
+            if generator is None:
+                from contextual_retrieval_core.generators.crop_structural import StructuralCropContextGenerator
+
+                generator = StructuralCropContextGenerator()
+            self._crop_contextualizer = contextualizer_for(generator, self.contextualizer.store, self)
+        return refresh_options(self._crop_contextualizer, self)
+
     def transform_documents(
         self, documents: Sequence[LCDocument], *, parents: Optional[Parents] = None, **kwargs: Any
     ) -> list[LCDocument]:
-        """Contextual chunks of `documents` (whole documents, or chunks when `parents` is given)."""
-        core_docs, chunks, metadata = self._to_core(documents, parents)
-        return self._finish(self.contextualizer.contextualize(core_docs, chunks), metadata)
+        """Contextual chunks of `documents` (whole documents, or chunks when `parents` is given),
+        then their image crops."""
+        crops, documents, parents = _images_apart(documents, parents, self.parent_id_key)
+        out: list[LCDocument] = []
+        if documents or crops is None:
+            core_docs, chunks, metadata = self._to_core(documents, parents)
+            out = self._finish(self.contextualizer.contextualize(core_docs, chunks), metadata)
+        self._last_crop_report = None
+        if crops is not None:
+            out += self._finish_crops(self.crop_contextualizer.contextualize(crops.documents, crops.chunks), crops.documents, bool(documents))
+        return out
 
     async def atransform_documents(
         self, documents: Sequence[LCDocument], *, parents: Optional[Parents] = None, **kwargs: Any
     ) -> list[LCDocument]:
         """Async `transform_documents`: generation requests run concurrently on the caller's loop
         (splitting runs in a worker thread, so a splitter that calls a model never blocks it)."""
-        core_docs, chunks, metadata = await asyncio.to_thread(self._to_core, documents, parents)
-        return self._finish(await self.contextualizer.acontextualize(core_docs, chunks), metadata)
+        crops, documents, parents = await asyncio.to_thread(_images_apart, documents, parents, self.parent_id_key)
+        out: list[LCDocument] = []
+        if documents or crops is None:
+            core_docs, chunks, metadata = await asyncio.to_thread(self._to_core, documents, parents)
+            out = self._finish(await self.contextualizer.acontextualize(core_docs, chunks), metadata)
+        self._last_crop_report = None
+        if crops is not None:
+            result = await self.crop_contextualizer.acontextualize(crops.documents, crops.chunks)
+            out += self._finish_crops(result, crops.documents, bool(documents))
+        return out
+
+    def _finish_crops(self, result: ContextualizeResult, documents: list[Document], had_text: bool) -> list[LCDocument]:
+        self._last_crop_report = result.report
+        if not had_text:
+            self._last_report = result.report
+        return crop_documents(result, documents)
 
     # -- conversion -----------------------------------------------------------------------------
 
@@ -246,6 +304,28 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
             metadata[chunk.id] = dict(doc.metadata)
         used = {c.document_id for c in chunks}
         return [d for pid, d in by_id.items() if pid in used], chunks, metadata
+
+
+def _images_apart(documents: Sequence[LCDocument], parents: Optional[Parents], parent_id_key: str) -> tuple[Any, Any, Any]:
+    """(the image inputs as a core `CropBatch` or None, the text documents, the text parents).
+    Frames and crops are read, and bad ones refused, here: before any context is generated."""
+    if isinstance(documents, LCDocument):
+        return None, documents, parents
+    images = [d for d in documents if is_image_document(d)]
+    if not images:
+        return None, documents, parents
+    texts = [d for d in documents if not is_image_document(d)]
+    if parents is None:
+        frames = [d for d in images if FRAME_ID_KEY not in d.metadata]
+        crops = [d for d in images if FRAME_ID_KEY in d.metadata]
+        return image_batch(frames, crops, parent_id_key, crops_by_parent=False), texts, None
+    if isinstance(parents, Mapping):
+        frames = [p.model_copy(update={"id": str(k)}) for k, p in parents.items() if isinstance(p, LCDocument) and is_image_document(p)]
+        rest: Any = {k: p for k, p in parents.items() if not (isinstance(p, LCDocument) and is_image_document(p))}
+    else:
+        frames = [p for p in parents if is_image_document(p)]
+        rest = [p for p in parents if not is_image_document(p)]
+    return image_batch(frames, images, parent_id_key, crops_by_parent=True), texts, rest
 
 
 def _split_one(splitter: Any, doc: LCDocument) -> list[LCDocument]:
