@@ -1,7 +1,7 @@
 """`ContextualEnsembleRetriever`: any retrievers fused with the core's weighted RRF, then reranked.
 
-The design card's `EnsembleRetriever`. Fusion and reranking are the core's `fuse_sources` and
-`rerank_hits`, the same functions `HybridSearcher` runs, so with the same candidate lists this
+The design card's `EnsembleRetriever`. Each invocation runs the core's one `QueryFlow` over its
+sources (`sources`), the flow `HybridSearcher` runs, so with the same candidate lists this
 retriever returns exactly the core's ordering. Unlike LangChain's own `EnsembleRetriever` (c=60,
 dedupes on page_content, never truncates), the RRF constant is configurable (default 0, the
 cookbook's ``w / rank``), results are deduplicated by chunk id and cut to `k`.
@@ -9,8 +9,8 @@ cookbook's ``w / rank``), results are deduplicated by chunk id and cut to `k`.
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any, Optional, Sequence, Union
+import dataclasses
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Union, get_type_hints
 
 from langchain_core.callbacks import (
     AsyncCallbackManager,
@@ -22,16 +22,18 @@ from langchain_core.documents import Document as LCDocument
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever, RetrieverLike
 from langchain_core.runnables import RunnableConfig
-from langchain_core.runnables.config import ensure_config, patch_config, run_in_executor
-from langchain_core.runnables.configurable import RunnableConfigurableFields
+from langchain_core.runnables.config import ensure_config, patch_config
 from langchain_core.runnables.utils import ConfigurableFieldSpec, get_unique_config_specs
 from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, create_model, model_validator
 from typing_extensions import override
 
 from contextual_retrieval_core.checks import is_blank, positive_int, renamed_keyword
+from contextual_retrieval_core.dense.windows import WindowConfig
+from contextual_retrieval_core.rerank.base import Reranker
+from contextual_retrieval_core.search.config import FusionConfig
+from contextual_retrieval_core.search.flow import QueryFlow
 from contextual_retrieval_core.search.ranked import (
-    DEFAULT_TOP_K,
     FUSED_SCORE_KEY,
     RANKS_KEY,
     RERANK_ERROR_KEY,
@@ -40,21 +42,14 @@ from contextual_retrieval_core.search.ranked import (
     RankedHit,
     unique_names,
 )
-from contextual_retrieval_core.search.feedback import DEFAULT_DENSE_PRF, DEFAULT_PRF_TOP
-from contextual_retrieval_core.search.rank_fusion import DEFAULT_DEPTH, DEFAULT_RRF_K, FusionMode
-from contextual_retrieval_core.search.config import FusionConfig
-from contextual_retrieval_core.rerank.base import OnRerankError, Reranker
-from contextual_retrieval_core.dense.windows import WindowConfig
-
-from contextual_retrieval_langchain._compat import retriever_ls_params
-from contextual_retrieval_langchain._documents import CHUNK_ID_KEY, chunk_id_of
-from contextual_retrieval_langchain.feedback import astored_rows, stored_rows
-from contextual_retrieval_langchain.relevance import arelevance_scored, relevance_scored, scored_by_vector
-from contextual_retrieval_langchain.bm25 import BM25_SCORE_KEY, ContextualBM25Retriever, MetadataFilter, metadata_predicate
-from contextual_retrieval_langchain.rerank import RELEVANCE_SCORE_KEY, RerankCompressor
+from contextual_retrieval_langchain._documents import CHUNK_ID_KEY
+from contextual_retrieval_langchain.bm25 import ContextualBM25Retriever, MetadataFilter, metadata_predicate
+from contextual_retrieval_langchain.rerank import RerankCompressor
+from contextual_retrieval_langchain.sources import Scored, SourceRun, VectorStoreSide, documents_by_id, scored_vectorstore
 
 __all__ = [
     "ContextualEnsembleRetriever",
+    "SETTING_NAMES",
     "SCORE_KEY",
     "FUSED_SCORE_KEY",
     "RANKS_KEY",
@@ -63,20 +58,36 @@ __all__ = [
     "RERANK_ERROR_KEY",
 ]
 
-#: the fields that are `FusionConfig` settings (LangChain's `k` is its `top_k`)
-_FUSION_FIELDS = {"weights": "weights", "mode": "mode", "rrf_k": "rrf_k", "depth": "depth", "k": "top_k",
-                  "reranker": "reranker", "rerank_depth": "rerank_depth", "on_rerank_error": "on_rerank_error",
-                  "dense_prf": "dense_prf", "prf_top": "prf_top"}
+#: LangChain's names for `FusionConfig` fields (the result count is `k`, as on LangChain's
+#: retrievers); every other setting keeps its `FusionConfig` name
+SETTING_NAMES = {"k": "top_k"}
+#: field types wider than the core's: a weights list, a reranker that may be a compressor
+_FIELD_TYPES: dict[str, Any] = {"weights": list[float], "reranker": Union[Reranker, RerankCompressor, None]}
 
 #: {source name: the source's own score (cosine, BM25, ...)} for the sources that returned it
 SOURCE_SCORES_KEY = "source_scores"
-#: metadata keys a source's own score may come in, first found wins
-_SCORE_KEYS = (BM25_SCORE_KEY, RELEVANCE_SCORE_KEY, "similarity_score", SCORE_KEY)
-
-_Scored = list[tuple[str, Optional[float], LCDocument]]
 
 
-class ContextualEnsembleRetriever(BaseRetriever):
+def _fusion_fields() -> dict[str, Any]:
+    """A pydantic field per `FusionConfig` setting, under LangChain's name, with its type,
+    default and description: the flat fields are derived here, from the config's own list."""
+    hints = get_type_hints(FusionConfig)
+    names = {core: own for own, core in SETTING_NAMES.items()}
+    fields: dict[str, Any] = {}
+    for f in dataclasses.fields(FusionConfig):
+        doc = f.metadata["doc"]
+        default = Field(default_factory=list, description=doc) if f.name == "weights" else Field(default=f.default, description=doc)
+        fields[names.get(f.name, f.name)] = (_FIELD_TYPES.get(f.name, hints[f.name]), default)
+    return fields
+
+
+if TYPE_CHECKING:  # the generated fields are read through `config`; to a type checker this is the base
+    _WithFusionFields = BaseRetriever
+else:
+    _WithFusionFields = create_model("_WithFusionFields", __base__=BaseRetriever, **_fusion_fields())
+
+
+class ContextualEnsembleRetriever(_WithFusionFields):
     """Fuses ranked lists from any retrievers (or runnables) by chunk id; optionally reranks.
 
     Each retriever returns `depth` Documents; the lists are fused with weighted reciprocal
@@ -157,20 +168,11 @@ class ContextualEnsembleRetriever(BaseRetriever):
 
     retrievers: list[RetrieverLike] = Field(description="the sources: retrievers or runnables str -> list[Document]")
     names: list[str] = Field(default_factory=list, description="one unique name per source (set from the sources when not given)")
-    weights: list[float] = Field(default_factory=list, description="one fusion weight per source (the defaults when not given)")
     config: Optional[FusionConfig] = Field(default=None, description="the core FusionConfig in force (built from the fields when not given)")
-    mode: FusionMode = Field(default="rrf", description='"rrf" or "relative_score"')
-    rrf_k: float = Field(default=DEFAULT_RRF_K, description="the RRF constant (0: the cookbook's w / rank)")
-    depth: int = Field(default=DEFAULT_DEPTH, description="Documents taken from each source before fusion")
-    k: int = Field(default=DEFAULT_TOP_K, description="Documents returned (invoke(query, k=...) overrides it)")
-    reranker: Union[Reranker, RerankCompressor, None] = Field(default=None, description="a core Reranker or a RerankCompressor, or None")
-    rerank_depth: Optional[int] = Field(default=None, description="fused candidates the reranker sees (None: depth)")
-    on_rerank_error: OnRerankError = Field(default="raise", description='"raise", or "fused" to keep the fused order when the reranker fails')
     id_key: str = Field(default=CHUNK_ID_KEY, description="metadata key of the chunk id for Documents without Document.id")
     candidates_kwarg: Optional[str] = Field(default="k", description="the invoke keyword that sets a BaseRetriever's result count")
     filter: Optional[MetadataFilter] = Field(default=None, description="a metadata filter applied to every source")
-    dense_prf: float = Field(default=DEFAULT_DENSE_PRF, description="dense pseudo-relevance feedback weight (0: off)")
-    prf_top: int = Field(default=DEFAULT_PRF_TOP, description="fused chunks that feed back")
+    _top_n: Optional[int] = PrivateAttr(default=None)
 
     @property
     def config_specs(self) -> list[ConfigurableFieldSpec]:
@@ -202,18 +204,21 @@ class ContextualEnsembleRetriever(BaseRetriever):
                 f"reranker must be a core Reranker or a RerankCompressor, got {type(reranker).__name__}; "
                 "wrap other compressors in ContextualCompressionRetriever(base_retriever=this, ...)"
             )
-        given = {setting: data.get(name) for name, setting in _FUSION_FIELDS.items()}
+        fields = [own for own in _fusion_fields()]
+        given = {name: data.get(name) for name in fields}
         given["reranker"] = reranker
-        config = FusionConfig.merged(data.get("config"), **given)
+        config = FusionConfig.from_settings(data.get("config"), given, names=SETTING_NAMES, owner="ContextualEnsembleRetriever")
         config = config.replace(weights=config.weights_for(n, per="retriever"))
         if data.get("filter") is not None:
             metadata_predicate(data["filter"])  # a bad where dict fails here, naming the operator
-        data.update(
-            names=list(names), config=config, weights=list(config.weights), mode=config.mode, rrf_k=config.rrf_k,
-            depth=config.depth, k=config.top_k, rerank_depth=config.rerank_depth, on_rerank_error=config.on_rerank_error,
-            dense_prf=config.dense_prf, prf_top=config.prf_top,
-        )
+        in_force = {own: getattr(config, SETTING_NAMES.get(own, own)) for own in fields if own != "reranker"}
+        data.update(in_force, names=list(names), config=config, weights=list(config.weights or ()))
         return data
+
+    def model_post_init(self, context: Any) -> None:
+        super().model_post_init(context)
+        reranker = getattr(self, "reranker", None)
+        self._top_n = reranker.top_n if isinstance(reranker, RerankCompressor) else None
 
     @classmethod
     def from_documents(
@@ -325,18 +330,11 @@ class ContextualEnsembleRetriever(BaseRetriever):
         k, where = self._check_k(k), self._where(filter)
         if is_blank(query):
             return []
-        configs = [patch_config(config, callbacks=run_manager.get_child(tag=f"retriever_{i + 1}")) for i in range(len(self.retrievers))]
-        vectors = {i: r.vectorstore.embeddings.embed_query(query) for i, r in self._feedback_sides()}
-        lists = [self._run(r, query, c, where, vectors.get(i)) for i, (r, c) in enumerate(zip(self.retrievers, configs))]
-        top = self.config.feedback_top(self._sources(lists)) if vectors else []  # type: ignore[union-attr]
-        if top:  # dense PRF: the vector sides searched again from the query moved toward the fused top
-            for i, vector in vectors.items():
-                store = self.retrievers[i].vectorstore  # type: ignore[union-attr]
-                moved = stored_rows(store, top, _documents_by_id([lists[i], *lists])).moved_query(vector, top, self.dense_prf)
-                lists[i] = self._run(self.retrievers[i], query, configs[i], where, moved.tolist())
-        fused, docs = self._fuse(lists)
-        hits = self.config.rerank(query, fused, lambda i: docs[i].page_content, top_k=k)  # type: ignore[union-attr]
-        return self._documents(hits, docs, lists)
+        sources = self._sources(query, config, run_manager, where)
+        result = self._flow(sources).run([query], rerank=False)[0]
+        docs = documents_by_id([s.found for s in sources])
+        hits = self._cfg.rerank(query, result.fused, lambda i: docs[i].page_content, top_k=k)  # type: ignore[index]
+        return self._documents(hits, docs, [s.found for s in sources])
 
     async def _afused(
         self, query: str, config: RunnableConfig, run_manager: AsyncCallbackManagerForRetrieverRun, *,
@@ -345,109 +343,40 @@ class ContextualEnsembleRetriever(BaseRetriever):
         k, where = self._check_k(k), self._where(filter)
         if is_blank(query):
             return []
-        configs = [patch_config(config, callbacks=run_manager.get_child(tag=f"retriever_{i + 1}")) for i in range(len(self.retrievers))]
-        sides = self._feedback_sides()
-        found = await asyncio.gather(*(r.vectorstore.embeddings.aembed_query(query) for _, r in sides))
-        vectors = {i: v for (i, _), v in zip(sides, found)}
-        lists = list(await asyncio.gather(
-            *(self._arun(r, query, c, where, vectors.get(i)) for i, (r, c) in enumerate(zip(self.retrievers, configs)))
-        ))
-        top = self.config.feedback_top(self._sources(lists)) if vectors else []  # type: ignore[union-attr]
-        if top:  # dense PRF, as in _fused
-            rows = await asyncio.gather(*(astored_rows(self.retrievers[i].vectorstore, top, _documents_by_id([lists[i], *lists])) for i in vectors))  # type: ignore[union-attr]
-            moved = {i: r.moved_query(v, top, self.dense_prf) for (i, v), r in zip(vectors.items(), rows)}
-            again = await asyncio.gather(*(self._arun(self.retrievers[i], query, configs[i], where, m.tolist()) for i, m in moved.items()))
-            for i, scored in zip(moved, again):
-                lists[i] = scored
-        fused, docs = self._fuse(lists)
-        hits = await self.config.arerank(query, fused, lambda i: docs[i].page_content, top_k=k)  # type: ignore[union-attr]
-        return self._documents(hits, docs, lists)
+        sources = self._sources(query, config, run_manager, where)
+        result = (await self._flow(sources).arun([query], rerank=False))[0]
+        docs = documents_by_id([s.found for s in sources])
+        hits = await self._cfg.arerank(query, result.fused, lambda i: docs[i].page_content, top_k=k)  # type: ignore[index]
+        return self._documents(hits, docs, [s.found for s in sources])
 
-    # -- one source -------------------------------------------------------------------------------
+    @property
+    def _cfg(self) -> FusionConfig:
+        assert self.config is not None  # set by the validator
+        return self.config
+
+    def _flow(self, sources: Sequence[SourceRun]) -> QueryFlow:
+        return QueryFlow(self._cfg, sources)  # type: ignore[arg-type]
+
+    def _sources(self, query: str, config: RunnableConfig, run_manager: Any, where: Optional[MetadataFilter]) -> list[SourceRun]:
+        """This invocation's sources, each with a child config tagged ``retriever_1``, ... (as
+        `EnsembleRetriever` tags them); the vector stores dense feedback moves as `VectorStoreSide`s."""
+        fed = {i for i, _ in self._feedback_sides()}
+        sources: list[SourceRun] = []
+        for i, (name, retriever) in enumerate(zip(self.names, self.retrievers)):
+            child = patch_config(config, callbacks=run_manager.get_child(tag=f"retriever_{i + 1}"))
+            kind = VectorStoreSide if i in fed else SourceRun
+            sources.append(kind(name, retriever, query, child, where, depth=self._cfg.depth, id_key=self.id_key,
+                                candidates_kwarg=self.candidates_kwarg, sources=sources))
+        return sources
 
     def _feedback_sides(self) -> list[tuple[int, VectorStoreRetriever]]:
         """The vector-store sources dense PRF searches again (with embeddings to embed the query),
         when the weight is not 0 and they are fused with another source."""
-        if not self.dense_prf or len(self.retrievers) < 2:
+        if not self._cfg.dense_prf or len(self.retrievers) < 2:
             return []
-        return [(i, r) for i, r in enumerate(self.retrievers) if _scored_vectorstore(r) and r.vectorstore.embeddings is not None]
+        return [(i, r) for i, r in enumerate(self.retrievers) if scored_vectorstore(r) and r.vectorstore.embeddings is not None]  # type: ignore[union-attr]
 
-    def _run(self, retriever: Any, query: str, config: RunnableConfig, where: Optional[MetadataFilter],
-             vector: Optional[Sequence[float]] = None) -> _Scored:
-        if _scored_vectorstore(retriever):
-            # the store's scored search keeps the scores; a child run configured as
-            # BaseRetriever.invoke configures one keeps the retriever visible to callbacks and tracing
-            kwargs = self._search_kwargs(retriever, where)
-            run = _child_run(CallbackManager, retriever, query, config)
-            try:
-                pairs = (relevance_scored(retriever.vectorstore, query, **kwargs) if vector is None
-                         else scored_by_vector(retriever.vectorstore, vector, **kwargs))
-            except BaseException as exc:
-                run.on_retriever_error(exc)
-                raise
-            run.on_retriever_end([d for d, _ in pairs])
-            return self._from_pairs(pairs)
-        docs = retriever.invoke(query, config, **self._invoke_kwargs(retriever, config, where))
-        return self._from_docs(docs, retriever, where)
-
-    async def _arun(self, retriever: Any, query: str, config: RunnableConfig, where: Optional[MetadataFilter],
-                    vector: Optional[Sequence[float]] = None) -> _Scored:
-        if _scored_vectorstore(retriever):
-            kwargs = self._search_kwargs(retriever, where)
-            run = await _child_run(AsyncCallbackManager, retriever, query, config)
-            try:
-                pairs = (await arelevance_scored(retriever.vectorstore, query, **kwargs) if vector is None
-                         else await run_in_executor(None, lambda: scored_by_vector(retriever.vectorstore, vector, **kwargs)))
-            except BaseException as exc:
-                await run.on_retriever_error(exc)
-                raise
-            await run.on_retriever_end([d for d, _ in pairs])
-            return self._from_pairs(pairs)
-        docs = await retriever.ainvoke(query, config, **self._invoke_kwargs(retriever, config, where))
-        return self._from_docs(docs, retriever, where)
-
-    def _search_kwargs(self, retriever: VectorStoreRetriever, where: Optional[MetadataFilter]) -> dict[str, Any]:
-        kwargs = {**retriever.search_kwargs, "k": self.depth}
-        if where is not None:
-            kwargs["filter"] = where
-        return kwargs
-
-    def _invoke_kwargs(self, retriever: Any, config: RunnableConfig, where: Optional[MetadataFilter]) -> dict[str, Any]:
-        """``k=depth`` for a `BaseRetriever` unless the caller's config sets its result count; the
-        filter for the sources that take one."""
-        kwargs: dict[str, Any] = {}
-        target = retriever.default if isinstance(retriever, RunnableConfigurableFields) else retriever
-        if self.candidates_kwarg and isinstance(target, BaseRetriever) and not _count_configured(retriever, self.candidates_kwarg, config):
-            kwargs[self.candidates_kwarg] = self.depth
-        if where is not None and isinstance(target, (VectorStoreRetriever, ContextualBM25Retriever)):
-            kwargs["filter"] = where
-        return kwargs
-
-    def _from_pairs(self, pairs: list[tuple[LCDocument, Optional[float]]]) -> _Scored:
-        return [(chunk_id_of(d, self.id_key), s, d) for d, s in pairs]
-
-    def _from_docs(self, docs: Sequence[LCDocument], retriever: Any, where: Optional[MetadataFilter]) -> _Scored:
-        """(id, the source's own score or None, document); the core dedupes and scores a missing
-        score as 1 / rank. A source that took no filter is filtered here."""
-        target = retriever.default if isinstance(retriever, RunnableConfigurableFields) else retriever
-        if where is not None and not isinstance(target, (VectorStoreRetriever, ContextualBM25Retriever)):
-            keep = metadata_predicate(where)
-            docs = [d for d in docs if keep(d)]
-        out: _Scored = []
-        for doc in docs:
-            score = next((doc.metadata[key] for key in _SCORE_KEYS if isinstance(doc.metadata.get(key), (int, float))), None)
-            out.append((chunk_id_of(doc, self.id_key), float(score) if score is not None else None, doc))
-        return out
-
-    # -- fusion -----------------------------------------------------------------------------------
-
-    def _sources(self, lists: Sequence[_Scored]) -> list[tuple[str, list[tuple[str, Optional[float]]]]]:
-        return [(name, [(cid, s) for cid, s, _ in scored]) for name, scored in zip(self.names, lists)]
-
-    def _fuse(self, lists: Sequence[_Scored]) -> tuple[list[RankedHit], dict[str, LCDocument]]:
-        return self.config.fuse(self._sources(lists)), _documents_by_id(lists)  # type: ignore[union-attr]
-
-    def _documents(self, hits: Sequence[RankedHit], docs: dict[str, LCDocument], lists: Sequence[_Scored]) -> list[LCDocument]:
+    def _documents(self, hits: Sequence[RankedHit], docs: dict[str, LCDocument], lists: Sequence[Scored]) -> list[LCDocument]:
         own: list[dict[str, float]] = [{} for _ in lists]
         for scores, scored in zip(own, lists):
             for cid, score, _ in scored:
@@ -471,53 +400,14 @@ class ContextualEnsembleRetriever(BaseRetriever):
         return out
 
     def _check_k(self, k: Optional[int]) -> int:
-        k = self.k if k is None else positive_int("k", k)
-        top_n = self.reranker.top_n if isinstance(self.reranker, RerankCompressor) else None
-        return min(k, top_n) if top_n else k
+        k = self._cfg.top_k if k is None else positive_int("k", k)
+        return min(k, self._top_n) if self._top_n else k
 
     def _where(self, where: Optional[MetadataFilter]) -> Optional[MetadataFilter]:
         if where is None:
             return self.filter
         metadata_predicate(where)  # a bad where dict fails before any source runs
         return where
-
-
-def _documents_by_id(lists: Sequence[_Scored]) -> dict[str, LCDocument]:
-    """{chunk id: the first Document listed under it}, lists in order (a vector source's own list
-    first: its Documents carry the store ids its vectors are read back under)."""
-    docs: dict[str, LCDocument] = {}
-    for scored in lists:
-        for cid, _, doc in scored:
-            docs.setdefault(cid, doc)
-    return docs
-
-
-def _count_configured(retriever: Any, kwarg: str, config: RunnableConfig) -> bool:
-    """Whether the caller's config sets `retriever`'s result count: a source made with
-    ``configurable_fields(k=ConfigurableField(id=...))`` (or ``search_kwargs=...`` holding "k")
-    whose id the config's "configurable" names."""
-    if not isinstance(retriever, RunnableConfigurableFields):
-        return False
-    configurable = config.get("configurable") or {}
-    count = retriever.fields.get(kwarg)
-    if count is not None and count.id in configurable:
-        return True
-    search = retriever.fields.get("search_kwargs")
-    return search is not None and isinstance(configurable.get(search.id), dict) and kwarg in configurable[search.id]
-
-
-def _child_run(manager: Any, retriever: VectorStoreRetriever, query: str, config: RunnableConfig) -> Any:
-    """The run `retriever.invoke(query, config)` would start (its tags, metadata and tracing params)."""
-    configured = manager.configure(
-        config.get("callbacks"), None, inheritable_tags=config.get("tags"), local_tags=retriever.tags,
-        inheritable_metadata={**(config.get("metadata") or {}), **retriever_ls_params(retriever)},
-        local_metadata=retriever.metadata,
-    )
-    return configured.on_retriever_start(None, query, name=config.get("run_name") or retriever.get_name())
-
-
-def _scored_vectorstore(retriever: Any) -> bool:
-    return isinstance(retriever, VectorStoreRetriever) and retriever.search_type in ("similarity", "similarity_score_threshold")
 
 
 def _default_names(retrievers: Sequence[Any]) -> list[str]:

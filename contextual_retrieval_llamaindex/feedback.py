@@ -49,20 +49,21 @@ class VectorSide:
             return bundle
         return dataclasses.replace(bundle, embedding=await self.model.aget_agg_embedding_from_queries(bundle.embedding_strs))
 
-    def moved(self, bundle: QueryBundle, top: Sequence[str], nodes: Dict[str, BaseNode], beta: float) -> QueryBundle:
-        """`bundle` (with its embedding) moved toward the stored rows of the `top` node ids."""
+    def rows(self, top: Sequence[str], nodes: Dict[str, BaseNode]) -> FeedbackRows:
+        """The stored rows of the `top` node ids; a node the store gives no vector for is
+        embedded again from `nodes` with the retriever's model."""
         read = self._read(top)
         texts = _texts(read.unheld(), nodes)
         vectors = self.model.get_text_embedding_batch(list(texts.values())) if texts else []
-        return _moved(bundle, read.rows(dict(zip(texts, vectors))), top, beta)
+        return read.rows(dict(zip(texts, vectors)))
 
-    async def amoved(self, bundle: QueryBundle, top: Sequence[str], nodes: Dict[str, BaseNode], beta: float) -> QueryBundle:
-        """`moved` without blocking the event loop: the store read in a worker thread, the nodes
-        a store gives no vector for embedded with the model's async call."""
+    async def arows(self, top: Sequence[str], nodes: Dict[str, BaseNode]) -> FeedbackRows:
+        """`rows` without blocking the event loop: the store read in a worker thread, the nodes a
+        store gives no vector for embedded with the model's async call."""
         read = await asyncio.to_thread(self._read, top)
         texts = _texts(read.unheld(), nodes)
         vectors = await self.model.aget_text_embedding_batch(list(texts.values())) if texts else []
-        return _moved(bundle, read.rows(dict(zip(texts, vectors))), top, beta)
+        return read.rows(dict(zip(texts, vectors)))
 
     def _read(self, top: Sequence[str]) -> StoreRead:
         """The rows the store holds for the `top` node ids (a node's own row, then its window
@@ -79,10 +80,6 @@ class VectorSide:
 def _texts(node_ids: Sequence[str], nodes: Dict[str, BaseNode]) -> Dict[str, str]:
     """{node id: the text its vector was embedded from} of the `node_ids` at hand."""
     return {n: nodes[n].get_content(metadata_mode=MetadataMode.EMBED) for n in node_ids if n in nodes}
-
-
-def _moved(bundle: QueryBundle, rows: FeedbackRows, top: Sequence[str], beta: float) -> QueryBundle:
-    return dataclasses.replace(bundle, embedding=rows.moved_query(bundle.embedding, top, beta).tolist())
 
 
 def vector_side(retriever: BaseRetriever) -> Optional[VectorSide]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from contextlib import nullcontext
 from typing import Any, ContextManager, Dict, List, Mapping, Optional, Sequence, Union
 
@@ -13,17 +12,22 @@ from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import MetadataFilters
 
 from contextual_retrieval_core.checks import is_blank, renamed_keyword
-from contextual_retrieval_core.search.ranked import RankedHit, fallback_hits, unique_names
-from contextual_retrieval_core.search.rank_fusion import FusionMode
-from contextual_retrieval_core.search.config import FusionConfig
-from contextual_retrieval_core.rerank.base import OnRerankError, Reranker
 from contextual_retrieval_core.dense.windows import WindowConfig
+from contextual_retrieval_core.rerank.base import Reranker
+from contextual_retrieval_core.search.config import FusionConfig
+from contextual_retrieval_core.search.flow import QueryFlow
+from contextual_retrieval_core.search.ranked import RankedHit, fallback_hits, unique_names
 
 from contextual_retrieval_llamaindex._convert import indexed_text, scored_ids, with_result
 from contextual_retrieval_llamaindex.feedback import VectorSide, vector_side
+from contextual_retrieval_llamaindex.sources import bound_sources, first_nodes
 from contextual_retrieval_llamaindex.rerank import ContextualRerank, rerank_events
 
-__all__ = ["HybridRetriever"]
+__all__ = ["HybridRetriever", "SETTING_NAMES"]
+
+#: LlamaIndex's names for `FusionConfig` fields (the result count is `similarity_top_k`, as on
+#: LlamaIndex's own retrievers); every other setting keeps its `FusionConfig` name
+SETTING_NAMES = {"similarity_top_k": "top_k"}
 
 
 class HybridRetriever(BaseRetriever):
@@ -86,18 +90,11 @@ class HybridRetriever(BaseRetriever):
         weights: Optional[Sequence[float]] = None,
         *,
         config: Optional[FusionConfig] = None,
-        mode: Optional[FusionMode] = None,
-        rrf_k: Optional[float] = None,
-        depth: Optional[int] = None,
-        similarity_top_k: Optional[int] = None,
         reranker: Union[Reranker, BaseNodePostprocessor, None] = None,
-        rerank_depth: Optional[int] = None,
-        on_rerank_error: Optional[OnRerankError] = None,
         callback_manager: Optional[CallbackManager] = None,
         verbose: bool = False,
         candidates: Optional[int] = None,
-        dense_prf: Optional[float] = None,
-        prf_top: Optional[int] = None,
+        **settings: Any,
     ) -> None:
         named = dict(retrievers) if isinstance(retrievers, Mapping) else _name(list(retrievers))
         if not named:
@@ -105,17 +102,16 @@ class HybridRetriever(BaseRetriever):
         for name, r in named.items():
             if not isinstance(r, BaseRetriever):
                 raise TypeError(f"retriever {name!r} is a {type(r).__name__}, not a LlamaIndex BaseRetriever")
-        depth = renamed_keyword("HybridRetriever", "candidates", "depth", candidates, depth)
+        if candidates is not None:
+            settings["depth"] = renamed_keyword("HybridRetriever", "candidates", "depth", candidates, settings.get("depth"))
         self._top_n: Optional[int] = None
         self._postprocessor: Optional[BaseNodePostprocessor] = None
         if isinstance(reranker, ContextualRerank):  # its core reranker, through the core's rerank_hits
             self._top_n, reranker = reranker.top_n, reranker.reranker
         elif isinstance(reranker, BaseNodePostprocessor):  # any other postprocessor runs as it is
             self._postprocessor, reranker = reranker, None
-        self.config = FusionConfig.merged(
-            config, weights=weights, mode=mode, rrf_k=rrf_k, depth=depth, top_k=similarity_top_k,
-            reranker=reranker, rerank_depth=rerank_depth, on_rerank_error=on_rerank_error,
-            dense_prf=dense_prf, prf_top=prf_top,
+        self.config = FusionConfig.from_settings(
+            config, {**settings, "weights": weights, "reranker": reranker}, names=SETTING_NAMES, owner="HybridRetriever"
         )
         self.weights = list(self.config.weights_for(len(named), per="retriever"))  # the count checked here, up front
         self._weighted = self.config.replace(weights=tuple(self.weights))
@@ -195,39 +191,12 @@ class HybridRetriever(BaseRetriever):
 
     # -- retrieval ----------------------------------------------------------------------------------
 
-    def _fuse(self, results: List[List[NodeWithScore]]) -> tuple[list[RankedHit], Dict[str, BaseNode]]:
-        nodes: Dict[str, BaseNode] = {}
-        sources = []
-        for (name, _), weight, hits in zip(self.retrievers.items(), self.weights, results):
-            for r in hits:
-                nodes.setdefault(r.node.node_id, r.node)
-            sources.append((name, scored_ids(hits)))
-        return self._weighted.fuse(sources), nodes
-
-    def _bundles(self, query_bundle: QueryBundle, vectors: Dict[str, QueryBundle]) -> List[QueryBundle]:
-        return [vectors.get(name, query_bundle) for name in self.retrievers]
-
-    def _fed_back(self, results: List[List[NodeWithScore]]) -> Optional[tuple[list[str], Dict[str, BaseNode]]]:
-        """The first pass's fused top node ids and nodes, when dense PRF runs."""
-        if not self._feedback:
-            return None
-        sources = [(name, scored_ids(hits)) for name, hits in zip(self.retrievers, results)]
-        nodes = {r.node.node_id: r.node for hits in results for r in hits}
-        return self._weighted.feedback_top(sources), nodes
-
     def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
         if _blank(query_bundle):
             return []
-        vectors = {name: side.with_query_vector(query_bundle) for name, side in self._feedback.items()}
-        bundles = self._bundles(query_bundle, vectors)
-        results = [r.retrieve(b) for r, b in zip(self.retrievers.values(), bundles)]
-        fed = self._fed_back(results)
-        if fed is not None and fed[0]:
-            names = list(self.retrievers)
-            for name, side in self._feedback.items():
-                moved = side.moved(vectors[name], fed[0], fed[1], self.dense_prf)
-                results[names.index(name)] = side.retriever.retrieve(moved)
-        fused, nodes = self._fuse(results)
+        sources = bound_sources(self.retrievers, self._feedback, query_bundle)
+        fused = QueryFlow(self._weighted, sources).run([query_bundle.query_str], rerank=False)[0].fused
+        nodes = first_nodes(sources)
         if self._postprocessor is not None:
             try:
                 reranked = self._postprocessor.postprocess_nodes(self._pool(fused, nodes), query_bundle)
@@ -242,18 +211,9 @@ class HybridRetriever(BaseRetriever):
     async def _aretrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
         if _blank(query_bundle):
             return []
-        names = list(self.retrievers)
-        vectors = dict(zip(self._feedback, await asyncio.gather(*(side.awith_query_vector(query_bundle) for side in self._feedback.values()))))
-        bundles = self._bundles(query_bundle, vectors)
-        results = list(await asyncio.gather(*(r.aretrieve(b) for r, b in zip(self.retrievers.values(), bundles))))
-        fed = self._fed_back(results)
-        if fed is not None and fed[0]:
-            moved = dict(zip(self._feedback, await asyncio.gather(
-                *(side.amoved(vectors[name], fed[0], fed[1], self.dense_prf) for name, side in self._feedback.items()))))
-            again = await asyncio.gather(*(self._feedback[name].retriever.aretrieve(b) for name, b in moved.items()))
-            for name, hits in zip(moved, again):
-                results[names.index(name)] = hits
-        fused, nodes = self._fuse(results)
+        sources = bound_sources(self.retrievers, self._feedback, query_bundle)
+        fused = (await QueryFlow(self._weighted, sources).arun([query_bundle.query_str], rerank=False))[0].fused
+        nodes = first_nodes(sources)
         if self._postprocessor is not None:
             try:
                 reranked = await self._postprocessor.apostprocess_nodes(self._pool(fused, nodes), query_bundle)

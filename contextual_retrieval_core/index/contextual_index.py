@@ -46,7 +46,9 @@ from contextual_retrieval_core.chunking.split import DEFAULT_CHUNK_CHARS
 from contextual_retrieval_core.embeddings.base import Embedder
 from contextual_retrieval_core.checks import is_blank, renamed_keyword
 from contextual_retrieval_core.search.ranked import DEFAULT_WEIGHTS
-from contextual_retrieval_core.search.feedback import stored_feedback_rows
+from contextual_retrieval_core.search.feedback import FeedbackRows, stored_feedback_rows
+from contextual_retrieval_core.search.flow import QueryFlow, SyncDenseSide
+from contextual_retrieval_core.search.sides import BM25Side
 from contextual_retrieval_core.factories import embedder_kind
 from contextual_retrieval_core.index.files import MAX_FILE_BYTES, TEXT_EXTENSIONS, collect_files
 from contextual_retrieval_core.index.lock import folder_lock
@@ -58,7 +60,6 @@ from contextual_retrieval_core.index.manifest import MANIFEST_NAME, FileEntry, I
 from contextual_retrieval_core.index.changes import check_not_nested, read_changes
 from contextual_retrieval_core.index.report import IndexHit, IndexReport
 from contextual_retrieval_core.index.storage import chunk_rows, clear_index, load_bm25, open_embedding_cache, open_vectors
-from contextual_retrieval_core.rerank.base import Reranker
 
 __all__ = ["ContextualIndex", "IndexMismatchError", "IndexDamagedError"]
 
@@ -386,29 +387,25 @@ class ContextualIndex:
         top_k: int | None = None,
         *,
         config: FusionConfig | None = None,
-        reranker: Reranker | None = None,
-        depth: int | None = None,
-        rerank_depth: int | None = None,
-        on_rerank_error: str | None = None,
         k: int | None = None,
-        dense_prf: float | None = None,
+        **settings: Any,
     ) -> list[IndexHit]:
         """The top `top_k` chunks for `query`: Chroma top-`depth` and BM25 top-`depth`, fused with
-        weighted reciprocal-rank fusion, then reranked when a `reranker` is given. Every setting
-        may come in a `FusionConfig` (`config`); keyword arguments override it; the fusion weights
-        are the index's. With ``on_rerank_error="fused"`` a failing reranker leaves the fused order,
-        each hit carrying the error (`IndexHit.rerank_error`). A blank query returns no results, as
-        in every query path. `k` is the old name of `top_k`. `dense_prf`: the dense pseudo-relevance
-        feedback weight, as `HybridSearcher(dense_prf=...)` (default: the config's 0.5; 0: off).
+        weighted reciprocal-rank fusion, dense feedback from the fused top, then reranked when
+        the config has a reranker (the one `QueryFlow`). The settings come in a `FusionConfig`
+        (`config`); the fusion weights are the index's. With ``on_rerank_error="fused"`` a
+        failing reranker leaves the fused order, each hit carrying the error
+        (`IndexHit.rerank_error`). A blank query returns no results, as in every query path.
+        `k` is the old name of `top_k`; `settings` (``reranker=``, ``depth=``, ``dense_prf=``,
+        ...) are the config's fields as keywords (deprecated).
 
         Reads the folder only (the query's embedding is not cached); a damaged folder raises
         `IndexDamagedError` naming the file and the fix."""
         if not isinstance(query, str):
             raise TypeError(f"query must be str, got {type(query).__name__}")
         top_k = renamed_keyword("ContextualIndex.search", "k", "top_k", k, top_k)
-        fusion = FusionConfig.merged(config, weights=self.weights, top_k=top_k, reranker=reranker, depth=depth,
-                                     rerank_depth=rerank_depth, on_rerank_error=on_rerank_error,
-                                     dense_prf=dense_prf)
+        fusion = FusionConfig.from_keywords("ContextualIndex.search", config, settings)
+        fusion = fusion.replace(weights=self.weights, **({"top_k": top_k} if top_k is not None else {}))
         if is_blank(query):
             return []
         manifest = self.manifest
@@ -425,17 +422,12 @@ class ContextualIndex:
         if rows_in_chroma < total:
             raise IndexDamagedError(f"{self.path / 'chroma'} holds {rows_in_chroma} chunks, the manifest lists {total}; "
                                     f"{self._fix()}")
-        vector = np.asarray(self.embedder.embed_queries([query]), dtype=np.float32)
-        depth, listed = fusion.depth, set(manifest.chunk_ids())
-        k_rows, bm25 = min(depth + rows_in_chroma - total, rows_in_chroma), self._bm25.search(query, depth)
-        dense = collapse_rows(vectors.search(vector[0], k_rows), depth, listed)
-        top = fusion.feedback_top([("dense", dense), ("bm25", bm25)])
-        if top:  # dense PRF: search again from the query moved toward the fused top chunks' rows
-            moved = stored_feedback_rows(vectors.collection, top).moved(vector, [top], fusion.dense_prf)
-            dense = collapse_rows(vectors.search(moved[0], k_rows), depth, listed)
-        fused = fusion.fuse([("dense", dense), ("bm25", bm25)])
+        dense = ChromaSide("dense", self.embedder, vectors, fusion.depth, min(fusion.depth + rows_in_chroma - total, rows_in_chroma),
+                           set(manifest.chunk_ids()))
+        flow = QueryFlow(fusion, [dense, BM25Side("bm25", self._bm25, fusion.depth)])
+        fused = flow.run([query], rerank=False)[0].fused
         pool = fused[: fusion.effective_rerank_depth] if fusion.reranker else fused[: fusion.top_k]
-        info = chunk_rows(self._vectors().collection, [str(h.id) for h in pool], self.path / "chroma", self._fix())
+        info = chunk_rows(vectors.collection, [str(h.id) for h in pool], self.path / "chroma", self._fix())
         ranked = fusion.rerank(query, pool, lambda cid: info[str(cid)][0])
         out = []
         for h in ranked:
@@ -447,3 +439,20 @@ class ContextualIndex:
             ))
         return out
 
+
+class ChromaSide(SyncDenseSide):
+    """An index folder's Chroma collection as the dense side: rows (chunks and their windows)
+    searched by vector, each chunk the manifest `listed` once at its best row; feedback reads the
+    rows back from the collection."""
+
+    def __init__(self, name: str, embedder: Embedder, vectors: ChromaVectorIndex, depth: int, rows: int, listed: set[str]) -> None:
+        self.name, self.embedder, self.vectors, self.depth, self.rows, self.listed = name, embedder, vectors, depth, rows, listed
+
+    def embed_queries(self, queries: Sequence[str]) -> np.ndarray:
+        return np.asarray(self.embedder.embed_queries(list(queries)), dtype=np.float32)
+
+    def search_vectors(self, vectors: Sequence[Any]) -> list[Any]:
+        return [collapse_rows(self.vectors.search(np.asarray(v, dtype=np.float32), self.rows), self.depth, self.listed) for v in vectors]
+
+    def feedback_rows(self, top: Sequence[str]) -> FeedbackRows:
+        return stored_feedback_rows(self.vectors.collection, top)

@@ -21,8 +21,9 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable, Optional, Sequence
+from typing import Any, Callable, Hashable, Mapping, Optional, Sequence
 
 from contextual_retrieval_core.checks import fusion_weights, non_negative_number, positive_int
 from contextual_retrieval_core.search.ranked import (
@@ -41,6 +42,11 @@ __all__ = ["FusionConfig"]
 
 #: (source name, [(id, score or None), ...] best first)
 NamedList = tuple[str, Sequence[tuple[Hashable, Optional[float]]]]
+
+
+def _setting(default: Any, doc: str) -> Any:
+    """A `FusionConfig` field with its one-line description (what flat framework fields show)."""
+    return dataclasses.field(default=default, metadata={"doc": doc})
 
 
 @dataclass(frozen=True)
@@ -72,16 +78,16 @@ class FusionConfig:
     one out of range.
     """
 
-    weights: Optional[tuple[float, ...]] = None
-    mode: FusionMode = "rrf"
-    rrf_k: float = DEFAULT_RRF_K
-    depth: int = DEFAULT_DEPTH
-    top_k: int = DEFAULT_TOP_K
-    rerank_depth: Optional[int] = None
-    reranker: Optional[Reranker] = None
-    on_rerank_error: OnRerankError = "raise"
-    dense_prf: float = DEFAULT_DENSE_PRF
-    prf_top: int = DEFAULT_PRF_TOP
+    weights: Optional[tuple[float, ...]] = _setting(None, "one fusion weight per source (None: 0.5 / 0.5 for two, equal otherwise)")
+    mode: FusionMode = _setting("rrf", '"rrf" (weighted reciprocal-rank fusion) or "relative_score"')
+    rrf_k: float = _setting(DEFAULT_RRF_K, "the RRF constant (0: the cookbook's w / rank; 60: classic RRF)")
+    depth: int = _setting(DEFAULT_DEPTH, "candidates taken from each source before fusion")
+    top_k: int = _setting(DEFAULT_TOP_K, "results returned")
+    rerank_depth: Optional[int] = _setting(None, "fused candidates the reranker sees (None: depth)")
+    reranker: Optional[Reranker] = _setting(None, "a reranker applied to the fused candidates, or None")
+    on_rerank_error: OnRerankError = _setting("raise", '"raise", or "fused" to keep the fused order when the reranker fails')
+    dense_prf: float = _setting(DEFAULT_DENSE_PRF, "dense pseudo-relevance feedback weight (0: off)")
+    prf_top: int = _setting(DEFAULT_PRF_TOP, "fused chunks that feed back")
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalise once, here
@@ -124,6 +130,51 @@ class FusionConfig:
         given = {name: value for name, value in settings.items() if value is not None}
         base = config if config is not None else cls()
         return dataclasses.replace(base, **given) if given else base
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        """The settings, in declaration order: the one list every flat signature derives from."""
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def field_doc(cls, name: str) -> str:
+        """The one-line description of setting `name`."""
+        return next(f.metadata["doc"] for f in dataclasses.fields(cls) if f.name == name)
+
+    @classmethod
+    def from_settings(
+        cls, config: "FusionConfig | None", settings: Mapping[str, Any], *, names: Mapping[str, str] | None = None,
+        owner: str = "FusionConfig",
+    ) -> "FusionConfig":
+        """`config` (default: `FusionConfig()`) with the `settings` that are not None, given under a
+        framework's own names (`names`: its name -> the field's, such as ``{"k": "top_k"}``).
+        An unknown name is a TypeError listing the names `owner` takes.
+
+        Example:
+            >>> FusionConfig.from_settings(None, {"k": 5, "rrf_k": None}, names={"k": "top_k"}).top_k
+            5
+        """
+        names = dict(names or {})
+        fields = cls.field_names()
+        own = set(names) | {f for f in fields if f not in names.values()}
+        unknown = sorted(k for k in settings if k not in own)
+        if unknown:
+            taken = [next((k for k, v in names.items() if v == f), f) for f in fields]
+            raise TypeError(f"{owner} got unknown settings {unknown}; its fusion settings are {taken}")
+        return cls.merged(config, **{names.get(k, k): v for k, v in settings.items()})
+
+    @classmethod
+    def from_keywords(cls, owner: str, config: "FusionConfig | None", settings: Mapping[str, Any]) -> "FusionConfig":
+        """`from_settings` for a core class whose flat fusion keywords were deprecated in 0.2 for
+        ``config=``: a DeprecationWarning names the keywords given (not None) and the fix."""
+        given = [k for k, v in settings.items() if v is not None]
+        if given:
+            warnings.warn(
+                f"{owner}({', '.join(f'{k}=...' for k in given)}): fusion settings as keywords are deprecated; "
+                f"pass config=FusionConfig({', '.join(f'{k}=...' for k in given)})",
+                DeprecationWarning, stacklevel=3,
+            )
+        return cls.from_settings(config, settings, owner=owner)
 
     def replace(self, **changes: Any) -> "FusionConfig":
         """A copy with `changes` (validated again)."""

@@ -1,8 +1,8 @@
-"""`HybridSearcher`: contextual embeddings + contextual BM25, fused, optionally reranked.
+"""`HybridSearcher`: contextual embeddings + contextual BM25 in process, fused, optionally reranked.
 
-The core's complete query path over `ContextualChunk`s, used by the evaluation runner and the
-CLI. The framework adapters compose their own retrievers but call the same `fuse` and rerankers,
-with the same defaults, defined here once.
+The core's query path over `ContextualChunk`s held in memory, used by the evaluation runner and
+the demo: it supplies its two sides (`InMemoryDenseSide`, `BM25Side`) to the one `QueryFlow`
+that every query path runs.
 """
 
 from __future__ import annotations
@@ -12,17 +12,18 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from contextual_retrieval_core.search.bm25 import BM25Index
-from contextual_retrieval_core.embeddings.base import Embedder
 from contextual_retrieval_core.checks import is_blank, positive_int, renamed_keyword, string_list
-from contextual_retrieval_core.search.ranked import DEFAULT_TOP_K, DEFAULT_WEIGHTS
-from contextual_retrieval_core.search.rank_fusion import DEFAULT_RRF_K, FusionMode
-from contextual_retrieval_core.search.config import FusionConfig
-from contextual_retrieval_core.rerank.base import OnRerankError, Reranker
-from contextual_retrieval_core.types import ContextualChunk
 from contextual_retrieval_core.dense.hnsw import dense_index
+from contextual_retrieval_core.dense.windows import WindowConfig, build_dense_rows
+from contextual_retrieval_core.embeddings.base import Embedder
+from contextual_retrieval_core.search.bm25 import BM25Index
+from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_core.search.feedback import feedback_rows
-from contextual_retrieval_core.dense.windows import WindowConfig, build_dense_rows, collapse_hits, embed_texts
+from contextual_retrieval_core.search.flow import QueryFlow, Source
+from contextual_retrieval_core.search.rank_fusion import DEFAULT_RRF_K
+from contextual_retrieval_core.search.ranked import DEFAULT_TOP_K, DEFAULT_WEIGHTS
+from contextual_retrieval_core.search.sides import BM25Side, InMemoryDenseSide
+from contextual_retrieval_core.types import ContextualChunk
 
 __all__ = ["HybridSearcher", "SearchHit", "FusionConfig", "DEFAULT_WEIGHTS", "DEFAULT_RRF_K", "DEFAULT_TOP_K"]
 
@@ -60,37 +61,22 @@ class HybridSearcher:
         use_bm25: build the BM25 side (False for dense only).
         bm25: a prebuilt BM25Index over exactly the chunks' ids (default: built here); an index
             over other ids is a ValueError.
-        config: a `FusionConfig` with every fusion setting below (default: `FusionConfig()`);
-            the settings passed here (not None) override its own.
-        weights: (dense, BM25) fusion weights (default 0.5 / 0.5).
-        mode: "rrf" (default) or "relative_score".
-        rrf_k: the RRF constant (default 0: the cookbook's w / rank; 60: classic RRF).
-        depth: candidates taken from each side before fusion (default 150, as the cookbook).
-        top_k: results per query when `search` is not told (default 20).
-        reranker: an optional `Reranker` applied to the fused candidates.
-        rerank_depth: how many fused candidates the reranker sees (default: `depth`).
-        on_rerank_error: "raise" (default) or "fused": keep the fused order when the reranker
-            fails, the error in each hit's `rerank_error`.
-        vector_store: "memory" (default: in-process search, exact below `ann.ANN_THRESHOLD`
-            chunks, HNSW above) or "chroma" (an in-memory
-            embedded Chroma collection, `ChromaVectorIndex`), or a ready index with
-            ``add(ids, vectors)`` and ``search_many(vectors, k)``.
+        config: the `FusionConfig` (default: `FusionConfig()`): (dense, BM25) weights, fusion
+            mode, `rrf_k`, `depth` per side, `top_k`, reranker and its depth and error policy,
+            and dense feedback (`dense_prf`, `prf_top`). Dense feedback runs when both sides
+            are used; with ``vector_store="chroma"`` or an index of your own a normalised copy
+            of the rows is kept for it (rows x dimensions float32; `dense_prf=0` saves it).
         show_progress: progress bar while embedding the chunks.
+        batch_size: texts per embedding call.
+        vector_store: "memory" (default: in-process search, exact below `ANN_THRESHOLD` chunks,
+            HNSW above), "chroma" (an in-memory embedded Chroma collection,
+            `ChromaVectorIndex`), or a ready index with ``add(ids, vectors)`` and
+            ``search_many(vectors, k)``.
         windows: a `WindowConfig`: chunks longer than the embedder's window are embedded as
             overlapping windows, each with the chunk's context, scored by the best window;
             None (default) embeds one vector per chunk, truncated at the embedder's window.
-            Not the default: on the cookbook set it lowers structural-hybrid Pass@5 by 1.4
-            points (benchmarks/dense_options.json).
-        dense_prf: Rocchio dense pseudo-relevance feedback when both sides are used: the query
-            vector (unit length) plus this weight times the mean of the best vectors of the fused
-            top `prf_top` chunks, normalised again, searched again on the dense side and fused
-            with BM25 again (default 0.5, the config's; None is the default too; 0 turns it
-            off). One more dense search per query. The in-process index's own normalised rows
-            are read; with ``vector_store="chroma"`` or an index of your own a normalised copy
-            of the rows is kept for it (rows x dimensions float32; pass 0 to save that memory).
-            A dense-only searcher never runs it: fed back from the dense ranking alone it
-            lowered the no-context dense row (benchmarks/RESULTS.md).
-        prf_top: how many fused chunks feed back (default 3, the config's).
+        **settings: the fusion settings as keywords (`weights=`, `top_k=`, ...): deprecated, each
+            overrides `config`'s; pass them in `config`.
 
     Example:
         >>> from contextual_retrieval_core import Chunk, ContextualChunk
@@ -108,29 +94,17 @@ class HybridSearcher:
         use_bm25: bool = True,
         bm25: BM25Index | None = None,
         config: FusionConfig | None = None,
-        weights: Sequence[float] | None = None,
-        mode: FusionMode | None = None,
-        rrf_k: float | None = None,
-        depth: int | None = None,
-        top_k: int | None = None,
-        reranker: Reranker | None = None,
-        rerank_depth: int | None = None,
-        on_rerank_error: OnRerankError | None = None,
         show_progress: bool = False,
         batch_size: int = 64,
         vector_store: Any = "memory",
         windows: WindowConfig | None = None,
-        dense_prf: float | None = None,
-        prf_top: int | None = None,
+        **settings: Any,
     ) -> None:
         if not chunks:
             raise ValueError("no chunks to search: pass at least one ContextualChunk")
         if embedder is None and not use_bm25:
             raise ValueError("nothing to search with: pass an embedder, or keep use_bm25=True")
-        self.config = FusionConfig.merged(
-            config, weights=weights, mode=mode, rrf_k=rrf_k, depth=depth, top_k=top_k, reranker=reranker,
-            rerank_depth=rerank_depth, on_rerank_error=on_rerank_error, dense_prf=dense_prf, prf_top=prf_top,
-        )
+        self.config = FusionConfig.from_keywords("HybridSearcher", config, settings)
         self.weights = self.config.weights_for(2)  # (dense, bm25), whichever sides are used
         self.chunks = {c.id: c for c in chunks}
         if len(self.chunks) != len(chunks):
@@ -153,7 +127,7 @@ class HybridSearcher:
             elif vector_store == "chroma":
                 from contextual_retrieval_core.dense.chroma import ChromaVectorIndex
 
-                self.vectors = ChromaVectorIndex(ids, vectors)  # type: ignore[assignment]
+                self.vectors = ChromaVectorIndex(ids, vectors)
             elif hasattr(vector_store, "search_many") and hasattr(vector_store, "add"):
                 vector_store.add(ids, vectors)
                 self.vectors = vector_store
@@ -165,13 +139,20 @@ class HybridSearcher:
             held = getattr(self.vectors, "vectors", None)
             own = isinstance(held, np.ndarray) and list(getattr(self.vectors, "ids", ())) == list(rows.ids)
             self._feedback_rows = feedback_rows(rows.ids, held if own else rows.vectors, self._owners, normalized=own)
-        ids = list(self.chunks)
         self.bm25: BM25Index | None = None
         if use_bm25:
-            self.bm25 = bm25 if bm25 is not None else BM25Index().index(ids, texts)
-        # the config with the weights of the sides in use, in query order (dense, then bm25)
+            self.bm25 = bm25 if bm25 is not None else BM25Index().index(list(self.chunks), texts)
+        sides: list[Source] = []
+        if self.vectors is not None:
+            sides.append(InMemoryDenseSide(
+                "dense", embedder, self.vectors, self.config.depth, self._owners, self._extra_rows,  # type: ignore[arg-type]
+                len(self.chunks), self._feedback_rows,
+            ))
+        if self.bm25 is not None:
+            sides.append(BM25Side("bm25", self.bm25, self.config.depth))
+        # the weights of the sides in use, in query order (dense, then bm25)
         used = [w for w, on in zip(self.weights, (self.vectors is not None, self.bm25 is not None)) if on]
-        self._sides = self.config.replace(weights=tuple(used))
+        self._flow = QueryFlow(self.config.replace(weights=tuple(used)), sides)
 
     # the settings, read from `config` (one place)
     mode = property(lambda self: self.config.mode)
@@ -195,52 +176,17 @@ class HybridSearcher:
         top_k = renamed_keyword("HybridSearcher.search_many", "k", "top_k", k, top_k)
         top_k = self.config.top_k if top_k is None else positive_int("top_k", top_k)
         queries = string_list("queries", queries, "query strings")
-        dense: list[list[tuple[str, float]]] = [[] for _ in queries]
-        bm25 = [self.bm25.search(q, self.depth) if self.bm25 is not None and not is_blank(q) else [] for q in queries]
-        if self.vectors is not None and queries:
-            nonempty = [i for i, q in enumerate(queries) if not is_blank(q)]
-            if nonempty:
-                qv = np.asarray(self.embedder.embed_queries([queries[i] for i in nonempty]))  # type: ignore[union-attr]
-                for i, hits in zip(nonempty, self._dense_rows(qv)):
-                    dense[i] = hits
-                if self._feedback_rows is not None:  # dense PRF: search again from the moved vectors
-                    tops = [self._sides.feedback_top(self._sources(dense[i], bm25[i])) for i in nonempty]
-                    moved = self._feedback_rows.moved(qv, tops, self.config.dense_prf)
-                    for i, hits in zip(nonempty, self._dense_rows(moved)):
-                        dense[i] = hits
-        return [self._finish(query, self._sources(dense[qi], bm25[qi]), top_k) for qi, query in enumerate(queries)]
-
-    def _sources(self, dense: list[tuple[str, float]], bm25: list[tuple[str, float]]) -> list[tuple[str, list[tuple[str, float]]]]:
-        """The ranked lists of the sides in use, in query order (dense, then BM25)."""
-        out: list[tuple[str, list[tuple[str, float]]]] = []
-        if self.vectors is not None:
-            out.append(("dense", dense))
-        if self.bm25 is not None:
-            out.append(("bm25", bm25))
+        asked = [i for i, q in enumerate(queries) if not is_blank(q)]
+        out: list[list[SearchHit]] = [[] for _ in queries]
+        if not asked:
+            return out
+        results = self._flow.run([queries[i] for i in asked], text_of=lambda i: self.chunks[i].indexed_text, top_k=top_k)  # type: ignore[index]
+        for i, result in zip(asked, results):
+            out[i] = [
+                SearchHit(str(h.id), h.score, self.chunks[h.id], h.ranks, h.fused_score, h.rerank_score, h.rerank_error)  # type: ignore[index]
+                for h in result.hits or ()
+            ]
         return out
-
-    def _dense_rows(self, qv: Any) -> list[list[tuple[str, float]]]:
-        """Each query's dense top-`depth` chunks. With window rows, the rows come best first, so the
-        first `depth` distinct chunks among the top rows are the answer: fetch `depth` more rows than
-        chunks wanted, and all `depth + extra` only for a query whose rows did not reach `depth`
-        chunks (the same hits as always fetching them all)."""
-        depth, extra = self.depth, self._extra_rows
-        first = depth + min(extra, depth)
-        out = [collapse_hits(hits, self._owners, depth) for hits in self.vectors.search_many(qv, first)]
-        wanted = min(depth, len(self.chunks))
-        short = [i for i, chunks in enumerate(out) if len(chunks) < wanted] if first < depth + extra else []
-        if short:
-            for i, hits in zip(short, self.vectors.search_many(np.asarray(qv)[short], depth + extra)):
-                out[i] = collapse_hits(hits, self._owners, depth)
-        return out
-
-    def _finish(self, query: str, sources: list[tuple[str, list[tuple[str, float]]]], top_k: int) -> list[SearchHit]:
-        config = self._sides
-        ranked = config.rerank(query, config.fuse(sources), lambda i: self.chunks[i].indexed_text, top_k=top_k)
-        return [
-            SearchHit(h.id, h.score, self.chunks[h.id], h.ranks, h.fused_score, h.rerank_score, h.rerank_error)  # type: ignore[index]
-            for h in ranked
-        ]
 
 
 def _check_bm25_ids(bm25: BM25Index, ids: list[str]) -> None:
@@ -257,8 +203,3 @@ def _check_bm25_ids(bm25: BM25Index, ids: list[str]) -> None:
         f"bm25 does not index these chunks: {' and '.join(found)}; build it over the same chunks, "
         "BM25Index().index([c.id for c in chunks], [c.indexed_text for c in chunks]), or leave bm25=None"
     )
-
-
-def embed_with_progress(embedder: Embedder, texts: list[str], batch_size: int, show_progress: bool) -> np.ndarray:
-    """Document vectors for `texts`, in batches, with an optional progress bar."""
-    return embed_texts(embedder, texts, None, batch_size, show_progress)

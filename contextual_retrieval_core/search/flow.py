@@ -1,0 +1,241 @@
+"""The query flow every query path runs, written once.
+
+For a batch of queries over named ranked sources (a dense side, BM25, any retriever):
+
+1. embed each query once on every dense side that feeds back (`DenseSide`);
+2. search every source (a dense side by that vector, the others by the query text);
+3. fuse the ranked lists (`FusionConfig.fuse`);
+4. dense pseudo-relevance feedback: move each query vector toward the stored rows of the fused
+   top `prf_top` chunks (`FeedbackRows.moved_query`), search the dense sides again, fuse again;
+5. rerank the fused candidates and keep the top `top_k` (`FusionConfig.rerank`), when asked.
+
+Feedback runs when `FusionConfig.dense_prf` is not 0 and a dense side is fused with at least one
+other source. The sequence is a generator of steps (lists of calls that may run together);
+`QueryFlow.run` drives it synchronously and `QueryFlow.arun` drives it on an event loop, each
+call's ``a``-prefixed method gathered concurrently. `HybridSearcher`, `ContextualIndex.search`,
+LlamaIndex's `HybridRetriever` and LangChain's `ContextualEnsembleRetriever` only supply their
+sources.
+
+Example:
+    >>> from contextual_retrieval_core.search.config import FusionConfig
+    >>> class Listed(SyncSource):
+    ...     def __init__(self, name, hits):
+    ...         self.name, self.hits = name, hits
+    ...     def search(self, queries):
+    ...         return [list(self.hits) for _ in queries]
+    >>> flow = QueryFlow(FusionConfig(top_k=2), [Listed("a", [("x", 1.0), ("y", 0.5)]), Listed("b", [("y", 3.0)])])
+    >>> [[h.id for h in result.hits] for result in flow.run(["q"], text_of=str)]
+    [['y', 'x']]
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, Callable, Generator, Hashable, Optional, Protocol, Sequence, runtime_checkable
+
+from contextual_retrieval_core.search.config import FusionConfig
+from contextual_retrieval_core.search.feedback import FeedbackRows
+from contextual_retrieval_core.search.ranked import RankedHit, unique_names
+
+__all__ = ["DenseSide", "FlowResult", "QueryFlow", "Source", "SyncSource", "SyncDenseSide"]
+
+#: (id, the source's own score or None) best first
+Hits = list[tuple[Hashable, Optional[float]]]
+
+
+@runtime_checkable
+class Source(Protocol):
+    """A ranked source: each query's best `depth` (id, score) pairs, searched by text."""
+
+    name: str
+
+    def search(self, queries: Sequence[str]) -> list[Hits]: ...
+
+    async def asearch(self, queries: Sequence[str]) -> list[Hits]: ...
+
+
+@runtime_checkable
+class DenseSide(Source, Protocol):
+    """A source searched by query vector that reads back the vectors it holds: dense feedback
+    moves the query toward its stored rows of the fused top chunks and searches it again."""
+
+    def embed_queries(self, queries: Sequence[str]) -> Sequence[Any]: ...
+
+    async def aembed_queries(self, queries: Sequence[str]) -> Sequence[Any]: ...
+
+    def search_vectors(self, vectors: Sequence[Any]) -> list[Hits]: ...
+
+    async def asearch_vectors(self, vectors: Sequence[Any]) -> list[Hits]: ...
+
+    def feedback_rows(self, top: Sequence[str]) -> FeedbackRows: ...
+
+    async def afeedback_rows(self, top: Sequence[str]) -> FeedbackRows: ...
+
+
+class SyncSource:
+    """Base for a source with sync methods only: its async methods run them in a worker thread."""
+
+    name: str
+
+    def search(self, queries: Sequence[str]) -> list[Hits]:
+        raise NotImplementedError
+
+    async def asearch(self, queries: Sequence[str]) -> list[Hits]:
+        return await asyncio.to_thread(self.search, queries)
+
+
+class SyncDenseSide(SyncSource):
+    """Base for a `DenseSide` with sync methods only; `search` embeds, then searches by vector."""
+
+    def embed_queries(self, queries: Sequence[str]) -> Sequence[Any]:
+        raise NotImplementedError
+
+    def search_vectors(self, vectors: Sequence[Any]) -> list[Hits]:
+        raise NotImplementedError
+
+    def feedback_rows(self, top: Sequence[str]) -> FeedbackRows:
+        raise NotImplementedError
+
+    def search(self, queries: Sequence[str]) -> list[Hits]:
+        return self.search_vectors(self.embed_queries(queries))
+
+    async def aembed_queries(self, queries: Sequence[str]) -> Sequence[Any]:
+        return await asyncio.to_thread(self.embed_queries, queries)
+
+    async def asearch_vectors(self, vectors: Sequence[Any]) -> list[Hits]:
+        return await asyncio.to_thread(self.search_vectors, vectors)
+
+    async def afeedback_rows(self, top: Sequence[str]) -> FeedbackRows:
+        return await asyncio.to_thread(self.feedback_rows, top)
+
+
+@dataclass
+class FlowResult:
+    """One query's outcome.
+
+    Attributes:
+        lists: each source's final ranked list (after feedback), in source order.
+        fused: the fused ranking of those lists (every candidate, best first).
+        hits: the top `top_k`, reranked when the config has a reranker; None when the caller
+            asked for the fused ranking only (`rerank=False`).
+    """
+
+    lists: list[Hits]
+    fused: list[RankedHit]
+    hits: Optional[list[RankedHit]] = None
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One step's call: ``target.method(*args)``, or awaited ``target.amethod(*args)``."""
+
+    target: Any
+    method: str
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+
+    def run(self) -> Any:
+        return getattr(self.target, self.method)(*self.args, **self.kwargs)
+
+    async def arun(self) -> Any:
+        return await getattr(self.target, "a" + self.method)(*self.args, **self.kwargs)
+
+
+Steps = Generator[list[_Call], list[Any], list[FlowResult]]
+
+
+class QueryFlow:
+    """The query sequence over named `sources`, with the fusion settings of `config`.
+
+    Args:
+        config: the `FusionConfig` (its weights one per source, or None for the defaults).
+        sources: `Source`s (a `DenseSide` among them is fed back), each with a unique `name`.
+
+    Raises ValueError naming the fix when the weights do not match the sources or two sources
+    share a name.
+    """
+
+    def __init__(self, config: FusionConfig, sources: Sequence[Source]) -> None:
+        names = [s.name for s in sources]
+        if not sources:
+            raise ValueError("no sources to search: pass at least one")
+        if unique_names(names) != names:
+            raise ValueError(f"source names must be unique, got {names}")
+        self.sources = list(sources)
+        self.config = config.replace(weights=config.weights_for(len(sources), per="source"))
+        fed = bool(config.dense_prf) and len(sources) > 1
+        #: indexes of the dense sides that feed back
+        self.feedback = [i for i, s in enumerate(self.sources) if fed and isinstance(s, DenseSide)]
+
+    def run(
+        self, queries: Sequence[str], *, text_of: Optional[Callable[[Hashable], str]] = None,
+        top_k: Optional[int] = None, rerank: bool = True,
+    ) -> list[FlowResult]:
+        """Each query's `FlowResult`, driving the sources' sync methods. With `rerank`, `text_of`
+        gives the text the reranker reads for an id (needed when the config has a reranker)."""
+        steps = self._steps(queries, text_of, top_k, rerank)
+        try:
+            calls = next(steps)
+            while True:
+                calls = steps.send([call.run() for call in calls])
+        except StopIteration as done:
+            return done.value
+
+    async def arun(
+        self, queries: Sequence[str], *, text_of: Optional[Callable[[Hashable], str]] = None,
+        top_k: Optional[int] = None, rerank: bool = True,
+    ) -> list[FlowResult]:
+        """`run` on an event loop: each step's calls (the sources' async methods) run concurrently."""
+        steps = self._steps(queries, text_of, top_k, rerank)
+        try:
+            calls = next(steps)
+            while True:
+                calls = steps.send(list(await asyncio.gather(*(call.arun() for call in calls))))
+        except StopIteration as done:
+            return done.value
+
+    def _named(self, lists: list[list[Hits]], q: int) -> list[tuple[str, Hits]]:
+        return [(s.name, per_query[q]) for s, per_query in zip(self.sources, lists)]
+
+    def _steps(
+        self, queries: Sequence[str], text_of: Optional[Callable[[Hashable], str]], top_k: Optional[int], rerank: bool
+    ) -> Steps:
+        """The sequence, as steps: each ``yield`` hands over calls that may run together and
+        receives their results in order."""
+        queries = list(queries)
+        config, sources, feedback = self.config, self.sources, self.feedback
+        # 1. embed once, on the sides that feed back
+        vectors = dict(zip(feedback, (yield [_Call(sources[i], "embed_queries", (queries,)) for i in feedback])))
+        # 2. search every source: a feedback side by its vectors, the others by text
+        lists: list[list[Hits]] = list((yield [
+            _Call(s, "search_vectors", (vectors[i],)) if i in vectors else _Call(s, "search", (queries,))
+            for i, s in enumerate(sources)
+        ]))
+        # 3-4. dense feedback from the fused top: move, search the feedback sides again
+        if feedback:
+            tops = [config.feedback_top(self._named(lists, q)) for q in range(len(queries))]
+            fed = [q for q, top in enumerate(tops) if top]
+            if fed:
+                reads = [_Call(sources[i], "feedback_rows", (tops[q],)) for i in feedback for q in fed]
+                rows = iter((yield reads))
+                moved = {i: [next(rows).moved_query(vectors[i][q], tops[q], config.dense_prf) for q in fed] for i in feedback}
+                again = yield [_Call(sources[i], "search_vectors", (moved[i],)) for i in feedback]
+                for i, hits in zip(feedback, again):
+                    for q, found in zip(fed, hits):
+                        lists[i][q] = found
+        results = [FlowResult([per_query[q] for per_query in lists], config.fuse(self._named(lists, q)))
+                   for q in range(len(queries))]
+        # 5. rerank and cut
+        if rerank:
+            ranked = yield [
+                _Call(config, "rerank", (query, result.fused, text_of or _no_text), {"top_k": top_k})
+                for query, result in zip(queries, results)
+            ]
+            for result, hits in zip(results, ranked):
+                result.hits = hits
+        return results
+
+
+def _no_text(item: Hashable) -> str:
+    raise ValueError("the config has a reranker: pass text_of= to QueryFlow.run so it can read each candidate")

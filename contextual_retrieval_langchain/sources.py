@@ -1,0 +1,206 @@
+"""LangChain retrievers and runnables as the sources of the core's `QueryFlow` (one invocation each).
+
+`ContextualEnsembleRetriever` wraps each of its sources for one query, with the caller's config
+(a child run per source, tagged as `EnsembleRetriever` tags them) and the metadata filter:
+
+- a `VectorStoreRetriever` (search_type "similarity" or "similarity_score_threshold") is
+  searched for its store's relevance scores (`relevance`), in a child run of its own so
+  callbacks and tracing still see it; when dense feedback moves it, it is a `VectorStoreSide`:
+  the query embedded once with the store's embeddings, searched by vector, its stored rows of
+  the fused top chunks read back (`feedback`);
+- any other `BaseRetriever` gets ``k=depth`` at invoke time unless the caller's config sets its
+  result count; any runnable ``str -> list[Document]`` is invoked as it is, its Documents
+  filtered here when it took no filter.
+
+Each source keeps what it returned (`found`: chunk id, its own score or None, Document).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import numpy as np
+from langchain_core.callbacks import AsyncCallbackManager, CallbackManager
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import run_in_executor
+from langchain_core.runnables.configurable import RunnableConfigurableFields
+from langchain_core.vectorstores import VectorStoreRetriever
+
+from contextual_retrieval_core.search.feedback import FeedbackRows
+from contextual_retrieval_core.search.flow import Hits
+from contextual_retrieval_core.search.ranked import SCORE_KEY
+from contextual_retrieval_langchain._compat import retriever_ls_params
+from contextual_retrieval_langchain._documents import chunk_id_of
+from contextual_retrieval_langchain.bm25 import BM25_SCORE_KEY, ContextualBM25Retriever, MetadataFilter, metadata_predicate
+from contextual_retrieval_langchain.feedback import astored_rows, stored_rows
+from contextual_retrieval_langchain.relevance import arelevance_scored, relevance_scored, scored_by_vector
+from contextual_retrieval_langchain.rerank import RELEVANCE_SCORE_KEY
+
+__all__ = ["Scored", "SourceRun", "VectorStoreSide", "documents_by_id", "scored_vectorstore"]
+
+#: (chunk id, the source's own score or None, Document), best first
+Scored = list[tuple[str, Optional[float], Document]]
+
+#: metadata keys a source's own score may come in, first found wins
+_SCORE_KEYS = (BM25_SCORE_KEY, RELEVANCE_SCORE_KEY, "similarity_score", SCORE_KEY)
+
+
+class SourceRun:
+    """One source of one invocation, as a flow `Source`."""
+
+    def __init__(
+        self, name: str, retriever: Any, query: str, config: RunnableConfig, where: Optional[MetadataFilter], *,
+        depth: int, id_key: str, candidates_kwarg: Optional[str], sources: list["SourceRun"],
+    ) -> None:
+        self.name, self.retriever, self.query, self.config, self.where = name, retriever, query, config, where
+        self.depth, self.id_key, self.candidates_kwarg = depth, id_key, candidates_kwarg
+        self.sources = sources  # every source of this invocation (their Documents feed re-embedding)
+        self.found: Scored = []
+
+    def _keep(self, found: Scored) -> list[Hits]:
+        self.found = found
+        return [[(cid, s) for cid, s, _ in found]]
+
+    def search(self, queries: Sequence[str]) -> list[Hits]:
+        return self._keep(self._run(None))
+
+    async def asearch(self, queries: Sequence[str]) -> list[Hits]:
+        return self._keep(await self._arun(None))
+
+    def _run(self, vector: Optional[list[float]]) -> Scored:
+        retriever = self.retriever
+        if scored_vectorstore(retriever):
+            # the store's scored search keeps the scores; a child run configured as
+            # BaseRetriever.invoke configures one keeps the retriever visible to callbacks and tracing
+            kwargs = self._search_kwargs()
+            run = _child_run(CallbackManager, retriever, self.query, self.config)
+            try:
+                pairs = (relevance_scored(retriever.vectorstore, self.query, **kwargs) if vector is None
+                         else scored_by_vector(retriever.vectorstore, vector, **kwargs))
+            except BaseException as exc:
+                run.on_retriever_error(exc)
+                raise
+            run.on_retriever_end([d for d, _ in pairs])
+            return self._from_pairs(pairs)
+        return self._from_docs(retriever.invoke(self.query, self.config, **self._invoke_kwargs()))
+
+    async def _arun(self, vector: Optional[list[float]]) -> Scored:
+        retriever = self.retriever
+        if scored_vectorstore(retriever):
+            kwargs = self._search_kwargs()
+            run = await _child_run(AsyncCallbackManager, retriever, self.query, self.config)
+            try:
+                pairs = (await arelevance_scored(retriever.vectorstore, self.query, **kwargs) if vector is None
+                         else await run_in_executor(None, lambda: scored_by_vector(retriever.vectorstore, vector, **kwargs)))
+            except BaseException as exc:
+                await run.on_retriever_error(exc)
+                raise
+            await run.on_retriever_end([d for d, _ in pairs])
+            return self._from_pairs(pairs)
+        return self._from_docs(await retriever.ainvoke(self.query, self.config, **self._invoke_kwargs()))
+
+    def _search_kwargs(self) -> dict[str, Any]:
+        kwargs = {**self.retriever.search_kwargs, "k": self.depth}
+        if self.where is not None:
+            kwargs["filter"] = self.where
+        return kwargs
+
+    def _invoke_kwargs(self) -> dict[str, Any]:
+        """``k=depth`` for a `BaseRetriever` unless the caller's config sets its result count; the
+        filter for the sources that take one."""
+        kwargs: dict[str, Any] = {}
+        retriever = self.retriever
+        target = retriever.default if isinstance(retriever, RunnableConfigurableFields) else retriever
+        if self.candidates_kwarg and isinstance(target, BaseRetriever) and not _count_configured(retriever, self.candidates_kwarg, self.config):
+            kwargs[self.candidates_kwarg] = self.depth
+        if self.where is not None and isinstance(target, (VectorStoreRetriever, ContextualBM25Retriever)):
+            kwargs["filter"] = self.where
+        return kwargs
+
+    def _from_pairs(self, pairs: list[tuple[Document, Optional[float]]]) -> Scored:
+        return [(chunk_id_of(d, self.id_key), s, d) for d, s in pairs]
+
+    def _from_docs(self, docs: Sequence[Document]) -> Scored:
+        """(id, the source's own score or None, document); the core dedupes and scores a missing
+        score as 1 / rank. A source that took no filter is filtered here."""
+        retriever = self.retriever
+        target = retriever.default if isinstance(retriever, RunnableConfigurableFields) else retriever
+        if self.where is not None and not isinstance(target, (VectorStoreRetriever, ContextualBM25Retriever)):
+            keep = metadata_predicate(self.where)
+            docs = [d for d in docs if keep(d)]
+        out: Scored = []
+        for doc in docs:
+            score = next((doc.metadata[key] for key in _SCORE_KEYS if isinstance(doc.metadata.get(key), (int, float))), None)
+            out.append((chunk_id_of(doc, self.id_key), float(score) if score is not None else None, doc))
+        return out
+
+
+class VectorStoreSide(SourceRun):
+    """A vector-store source dense feedback moves, as a flow `DenseSide`."""
+
+    def embed_queries(self, queries: Sequence[str]) -> list[Any]:
+        return [self.retriever.vectorstore.embeddings.embed_query(self.query)]
+
+    async def aembed_queries(self, queries: Sequence[str]) -> list[Any]:
+        return [await self.retriever.vectorstore.embeddings.aembed_query(self.query)]
+
+    def search_vectors(self, vectors: Sequence[Any]) -> list[Hits]:
+        return self._keep(self._run(_as_list(vectors[0])))
+
+    async def asearch_vectors(self, vectors: Sequence[Any]) -> list[Hits]:
+        return self._keep(await self._arun(_as_list(vectors[0])))
+
+    def feedback_rows(self, top: Sequence[str]) -> FeedbackRows:
+        return stored_rows(self.retriever.vectorstore, top, self._documents())
+
+    async def afeedback_rows(self, top: Sequence[str]) -> FeedbackRows:
+        return await astored_rows(self.retriever.vectorstore, top, self._documents())
+
+    def _documents(self) -> dict[str, Document]:
+        # its own list first: its Documents carry the store ids its vectors are read back under
+        return documents_by_id([self.found, *(s.found for s in self.sources)])
+
+
+def _as_list(vector: Any) -> list[float]:
+    return vector.tolist() if isinstance(vector, np.ndarray) else list(vector)
+
+
+def documents_by_id(lists: Sequence[Scored]) -> dict[str, Document]:
+    """{chunk id: the first Document listed under it}, lists in order."""
+    docs: dict[str, Document] = {}
+    for scored in lists:
+        for cid, _, doc in scored:
+            docs.setdefault(cid, doc)
+    return docs
+
+
+def scored_vectorstore(retriever: Any) -> bool:
+    """A vector-store retriever whose store's scores are read (search_type "similarity" or
+    "similarity_score_threshold")."""
+    return isinstance(retriever, VectorStoreRetriever) and retriever.search_type in ("similarity", "similarity_score_threshold")
+
+
+def _count_configured(retriever: Any, kwarg: str, config: RunnableConfig) -> bool:
+    """Whether the caller's config sets `retriever`'s result count: a source made with
+    ``configurable_fields(k=ConfigurableField(id=...))`` (or ``search_kwargs=...`` holding "k")
+    whose id the config's "configurable" names."""
+    if not isinstance(retriever, RunnableConfigurableFields):
+        return False
+    configurable = config.get("configurable") or {}
+    count = retriever.fields.get(kwarg)
+    if count is not None and count.id in configurable:
+        return True
+    search = retriever.fields.get("search_kwargs")
+    return search is not None and isinstance(configurable.get(search.id), dict) and kwarg in configurable[search.id]
+
+
+def _child_run(manager: Any, retriever: VectorStoreRetriever, query: str, config: RunnableConfig) -> Any:
+    """The run `retriever.invoke(query, config)` would start (its tags, metadata and tracing params)."""
+    configured = manager.configure(
+        config.get("callbacks"), None, inheritable_tags=config.get("tags"), local_tags=retriever.tags,
+        inheritable_metadata={**(config.get("metadata") or {}), **retriever_ls_params(retriever)},
+        local_metadata=retriever.metadata,
+    )
+    return configured.on_retriever_start(None, query, name=config.get("run_name") or retriever.get_name())
