@@ -1,0 +1,106 @@
+"""The package as a user gets it: `python -m build` makes a wheel and an sdist from a clean copy of
+the tracked files, `twine check --strict` passes on both, their metadata names the homepage, the
+docs, the Python versions and the version from `_version.py`, and the sdist installs in a fresh
+venv (network: the package registry only) where the offline demo runs and finds what plain
+retrieval misses."""
+
+from __future__ import annotations
+
+import email
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+HOSTED_KEYS = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "VOYAGE_API_KEY", "COHERE_API_KEY", "CO_API_KEY")
+
+
+def version() -> str:
+    text = (REPO / "contextual_retrieval_core" / "_version.py").read_text(encoding="utf-8")
+    return re.search(r'^__version__ = "([^"]+)"$', text, re.M).group(1)
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory) -> Path:
+    """The wheel and the sdist, built without build isolation from the tracked files only."""
+    pytest.importorskip("build")
+    clone = tmp_path_factory.mktemp("clone")
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    for name in filter(None, tracked.split("\0")):
+        source = REPO / name
+        if source.is_file():
+            (clone / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, clone / name)
+    out = tmp_path_factory.mktemp("dist")
+    result = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), "."], cwd=clone,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "SetuptoolsDeprecationWarning" not in result.stdout + result.stderr
+    return out
+
+
+def metadata_of(dist: Path) -> email.message.Message:
+    (wheel,) = dist.glob("*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        (name,) = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
+        return email.message_from_string(zf.read(name).decode("utf-8"))
+
+
+def test_twine_check_passes_on_the_wheel_and_the_sdist(dist):
+    files = sorted(str(p) for p in dist.iterdir())
+    assert sorted(Path(f).suffix for f in files) == [".gz", ".whl"]
+    result = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", *files], capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("PASSED") == 2
+
+
+def test_metadata_names_the_version_homepage_docs_and_python_versions(dist):
+    meta = metadata_of(dist)
+    assert meta["Name"] == "contextual-retrieval-kit" and meta["Version"] == version()
+    assert meta["Requires-Python"] == ">=3.10" and meta["License-Expression"] == "MIT"
+    urls = dict(u.split(", ", 1) for u in meta.get_all("Project-URL"))
+    assert {"Homepage", "Documentation", "Changelog"} <= set(urls) and all(u.startswith("https://") for u in urls.values())
+    classifiers = meta.get_all("Classifier")
+    # a classifier names a Python version only where the tests ran on it
+    running = f"Programming Language :: Python :: {sys.version_info.major}.{sys.version_info.minor}"
+    assert running in classifiers
+    assert meta["Description-Content-Type"] == "text/markdown"
+    assert "## Set up and run" in meta.get_payload()
+
+
+def test_sdist_carries_the_packages_the_model_files_and_the_changelog(dist):
+    (sdist,) = dist.glob("*.tar.gz")
+    with tarfile.open(sdist) as tf:
+        names = {n.split("/", 1)[1] for n in tf.getnames() if "/" in n}
+    assert {"pyproject.toml", "README.md", "CHANGELOG.md", "contextual_retrieval_core/_version.py",
+            "contextual_retrieval_llamaindex/__init__.py", "contextual_retrieval_langchain/__init__.py"} <= names
+    assert any(n.startswith("contextual_retrieval_core/embeddings/data/") for n in names)
+
+
+@pytest.mark.slow
+def test_sdist_installs_in_a_fresh_venv_and_the_offline_demo_runs(dist, tmp_path):
+    (sdist,) = dist.glob("*.tar.gz")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    install = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", f"{sdist}[local,chroma]"], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=1800)
+    assert install.returncode == 0, install.stderr[-3000:]
+    env = {k: v for k, v in os.environ.items() if k not in HOSTED_KEYS and not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    env.update(PATH=f"{venv / 'bin'}:/usr/bin:/bin", HOME=str(tmp_path), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    demo = subprocess.run(["contextual-retrieval", "demo"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=1200)
+    assert demo.returncode == 0, demo.stderr[-3000:]
+    assert "contexts: structural (no LLM)" in demo.stdout and "vectors: embedded Chroma" in demo.stdout
+    assert re.search(r"plain retrieval missed and contextual retrieval found: Q\d", demo.stdout), demo.stdout[-2000:]
+    # the installed package is the sdist's, not this checkout
+    where = subprocess.run([str(venv / "bin" / "python"), "-c", "import contextual_retrieval_core as c; print(c.__file__, c.__version__)"],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert str(venv) in where.stdout and where.stdout.split()[-1] == version()
