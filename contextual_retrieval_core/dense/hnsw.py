@@ -15,8 +15,7 @@ pickle) and can read them memory-mapped (``IO_FLAG_MMAP``). Install it with the 
 How it searches: the graph (``IndexHNSWSQ``) holds float16 copies of the L2-normalised vectors;
 a query walks it (beam ef = max(`expansion_search`, candidates)) for max(2k, 64) candidates,
 which are then rescored exactly against the float32 vectors. So the scores are the exact cosines (the same numbers `VectorIndex` gives);
-only the candidate set is approximate. Recall of the exact top 150 on real MiniLM vectors is
-measured in benchmarks/scale.py and tested on the demo corpus (tests/test_ann.py).
+only the candidate set is approximate (its recall of the exact top 150: benchmarks/RESULTS.md).
 
 Saved as ``vectors.npy`` (float32, memory-mapped on load), ``vectors.json`` (ids, as
 `VectorIndex`), ``hnsw.faiss`` (the graph, read with FAISS's ``IO_FLAG_MMAP | IO_FLAG_READ_ONLY``:
@@ -38,9 +37,8 @@ from contextual_retrieval_core.checks import positive_int
 
 __all__ = ["ANN_THRESHOLD", "HNSWIndex", "HNSWParams", "dense_index", "load_dense_index"]
 
-#: Corpus size (chunks) from which `dense_index` builds an HNSW graph instead of exact search.
-#: Below it one exact query over 384-d vectors costs at most ~3 ms of one core (1.5 ms at 10k
-#: chunks in benchmarks/scale.json), and exact results need no extra dependency.
+#: Corpus size (chunks) from which `dense_index` builds an HNSW graph instead of exact search
+#: (below it exact search is fast enough and needs no extra dependency: benchmarks/RESULTS.md).
 ANN_THRESHOLD = 20_000
 
 _FORMAT = 1
@@ -55,10 +53,8 @@ class HNSWParams:
         connectivity: edges per node (HNSW's M).
         expansion_add: candidate list size while building (ef_construction).
         expansion_search: candidate list size while searching (ef); raised to the number of
-            candidates a query asks for when that is larger. 512 is about 3x the default
-            candidate depth (150): on the synthetic embedding-like 50k corpus of
-            benchmarks/scale.py, ef 256 / 512 / 1024 gave recall of the exact top 150 of
-            0.974 / 0.989 / 0.998 (real cookbook MiniLM vectors: >= 0.999 at 256).
+            candidates a query asks for when that is larger (512: about 3x the default
+            candidate depth of 150).
     """
 
     connectivity: int = 16

@@ -8,7 +8,7 @@ chunk scores as its best window (max-sim). Dense hits are collapsed to one per c
 so `depth` still counts chunks. Chunks that fit stay one vector of exactly their indexed text.
 
 `pooling="mean"` instead averages a chunk's window vectors into one row (no extra rows at query
-time; measured in benchmarks/dense_options.py).
+time).
 
 An embedder takes part by exposing `max_tokens` (its window) and `count_tokens(texts)` (tokens per
 text, special tokens included); one without them is never windowed.

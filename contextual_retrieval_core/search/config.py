@@ -70,8 +70,7 @@ class FusionConfig:
         dense_prf: dense pseudo-relevance feedback (Rocchio), for a query path that fuses a dense
             side with another source: the query vector plus this weight times the mean stored
             vector of the fused top `prf_top` chunks, searched again on the dense side and fused
-            again (`feedback`). Default 0.5, the weight of the outside probe issue 14 names (not
-            fitted here); 0 turns it off. A number in [0, 10].
+            again (`feedback`). Default 0.5; 0 turns it off. A number in [0, 10].
         prf_top: how many fused chunks feed back (default 3).
 
     Errors name the setting and the fix: TypeError for a value of the wrong type, ValueError for

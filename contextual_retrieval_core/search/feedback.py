@@ -29,8 +29,7 @@ from contextual_retrieval_core.checks import non_negative_number
 __all__ = ["DEFAULT_DENSE_PRF", "DEFAULT_PRF_TOP", "FeedbackRows", "StoreRead", "feedback_rows", "stored_read",
            "stored_feedback_rows", "feedback_weight"]
 
-#: the feedback weight beta, and how many fused chunks feed back: the outside probe's setting,
-#: named in issue 14 (+0.2 to +1.3 points at Pass@20 on three data sets), not fitted to ours
+#: the feedback weight beta, and how many fused chunks feed back (why these: benchmarks/RESULTS.md)
 DEFAULT_DENSE_PRF = 0.5
 DEFAULT_PRF_TOP = 3
 

@@ -12,10 +12,8 @@ Each list is cut at `depth` candidates (default 150, the cookbook's) before fusi
 O(total candidates) whatever the corpus size. Ties in the fused score are broken by the best rank
 any source gave, then by the order of first appearance: the result never depends on hash order.
 
-Speed: scores are summed per list with dict operations, the order comes from one stable
-`numpy.lexsort` over (score, best rank) and the hits are built column-wise, so two 150-id lists
-fuse in tens of microseconds (benchmarks/bm25_speed.py times it against the earlier pure-Python
-version, benchmarks/fusion_reference.py, whose results it reproduces bit for bit).
+Scores are summed per list with dict operations, the order comes from one stable `numpy.lexsort`
+over (score, best rank) and the hits are built column-wise.
 """
 
 from __future__ import annotations
