@@ -1,4 +1,6 @@
-"""Shared fixtures: the cookbook dataset path and a tiny dataset written in its format."""
+"""Shared fixtures (the cookbook dataset path, a tiny dataset in its format, the offline embedder
+for the whole session) and the layout by cost: every test under tests/unit, tests/integration or
+tests/e2e carries that folder's marker (`-m unit`, ...); doctests in the packages count as unit."""
 
 from __future__ import annotations
 
@@ -7,6 +9,9 @@ import os
 from pathlib import Path
 
 import pytest
+
+# the real servers' session fixtures, defined here once so that each server starts once per run
+from tests.servers import chroma_server, postgres_server  # noqa: F401, E402
 
 REPO = Path(__file__).resolve().parents[1]
 COOKBOOK = Path(os.environ.get("CONTEXTUAL_RETRIEVAL_DATASET", REPO.parent / "shared" / "data" / "cookbook-codebase"))
@@ -21,9 +26,35 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+TESTS = Path(__file__).resolve().parent
+#: the folders tests are laid out in, by cost; each is also the marker its tests carry
+TIERS = ("unit", "integration", "e2e")
+
+
+def tier_of(path: Path) -> str:
+    """The cost tier of a collected file: its folder under tests/; "unit" for the doctests of the
+    packages' modules and of the shared helpers (they run in process). A test file elsewhere
+    under tests/ is refused."""
+    try:
+        parts = path.resolve().relative_to(TESTS).parts
+    except ValueError:
+        return "unit"
+    if len(parts) > 1 and parts[0] in TIERS:
+        return parts[0]
+    if path.name.startswith("test_"):
+        raise pytest.UsageError(f"{path} is not in a cost folder: move it to tests/unit, tests/integration or tests/e2e")
+    return "unit"
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("--ci") or config.option.markexpr:
-        return  # CI, or the caller chose with -m
+    tiers: dict[Path, pytest.MarkDecorator] = {}
+    for item in items:
+        if item.path not in tiers:
+            tiers[item.path] = getattr(pytest.mark, tier_of(item.path))
+        item.add_marker(tiers[item.path])
+    if config.getoption("--ci") or "slow" in (config.option.markexpr or ""):
+        return  # CI, or the caller asked for the slow tests with -m
     later = pytest.mark.skip(reason="slow whole-corpus test: run with --ci (as .ci/run does) or -m slow")
     for item in items:
         if "slow" in item.keywords:
@@ -122,13 +153,60 @@ def tiny_dataset(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def cookbook_embedder(tmp_path_factory):
+def offline_embedder():
+    """The offline embedder (`LocalMiniLMEmbedder` with its defaults), one ONNX session for the
+    whole run. For tests that only need "the offline embedder"; a test of its construction, its
+    options or its counters (`embedded_count`, `truncated_count`) builds its own."""
+    from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
+
+    return LocalMiniLMEmbedder()
+
+
+@pytest.fixture(scope="session")
+def cookbook_embedder(offline_embedder, tmp_path_factory):
     """The offline embedder behind one SQLite cache for the whole session: the cookbook-scale
     tests embed each text once between them."""
     from contextual_retrieval_core.embeddings.cache import CachedEmbedder
-    from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
 
-    return CachedEmbedder(LocalMiniLMEmbedder(), tmp_path_factory.mktemp("embeddings") / "cache.sqlite3")
+    return CachedEmbedder(offline_embedder, tmp_path_factory.mktemp("embeddings") / "cache.sqlite3")
+
+
+@pytest.fixture(scope="session")
+def core_embedder(offline_embedder):
+    """The offline embedder behind a per-session in-memory cache: each text is embedded once for the
+    whole run (the LangChain tests' corpus, tests/langchain_corpus.py)."""
+    from contextual_retrieval_core.embeddings.cache import CachedEmbedder
+
+    return CachedEmbedder(offline_embedder, ":memory:")
+
+
+@pytest.fixture(scope="session")
+def lc_embeddings(core_embedder):
+    """`core_embedder` as LangChain `Embeddings`."""
+    from contextual_retrieval_langchain import EmbedderEmbeddings
+
+    return EmbedderEmbeddings(embedder=core_embedder)
+
+
+@pytest.fixture(scope="session")
+def contextual_docs():
+    """tests/langchain_corpus.py's corpus through ContextualDocumentTransformer (chunks + parents)."""
+    from contextual_retrieval_langchain import ContextualDocumentTransformer
+    from tests.langchain_corpus import chunk_documents, context_generator, whole_documents
+
+    transformer = ContextualDocumentTransformer(generator=context_generator(), show_progress=False)
+    return transformer.transform_documents(chunk_documents(), parents=whole_documents())
+
+
+@pytest.fixture(scope="session")
+def core_chunks(contextual_docs):
+    """The same chunks as the core's ContextualChunks (same ids, contexts and indexed text)."""
+    from contextual_retrieval_core.types import Chunk, ContextualChunk
+
+    return [
+        ContextualChunk(Chunk(d.id, d.metadata["parent_id"], d.metadata["original_content"], d.metadata["chunk_index"]), d.metadata["context"])
+        for d in contextual_docs
+    ]
 
 
 HOSTED_KEYS = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "VOYAGE_API_KEY", "COHERE_API_KEY", "CO_API_KEY")

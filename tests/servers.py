@@ -1,6 +1,6 @@
 """Real servers on loopback for the tests: a Chroma server (`chroma run`) and PostgreSQL.
 
-Import the fixtures into a test module (``from servers import chroma_server``). Each starts its
+The fixtures are imported into tests/conftest.py, so every test can ask for them. Each starts its
 server on a free 127.0.0.1 port with its data in a temporary folder, waits until it answers, and
 stops it at the end of the session. Where the server binary is missing the test is skipped with
 the reason (and fails under ``--ci``, through conftest's `require`).
@@ -27,8 +27,8 @@ _TESTS = Path(__file__).resolve().parent
 
 
 def require(config: pytest.Config, ok: bool, reason: str) -> None:
-    """tests/conftest.py's `require` (skip locally, fail under --ci), found among the loaded plugins:
-    ``import conftest`` may name tests/langchain/conftest.py instead."""
+    """tests/conftest.py's `require` (skip locally, fail under --ci), found among the loaded plugins
+    (``import conftest`` would name whichever conftest was imported last)."""
     for plugin in config.pluginmanager.get_plugins():
         if getattr(plugin, "__file__", None) and Path(plugin.__file__).resolve() == _TESTS / "conftest.py":
             return plugin.require(config, ok, reason)

@@ -1,0 +1,58 @@
+"""Smoke test of benchmarks/scale.py on tiny corpora: it runs its children, writes the JSON the
+issue names, and its recall and growth figures are computed (timings are never asserted)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "scale.py"
+
+
+@pytest.fixture(scope="module")
+def scale():
+    spec = importlib.util.spec_from_file_location("scale_benchmark", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_scale_writes_the_issue_schema(scale, tmp_path) -> None:
+    out = tmp_path / "scale.json"
+    assert scale.main(["--sizes", "300,900", "--kinds", "random", "--queries", "5", "--peers-n", "0",
+                       "--no-real-recall", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert [r["n"] for r in data["sizes"]] == [300, 900]
+    for row in data["sizes"]:
+        for key in ("n", "build_s", "peak_rss_mb", "disk_mb", "bm25_p50_ms", "dense_p50_ms",
+                    "fusion_p50_ms", "hybrid_p50_ms", "hybrid_p95_ms"):
+            assert isinstance(row[key], (int, float)) and row[key] >= 0, key
+        assert row["dense_index"] == "VectorIndex"  # far below the threshold: exact
+        assert row["dense_recall_at_150"] == 1.0  # exact search recalls itself
+        assert row["peak_rss_mb"] > 0 and row["disk_mb"] > 0
+    assert set(data["growth_exponent"]["random"]) >= {"bm25_p50_ms", "fusion_p50_ms", "hybrid_p50_ms"}
+    assert data["peers"] == []
+
+
+def test_bad_sizes_are_refused(scale) -> None:
+    with pytest.raises(SystemExit):
+        scale.main(["--sizes", "ten"])
+
+
+def test_embedding_like_vectors_follow_the_real_ones(scale) -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    real = rng.standard_normal((50, 16)).astype(np.float32)
+    real /= np.linalg.norm(real, axis=1, keepdims=True)
+    made = scale.embedding_like(400, real, rng)
+    assert made.shape == (400, 16) and made.dtype == np.float32
+    assert np.allclose(np.linalg.norm(made, axis=1), 1.0, atol=1e-5)
+    # each synthetic vector lies nearer its closest real vector than random unit vectors do
+    near = (made @ real.T).max(axis=1).mean()
+    rand = scale.random_vectors(400, rng)[:, :16]
+    rand /= np.linalg.norm(rand, axis=1, keepdims=True)
+    assert near > (rand @ real.T).max(axis=1).mean() + 0.1

@@ -1,0 +1,80 @@
+"""Async SDK clients built by the library belong to one event loop: two `asyncio.run(...)` calls in
+a row must each work (issue 12: every second call failed with "Event loop is closed")."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from contextual_retrieval_core import Chunk, Document
+from contextual_retrieval_core.embeddings.voyage import VoyageEmbedder
+from contextual_retrieval_core.generators import AnthropicContextGenerator
+from contextual_retrieval_core.rerank import CohereReranker, VoyageReranker
+from tests.fakes.anthropic_server import FakeAnthropicServer
+from tests.fakes.cohere_server import FakeCohereServer
+from tests.fakes.voyage_server import FakeVoyageServer
+
+QUERY = "how does contextual retrieval improve bm25 search"
+TEXTS = ["BM25 search ranks documents by term frequency.", "A recipe for lemon cake.", "Contextual retrieval and BM25."]
+
+
+def _twice(make_coroutine) -> list:
+    return [asyncio.run(make_coroutine()) for _ in range(2)]
+
+
+def test_cohere_reranker_built_from_the_environment_works_on_two_loops(monkeypatch):
+    with FakeCohereServer() as server:
+        monkeypatch.setenv("COHERE_API_KEY", server.api_key)
+        reranker = CohereReranker(base_url=server.base_url)  # the library builds its clients
+        first, second = _twice(lambda: reranker.arerank(QUERY, TEXTS, top_n=2))
+        assert first == second == reranker.rerank(QUERY, TEXTS, top_n=2) and len(first) == 2
+        assert len(server.requests_to("/v2/rerank")) == 3
+
+
+def test_langchain_rerank_compressor_acompress_documents_on_two_loops(monkeypatch):
+    from langchain_core.documents import Document as LCDocument
+
+    from contextual_retrieval_langchain.rerank import RerankCompressor
+
+    with FakeCohereServer() as server:
+        monkeypatch.setenv("COHERE_API_KEY", server.api_key)
+        compressor = RerankCompressor(reranker=CohereReranker(base_url=server.base_url), top_n=2)
+        docs = [LCDocument(page_content=t, metadata={"i": i}) for i, t in enumerate(TEXTS)]
+        first, second = _twice(lambda: compressor.acompress_documents(docs, QUERY))
+        assert [d.metadata["i"] for d in first] == [d.metadata["i"] for d in second]
+        assert len(first) == 2 and all("relevance_score" in d.metadata for d in first)
+
+
+def test_voyage_reranker_and_embedder_built_from_the_environment_work_on_two_loops(monkeypatch):
+    with FakeVoyageServer() as server:
+        monkeypatch.setenv("VOYAGE_API_KEY", server.api_key)
+        reranker = VoyageReranker(base_url=server.base_url)
+        first, second = _twice(lambda: reranker.arerank(QUERY, TEXTS, top_n=2))
+        assert first == second and len(first) == 2
+        embedder = VoyageEmbedder(base_url=server.base_url)
+        one, two = _twice(lambda: embedder.aembed_documents(TEXTS))
+        assert one.shape == (3, embedder.dimension) and (one == two).all()
+
+
+def test_anthropic_generator_built_from_the_environment_works_on_two_loops(monkeypatch):
+    document = Document("d", "The whole document about BM25 and contextual retrieval. " * 10)
+    chunk = Chunk("c", "d", "The whole document about BM25", 0)
+    with FakeAnthropicServer() as server:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", server.api_key)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        generator = AnthropicContextGenerator("claude-3-haiku-20240307")
+        first, second = _twice(lambda: generator.agenerate(document, chunk))
+        assert first.context == second.context and first.usage.requests == 1
+        assert len(server.requests_to("/v1/messages")) == 2
+
+
+@pytest.mark.parametrize("cls", [CohereReranker, VoyageReranker, VoyageEmbedder])
+def test_an_injected_async_client_is_used_as_given(cls):
+    marker = object()
+    part = cls(client=object(), async_client=marker) if cls is not VoyageEmbedder else cls(client=object(), async_client=marker)
+
+    async def which():
+        return part._aio_client()
+
+    assert asyncio.run(which()) is marker and asyncio.run(which()) is marker

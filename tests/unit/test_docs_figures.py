@@ -1,0 +1,182 @@
+"""The figures README.md and benchmarks/RESULTS.md publish are the ones the benchmark scripts wrote.
+
+Cheap: reads the committed JSON next to each script (never runs a benchmark) and the two documents.
+Rerun a script and its figures change? This fails until the documents quote the new output.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BENCH = REPO / "benchmarks"
+README = (REPO / "README.md").read_text(encoding="utf-8")
+RESULTS = (BENCH / "RESULTS.md").read_text(encoding="utf-8")
+
+
+def load(name: str) -> dict:
+    return json.loads((BENCH / name).read_text(encoding="utf-8"))
+
+
+def rows_by_name(rows: list[dict]) -> dict[str, dict]:
+    return {r["name"]: r for r in rows}
+
+
+QUALITY = load("quality.json")
+QUALITY_ROWS = rows_by_name(QUALITY["configs"])
+LLAMAINDEX = load("llamaindex_cookbook.json")
+LLAMAINDEX_ROWS = rows_by_name(LLAMAINDEX["results"])
+LANGCHAIN = load("langchain_cookbook.json")
+LANGCHAIN_ROWS = rows_by_name(LANGCHAIN["configs"])
+PEERS = load("peers.json")
+
+
+def pass_triple(row: dict) -> tuple[float, float, float]:
+    return tuple(row["pass_at"][k] for k in ("5", "10", "20"))  # type: ignore[return-value]
+
+
+def all_seven(row: dict) -> tuple[float, ...]:
+    return (*pass_triple(row), *(row["recall_at"][k] for k in ("5", "10", "20")), row["mrr"])
+
+
+def markdown_rows(text: str, first_cell: str) -> dict[str, list[str]]:
+    """Cells of the markdown table whose header starts with `first_cell`, keyed by the first cell
+    (bold markers and backticked commands stripped)."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_cell}"))
+    out = {}
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip().replace("**", "") for c in line.strip().strip("|").split("|")]
+        out[cells[0]] = cells[1:]
+    return out
+
+
+def fixed_width_rows(text: str) -> dict[str, tuple[float, ...]]:
+    """Rows of every 7-figure table (Pass@5/10/20, R@5/10/20, MRR) printed in code blocks."""
+    number = r"(\d+\.\d\d)"
+    pattern = re.compile(r"^(\S.*?)\s{2,}" + r"\s+".join([number] * 7) + r"\s*$", re.M)
+    return {m.group(1).strip(): tuple(float(x) for x in m.groups()[1:]) for m in pattern.finditer(text)}
+
+
+def section(text: str, title: str) -> str:
+    start = text.index(title)
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end > 0 else None]
+
+
+# -- README ----------------------------------------------------------------------------------------
+
+
+def test_readme_failure_rates_are_quality_json_s():
+    block = QUALITY["failure_rate_at_20"]
+    rows = markdown_rows(README, "top-20 retrieval failure rate")
+    for label, config in (("plain embeddings", "dense"), ("contextual embeddings", "contextual-dense"),
+                          ("+ contextual BM25", "contextual-hybrid")):
+        assert rows[label][1] == f"{block['configs'][config]:.2f}%", label
+        assert block["configs"][config] == round(100 - QUALITY_ROWS[config]["pass_at"]["20"], 2)
+    for label, config in (("plain embeddings + plain BM25 (hybrid, no contexts)", "hybrid"),
+                          ("hybrid with the offline structural contexts (no LLM)", "structural-hybrid")):
+        assert rows[label][1] == f"{block['configs'][config]:.2f}%", label
+    assert f"Claude's\ncontexts cut the failures by {round(block['relative_fall_hybrid_to_contextual_hybrid_percent'])}%" in README
+    assert f"by {round(block['relative_fall_hybrid_to_structural_hybrid_percent'])}%. From plain" in README
+    assert f"the fall is {round(block['relative_fall_dense_to_contextual_hybrid_percent'])}%" in README
+
+
+def test_readme_quality_table_is_quality_json_s():
+    rows = markdown_rows(README, "configuration (`python benchmarks/quality.py`)")
+    names = {"dense, no context": "dense", "hybrid (dense + BM25), no context": "hybrid",
+             "structural dense (offline contexts)": "structural-dense",
+             "structural BM25 (offline contexts)": "structural-bm25",
+             "structural hybrid (offline contexts, the default without an API key)": "structural-hybrid",
+             "contextual dense": "contextual-dense", "contextual BM25": "contextual-bm25",
+             "contextual hybrid (defaults, Claude contexts)": "contextual-hybrid"}
+    assert set(rows) == set(names)
+    for label, config in names.items():
+        assert tuple(float(x) for x in rows[label][:3]) == pass_triple(QUALITY_ROWS[config]), label
+
+
+def test_readme_framework_table_is_the_cookbook_benchmarks_json():
+    rows = markdown_rows(README, "retriever")
+    expected = {
+        "ours, LlamaIndex": LLAMAINDEX_ROWS["LlamaIndex path: ContextualNodeParser + Chroma + HybridRetriever"],
+        "ours, LangChain": LANGCHAIN_ROWS["langchain ContextualEnsembleRetriever"],
+        "LlamaIndex stock `QueryFusionRetriever`": LLAMAINDEX_ROWS[
+            "LlamaIndex stock QueryFusionRetriever (same nodes, same Chroma index)"],
+        "LangChain stock `EnsembleRetriever`": LANGCHAIN_ROWS["langchain EnsembleRetriever (stock)"],
+    }
+    for prefix, row in expected.items():
+        (label,) = [k for k in rows if k.startswith(prefix)]
+        assert tuple(float(x) for x in rows[label][:3]) == pass_triple(row), label
+    # "the framework parts score exactly the core, with the same top-20 lists on all 248 queries"
+    assert LLAMAINDEX["identical_top20_lists"] == LANGCHAIN["identical_top20_vs_core"] == LLAMAINDEX["queries"] == 248
+
+
+def test_truncation_count_is_quality_json_s():
+    t = QUALITY["truncation"]
+    assert f"{t['contextualized_over_window']} of the {t['chunks']} contextualized cookbook chunks" in README
+    assert f"{t['contextualized_over_window']} of the {t['chunks']} contextualized chunks" in RESULTS
+    assert f"({t['plain_over_window']} of the\n  plain chunks" in RESULTS
+
+
+# -- RESULTS.md ------------------------------------------------------------------------------------
+
+
+def test_results_quality_block_is_quality_json_s():
+    printed = fixed_width_rows(section(RESULTS, "## Quality"))
+    assert set(printed) == set(QUALITY_ROWS)
+    for name, row in QUALITY_ROWS.items():
+        assert printed[name] == all_seven(row), name
+    rates = QUALITY["failure_rate_at_20"]
+    line = "top-20 failure rate (100 - Pass@20): " + ", ".join(f"{k} {v:.2f}%" for k, v in rates["configs"].items())
+    assert line in RESULTS
+    assert f"failures fall by {rates['relative_fall_dense_to_contextual_hybrid_percent']:.1f}%" in RESULTS
+    assert f"failures fall by {rates['relative_fall_hybrid_to_structural_hybrid_percent']:.1f}% from hybrid to structural-hybrid" in RESULTS
+    assert f"in {QUALITY['elapsed_s']} s of wall time" in RESULTS and QUALITY["embedding_cache"] == "cold"
+    assert f"took {QUALITY['elapsed_s']} s" in README
+
+
+def test_results_peers_block_is_peers_json_s():
+    printed = fixed_width_rows(section(RESULTS, "## Against the stock framework retrievers"))
+    for row in PEERS["configs"] + PEERS["components"]:
+        assert printed[row["name"]] == all_seven(row), row["name"]
+
+
+@pytest.mark.parametrize("title, rows", [("### LlamaIndex", LLAMAINDEX_ROWS), ("### LangChain", LANGCHAIN_ROWS)])
+def test_results_framework_blocks_are_their_json_s(title, rows):
+    start = RESULTS.index(title)
+    printed = fixed_width_rows(RESULTS[start : RESULTS.find("\n### ", start + 1) if title.endswith("LlamaIndex") else
+                                       RESULTS.find("\n## ", start)])
+    assert set(printed) == set(rows)
+    for name, row in rows.items():
+        assert printed[name] == all_seven(row), name
+
+
+def test_results_chroma_candidate_figures_are_llamaindex_cookbook_json_s():
+    c = LLAMAINDEX["chroma_candidates_vs_exact"]
+    # HNSW builds are not deterministic: ours differed from exact search on at most one query a build
+    assert c["ours"]["max"] <= 1 and c["ours"]["hnsw"]["ef_search"] == 800
+    assert "search on all but at most one query per build" in " ".join(section(RESULTS, "## The framework paths").split())
+    text = " ".join(section(RESULTS, "## The framework paths").split())
+    assert f"on {c['chroma_default']['min']}-{c['chroma_default']['max']} of the {c['queries']} queries at Chroma's defaults" in text
+    assert f"on {c['ours_with_default_ef_search']['min']}-{c['ours_with_default_ef_search']['max']} with our" in text
+    assert "45 of 248" not in RESULTS and "45 of 248" not in README
+
+
+def test_index_rerun_figures_are_index_rerun_json_s():
+    data = load("index_rerun.json")
+    offline = data["offline (structural contexts)"]["first"]
+    assert f"({offline['files']} files, {offline['chunks']} chunks when last run)" in README
+    for name, run in data.items():
+        first, second = run["first"], run["second"]
+        requests = f"{first['generation_requests']}/{second['generation_requests']}"
+        row = re.compile(rf"^{re.escape(name)}\s+{first['files']}\s+{first['chunks']}\s+{first['seconds']:.2f}\s+"
+                         rf"{second['seconds']:.2f}\s+{run['second_over_first']:.4f}\s+{re.escape(requests)}\s+"
+                         rf"{second['texts_embedded']}\s*$", re.M)
+        assert row.search(RESULTS), name
+        assert second["generation_requests"] == second["texts_embedded"] == 0 and run["second_over_first"] < 0.001

@@ -1,0 +1,60 @@
+"""House rules of the code base (issue 11's acceptance), checked on the source: one
+positive-integer check (`checks.positive_int`), generators' labels read through `label_of`, no
+`hasattr` probing of generators. (The layout rules, one concept per module in its stage folder and
+no import circle, are tests/test_import_graph.py's.)"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ["contextual_retrieval_core", "contextual_retrieval_llamaindex", "contextual_retrieval_langchain"]
+
+
+def sources() -> list[Path]:
+    return sorted(p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py"))
+
+
+def where(path: Path, node: ast.AST) -> str:
+    return f"{path.relative_to(ROOT)}:{node.lineno}"
+
+
+def test_the_positive_integer_check_has_one_home() -> None:
+    """`isinstance(x, bool) or not isinstance(x, int) ...` or a "must be positive" message outside
+    checks.py is a near-copy of `checks.positive_int`."""
+    copies = []
+    for path in sources():
+        if path.name == "checks.py" and path.parent.name == "contextual_retrieval_core":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+        for node in ast.walk(tree):
+            if id(node) in docstrings:
+                continue
+            if isinstance(node, ast.BoolOp):
+                text = ast.unparse(node)
+                if "isinstance(" in text and ", bool)" in text and "int" in text and ("<= 0" in text or "< 1" in text):
+                    copies.append(where(path, node))
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                if "must be positive" in node.value or "must be a positive integer" in node.value:
+                    copies.append(where(path, node))
+            elif isinstance(node, ast.JoinedStr):
+                text = "".join(v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str))
+                if "must be positive" in text or "must be a positive integer" in text:
+                    copies.append(where(path, node))
+    assert copies == [], f"use checks.positive_int instead: {copies}"
+
+
+def test_generators_are_read_through_their_protocol_not_probed() -> None:
+    probes = []
+    for path in sources():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args):
+                continue
+            if node.func.id == "hasattr" and "gen" in ast.unparse(node.args[0]).lower():
+                probes.append(where(path, node))
+            if (node.func.id == "getattr" and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
+                    and node.args[1].value == "label" and not path.match("generators/base.py")):
+                probes.append(where(path, node))
+    assert probes == [], f"read a generator's label with generators.base.label_of, declare capabilities as Protocols: {probes}"
