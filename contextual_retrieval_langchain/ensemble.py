@@ -98,61 +98,34 @@ class ContextualEnsembleRetriever(_WithFusionFields):
     reranker was skipped with ``on_rerank_error="fused"``). A blank query returns no Documents.
     Async runs the retrievers concurrently.
 
-    The caller's config reaches every source as LangChain's `EnsembleRetriever` passes it: the
-    same tags, metadata, configurable values and limits, with the callbacks of a child run
-    tagged ``retriever_1``, ``retriever_2``, ...; `config_specs` lists the sources' configurable
-    fields.
-
-    The fusion settings are the core's `FusionConfig`, validated there once: pass one as
-    `config`, or the fields themselves; a field given explicitly overrides `config`'s setting, and
-    after construction every field holds the setting in force.
-
-    A `VectorStoreRetriever` (search_type "similarity" or "similarity_score_threshold") is
-    searched for the scores its vector store's public ``similarity_search_with_relevance_scores``
-    gives (a ``score_threshold`` in its search_kwargs applied the same way, without that method's
-    warning for scores outside [0, 1]) so its scores are kept (in a child run of its own, so
-    callbacks and tracing still see it); a store without a relevance function (such as
-    `InMemoryVectorStore`) is searched with ``similarity_search_with_score``, its scores read as
-    similarities or distances by the order the store returned them in. The process's warning
-    filters are never changed (not safe around an await or across ``batch`` threads). Other
-    `BaseRetriever`s get ``k=depth`` at invoke time (set ``candidates_kwarg=None`` for
-    retrievers that take no such argument), except where the caller's config sets that value
-    (a source made with ``configurable_fields(k=ConfigurableField(...))``).
+    The caller's config reaches every source as LangChain's `EnsembleRetriever` passes it (the
+    same tags, metadata, configurable values and limits; child runs tagged ``retriever_1``,
+    ``retriever_2``, ...); `config_specs` lists the sources' configurable fields. How each kind
+    of source is searched (a vector store for its relevance scores, other retrievers with
+    ``k=depth``) is `sources`'s. The process's warning filters are never changed.
 
     Args:
         retrievers: the sources: `BaseRetriever`s or runnables ``str -> list[Document]``.
         names: one unique name per source (default: "dense" for a vector-store retriever, "bm25"
             for `ContextualBM25Retriever`, else the runnable's name; repeats numbered "_2", ...).
-        weights: one weight per source (default: 0.5 / 0.5 for two, else equal).
-        config: a core `FusionConfig` (its `top_k` is `k` here).
-        mode: "rrf" (default) or "relative_score".
-        rrf_k: the RRF constant (default 0, the cookbook's; LangChain's EnsembleRetriever uses 60).
-        depth: Documents taken from each source (default 150, as the cookbook); `candidates` is
-            its old name (deprecated).
-        k: Documents returned (default 20); ``invoke(query, k=...)`` overrides it per call.
-        reranker: a core `Reranker` or a `RerankCompressor` (None: no reranking); a compressor's
-            `top_n` caps what comes back.
-        rerank_depth: fused candidates the reranker sees (default: `depth`).
-        on_rerank_error: "raise" (default) or "fused": when the reranker fails, return the fused
-            order with ``rerank_error`` (the error's type and message) in each Document's metadata.
+        config: a core `FusionConfig`. Its settings are also fields of this class, under the
+            same names but `k` for `top_k` (weights, mode, rrf_k, depth, k, rerank_depth,
+            reranker, on_rerank_error, dense_prf, prf_top); a field given explicitly overrides
+            `config`'s, and after construction every field holds the setting in force.
+            ``invoke(query, k=...)`` overrides `k` per call. `reranker` may also be a
+            `RerankCompressor` (its `top_n` caps what comes back). Dense feedback moves the
+            vector-store sources (search_type "similarity" or "similarity_score_threshold",
+            with embeddings) fused with another source: the ranking `HybridSearcher` gives.
+            `candidates` is the old name of `depth` (deprecated).
         id_key: metadata key of the chunk id for Documents without `Document.id`.
-        candidates_kwarg: the invoke keyword that sets a `BaseRetriever`'s result count.
+        candidates_kwarg: the invoke keyword that sets a `BaseRetriever`'s result count (None for
+            retrievers that take no such argument).
         filter: a metadata filter applied to every source: a vector-store retriever gets it as
             its store's ``filter`` search kwarg (so pass what the store takes: a where dict for
             Chroma, a predicate on the Document for `InMemoryVectorStore`), a
             `ContextualBM25Retriever` searches under the same filter, and any other source's
             Documents are filtered by it afterwards (see `metadata_predicate`).
             ``invoke(query, filter=...)`` overrides it per call.
-        dense_prf: dense pseudo-relevance feedback weight (default 0.5, the core's; 0: off). When
-            a vector-store retriever (search_type "similarity" or
-            "similarity_score_threshold") is fused with another source, the
-            query is embedded once with the store's embeddings, the store is searched by vector,
-            the first fused ranking's top `prf_top` chunks' stored vectors are read back from it,
-            and it is searched again from the query vector moved toward them (`feedback`): the
-            ranking `HybridSearcher` gives. Sources of search_type "mmr" and sources made
-            configurable (``configurable_fields``) are invoked as they are and not fed back.
-            ``dense_prf=None`` is the same as not passing it (on, at 0.5); 0 turns it off.
-        prf_top: how many fused chunks feed back (default 3).
 
     Example:
         >>> from langchain_core.documents import Document
