@@ -68,6 +68,9 @@ class ContextualNodeParser(NodeParser):
         show_progress: a progress bar over the contexts to generate.
         give_up_after_rate_limited_s: stop the run, everything generated kept, once the API has
             answered nothing but rate limits (429) for this long (default 120 s; None: never).
+        retry_backoff_s: a chunk whose request failed for a reason that may pass (429, 5xx,
+            timeout, dropped connection) is tried again in later rounds; the first waits this long
+            (default 1 s, doubled after a round that brought nothing).
         claim_lease_s, claim_renew_s, claim_poll_s: work claims when several workers share one
             store (the core `Contextualizer`'s; defaults 60 s, a third of the lease, 1 s).
         structural_header: put each chunk's structural context (file, section, enclosing
@@ -112,6 +115,7 @@ class ContextualNodeParser(NodeParser):
     give_up_after_rate_limited_s: Optional[float] = Field(
         default=120.0, gt=0, description="Stop once the API has answered only 429s for this long (None: never)."
     )
+    retry_backoff_s: float = Field(default=1.0, gt=0, description="Seconds before the first retry round of transient failures.")
     claim_lease_s: float = Field(default=60.0, gt=0, description="Seconds a work claim lasts unless renewed.")
     claim_renew_s: Optional[float] = Field(default=None, gt=0, description="Seconds between renewals (None: lease / 3).")
     claim_poll_s: float = Field(default=1.0, gt=0, description="Seconds between looks at the store for other workers' contexts.")

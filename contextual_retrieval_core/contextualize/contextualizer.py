@@ -115,6 +115,14 @@ class Contextualizer:
         give_up_after_rate_limited_s: stop the run (`RateLimitedTooLong`) once the API has answered
             nothing but 429 rate-limit errors, SDK retries included, for this many seconds
             (default 120; None: never). Everything generated before is stored.
+        retry_backoff_s: a chunk whose request failed for a reason that may pass (429, 5xx,
+            overloaded, timeout, dropped connection: `is_transient`), after whatever retries the
+            client itself makes, is tried again in a later round; the first round waits this many
+            seconds (default 1), and the wait doubles after every round in which no context
+            arrived (at most a minute). The rounds end once no context has arrived for
+            `give_up_after_rate_limited_s` (None: they never end); the chunks still failing then
+            fail the run (`ContextualizationError`). Other errors fail their chunk at once. The
+            report counts `transient_failures` and `retry_rounds`.
 
     Example:
         >>> from contextual_retrieval_core import Chunk, Document
@@ -140,6 +148,7 @@ class Contextualizer:
         batch_max_requests: int = _BATCH_MAX_REQUESTS,
         batch_max_bytes: int = _BATCH_MAX_BYTES,
         give_up_after_rate_limited_s: float | None = 120.0,
+        retry_backoff_s: float = 1.0,
         claim_lease_s: float = DEFAULT_CLAIM_LEASE_S,
         claim_renew_s: float | None = None,
         claim_poll_s: float = DEFAULT_CLAIM_POLL_S,
@@ -154,6 +163,8 @@ class Contextualizer:
             raise ValueError(
                 f"give_up_after_rate_limited_s must be a positive number of seconds or None, got {give_up_after_rate_limited_s!r}"
             )
+        if isinstance(retry_backoff_s, bool) or not isinstance(retry_backoff_s, (int, float)) or not retry_backoff_s > 0:
+            raise ValueError(f"retry_backoff_s must be a positive number of seconds, got {retry_backoff_s!r}")
         for name, value in (("claim_lease_s", claim_lease_s), ("claim_renew_s", claim_renew_s), ("claim_poll_s", claim_poll_s)):
             if (value is not None or name != "claim_renew_s") and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
                 raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
@@ -179,6 +190,7 @@ class Contextualizer:
         self.batch_poll_interval = batch_poll_interval
         self.batch_max_requests, self.batch_max_bytes = batch_max_requests, batch_max_bytes
         self.give_up_after_rate_limited_s = give_up_after_rate_limited_s
+        self.retry_backoff_s = retry_backoff_s
         self.claim_lease_s, self.claim_renew_s, self.claim_poll_s = claim_lease_s, claim_renew_s, claim_poll_s
         self.structural_header = structural_header
         self._structural: Any = None  # the StructuralContextGenerator the headers come from (its outline cache)
@@ -310,6 +322,7 @@ class Contextualizer:
                 await asyncio.to_thread(BatchRunner(run.settings, run, report).run, todo)
             else:
                 await run.realtime(todo)
+                await run.retry_transient(run.realtime)  # chunks that failed for a reason that may pass
 
         try:
             if total:
@@ -351,7 +364,7 @@ class Contextualizer:
             generator=self.generator, store=self.store, concurrency=self.concurrency, grouped=self.grouped,
             show_progress=self.show_progress, give_up_after_rate_limited_s=self.give_up_after_rate_limited_s,
             batch_poll_interval=self.batch_poll_interval, batch_max_requests=self.batch_max_requests,
-            batch_max_bytes=self.batch_max_bytes,
+            batch_max_bytes=self.batch_max_bytes, retry_backoff_s=self.retry_backoff_s,
         )
 
     def _with_headers(self, docs: dict[str, Document], chunks: list[Chunk], contexts: dict[str, str]) -> dict[str, str]:
@@ -412,7 +425,7 @@ def _stored(found: dict[str, str], key: str) -> str | None:
 #: the Contextualizer settings both ingestion parts (LangChain's ContextualDocumentTransformer,
 #: LlamaIndex's ContextualNodeParser) expose as fields of the same names
 SHARED_OPTIONS = ("concurrency", "mode", "grouped", "position", "separator", "show_progress",
-                  "give_up_after_rate_limited_s", "claim_lease_s", "claim_renew_s", "claim_poll_s", "structural_header")
+                  "give_up_after_rate_limited_s", "retry_backoff_s", "claim_lease_s", "claim_renew_s", "claim_poll_s", "structural_header")
 
 
 def refresh_options(contextualizer: Contextualizer, part: Any) -> Contextualizer:

@@ -29,6 +29,7 @@ from contextual_retrieval_core.generators.base import (
     ReportsRateLimits,
     SyncPath,
     TokenUsage,
+    is_transient,
 )
 from contextual_retrieval_core.types import Chunk, Document
 from contextual_retrieval_core.generators.usage import UsageReport
@@ -39,6 +40,9 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from contextual_retrieval_core.store import ContextStore
 
 __all__ = ["DocState", "Run", "RunSettings", "WorkItem"]
+
+#: the longest wait between two retry rounds
+_MAX_BACKOFF_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,8 @@ class RunSettings:
     batch_poll_interval: float
     batch_max_requests: int
     batch_max_bytes: int
+    #: seconds before the first retry round of transient failures (doubles while rounds bring nothing)
+    retry_backoff_s: float = 1.0
 
 
 @dataclass
@@ -101,6 +107,11 @@ class Run:
         self.contexts = contexts
         self.generated = 0
         self.failures: dict[str, str] = {}
+        #: chunk id -> (its document's state, the chunk, the error): failed for a reason that may
+        #: pass, tried again in the next round
+        self.transient: dict[str, tuple[DocState, Chunk, str]] = {}
+        #: `time.monotonic()` of the last context that arrived (or of the run's start)
+        self.last_progress = time.monotonic()
         self.fatal: FatalGenerationError | None = None
         self.windowed_docs: set[str] = set()
         self.warned_cache = False
@@ -147,6 +158,7 @@ class Run:
         with self.lock:
             self.contexts[chunk.id] = gen.context
             self.generated += 1
+            self.last_progress = time.monotonic()
             state.generated += 1
             self.bar.update(1)
             self.account(state, gen.usage, first=first, windowed=gen.windowed)
@@ -194,12 +206,52 @@ class Run:
             state.cacheable = False
         return below
 
-    def fail(self, chunk: Chunk, exc: BaseException) -> None:
+    def fail(self, chunk: Chunk, exc: BaseException, state: DocState | None = None) -> None:
+        """A chunk's request failed: fatal errors stop the run; transient ones (`is_transient`)
+        wait for the next retry round; any other fails the chunk."""
         if isinstance(exc, FatalGenerationError):
             if self.fatal is None:
                 self.fatal = exc
             return
-        self.failures[chunk.id] = str(exc)
+        message = str(exc) or type(exc).__name__
+        if state is not None and is_transient(exc):
+            with self.lock:
+                self.transient[chunk.id] = (state, chunk, message)
+                self.report.transient_failures += 1
+            return
+        self.failures[chunk.id] = message
+
+    async def retry_transient(self, generate: Any) -> None:
+        """Retry rounds: while chunks failed for a reason that may pass, wait (`retry_backoff_s`,
+        doubled after every round in which no context arrived, at most a minute), then generate
+        them again with `generate(states)`. The rounds end when none is left, or when no context
+        has arrived for `give_up_after_rate_limited_s` (None: never): the chunks still failing
+        then fail the run, naming their last error."""
+        settings = self.settings
+        limit, delay = settings.give_up_after_rate_limited_s, settings.retry_backoff_s
+        while self.transient and self.fatal is None:
+            idle = time.monotonic() - self.last_progress
+            if limit is not None and idle >= limit:
+                break
+            await asyncio.sleep(delay if limit is None else min(delay, limit - idle))
+            if limit is not None and time.monotonic() - self.last_progress >= limit:
+                break
+            states: dict[str, DocState] = {}
+            for state, chunk, _ in self.transient.values():
+                if state.document.id not in states:
+                    states[state.document.id] = state
+                    state.todo, state.waiting = [], []
+                states[state.document.id].todo.append(chunk)
+            self.transient = {}
+            self.report.retry_rounds += 1
+            before = self.generated
+            await generate(states)
+            delay = settings.retry_backoff_s if self.generated > before else min(2 * delay, _MAX_BACKOFF_S)
+        for chunk_id, (_, _, message) in self.transient.items():
+            self.failures[chunk_id] = (
+                f"failed with transient errors through {self.report.retry_rounds} retry rounds, the last: {message}"
+            )
+        self.transient = {}
 
     # -- realtime -------------------------------------------------------------------------------------
 
@@ -288,7 +340,7 @@ class Run:
             return
         if self.settings.grouped and self.below_minimum(state):
             await self._group(state, list(state.todo), push)
-        elif state.cacheable is not False:
+        elif state.cacheable is not False and not state.generated:
             state.waiting = list(state.todo[1:])  # until the first chunk has written the cache
             await self._handle(WorkItem("first", state, [state.todo[0]]), push)
         else:
@@ -336,8 +388,10 @@ class Run:
                 result = await asyncio.to_thread(gen.generate, state.document, chunk)
             else:
                 result = await gen.agenerate(state.document, chunk)
-        except GenerationError as exc:
-            self.fail(chunk, exc)
+        except Exception as exc:
+            if not isinstance(exc, GenerationError) and not is_transient(exc):
+                raise  # a framework's own error that is not transient ends the run, as it is
+            self.fail(chunk, exc, state)
             if kind == "first" and state.waiting and self.fatal is None:
                 # failed for good: the next chunk goes alone and writes the cache instead
                 push(1, WorkItem("first", state, [state.waiting.pop(0)]))

@@ -16,7 +16,14 @@ from contextual_retrieval_core._sdk import lazy_exports
 
 from typing import TYPE_CHECKING
 
-from contextual_retrieval_core.generators.base import ContextGenerator, FatalGenerationError, Generation, GenerationError, TokenUsage
+from contextual_retrieval_core.generators.base import (
+    ContextGenerator,
+    FatalGenerationError,
+    Generation,
+    GenerationError,
+    TokenUsage,
+    TransientGenerationError,
+)
 from contextual_retrieval_core.generators.callable import CallableContextGenerator
 from contextual_retrieval_core.generators.chat import ChatContextGenerator
 from contextual_retrieval_core.generators.structural import StructuralContextGenerator
@@ -34,6 +41,7 @@ __all__ = [
     "GenerationError",
     "StructuralContextGenerator",
     "TokenUsage",
+    "TransientGenerationError",
 ]
 
 _LAZY = {"AnthropicContextGenerator": ".anthropic"}

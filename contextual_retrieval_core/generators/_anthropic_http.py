@@ -4,16 +4,22 @@ times 429 streaks, and SDK errors translated into the generator's errors."""
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
-from contextual_retrieval_core.generators.base import FatalGenerationError, GenerationError, RateLimitClock
+from contextual_retrieval_core.generators.base import (
+    SPEND_LIMIT_WORDS,
+    FatalGenerationError,
+    GenerationError,
+    RateLimitClock,
+    TransientGenerationError,
+    is_transient,
+)
 
 __all__ = ["SpendLimitReached", "RunGaveUp", "spend_limit_message", "guarded", "SyncGuard", "AsyncGuard", "translate_error"]
 
 #: "You have reached your specified API usage limits", "... your workspace's spend limit",
 #: "Your credit balance is too low to access the Anthropic API"
-_SPEND_LIMIT = re.compile(r"spend(ing)? limit|usage limits?\b|credit balance", re.IGNORECASE)
+_SPEND_LIMIT = SPEND_LIMIT_WORDS
 _SPEND_LIMIT_TYPES = frozenset({"invalid_request_error", "rate_limit_error", "billing_error"})
 
 
@@ -115,6 +121,8 @@ def translate_error(exc: Exception, sdk: Any) -> Exception:
     while chain is not None:
         if isinstance(chain, SpendLimitReached):
             return FatalGenerationError(_SPEND_STOP.format(chain))
+        if isinstance(chain, RunGaveUp):
+            return GenerationError(str(chain))
         chain = chain.__cause__ or chain.__context__
     if isinstance(exc, sdk.AuthenticationError):
         return FatalGenerationError("Anthropic rejected the API key (401); check ANTHROPIC_API_KEY")
@@ -132,4 +140,5 @@ def translate_error(exc: Exception, sdk: Any) -> Exception:
         return exc
     if isinstance(exc, ValueError):  # a malformed response body (JSONDecodeError): not retried by the SDK
         return GenerationError(f"Anthropic returned an unreadable response: {exc}")
-    return GenerationError(f"context generation failed after the SDK's retries: {type(exc).__name__}: {exc}")
+    kind = TransientGenerationError if is_transient(exc) else GenerationError
+    return kind(f"context generation failed after the SDK's retries: {type(exc).__name__}: {exc}")

@@ -7,6 +7,8 @@ part of the context-store key, so two generators, models or prompts never share 
 
 from __future__ import annotations
 
+import asyncio
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -19,7 +21,10 @@ __all__ = [
     "Generation",
     "TokenUsage",
     "GenerationError",
+    "TransientGenerationError",
     "FatalGenerationError",
+    "is_transient",
+    "SPEND_LIMIT_WORDS",
     "RateLimitedTooLong",
     "RateLimitClock",
     "ReportsRateLimits",
@@ -80,6 +85,58 @@ class Generation:
 
 class GenerationError(RuntimeError):
     """A context could not be generated (after the SDK's own retries)."""
+
+
+class TransientGenerationError(GenerationError):
+    """A context could not be generated for a reason that may pass: a rate limit (429), a server
+    error (5xx, overloaded), a timeout or a dropped connection. The `Contextualizer` retries the
+    chunk in a later round."""
+
+
+#: words of an API answer that says the spend limit is reached or the credit balance is too low
+#: (never transient: retrying cannot help)
+SPEND_LIMIT_WORDS = re.compile(r"spend(ing)? limit|usage limits?\b|credit balance", re.IGNORECASE)
+_TRANSIENT_STATUS = frozenset({408, 409, 429})
+#: exception class names (any SDK's, any framework's) that mean "try again later"
+_TRANSIENT_NAMES = ("RateLimit", "Timeout", "Overloaded", "InternalServer", "ServiceUnavailable", "APIConnection",
+                    "ConnectError", "ConnectionError", "RemoteProtocolError", "ReadError", "WriteError")
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a generation failure may pass if the chunk is tried again later.
+
+    Our own errors say so by class (`TransientGenerationError` yes, any other `GenerationError`
+    no). An exception from a framework or another provider's SDK is judged by what it carries,
+    following its causes: an HTTP status (``status_code`` or ``status``: 408, 409, 429 and 5xx
+    are transient, other statuses are not), Python's `ConnectionError` and `TimeoutError`, or a
+    class name that says rate limit, timeout, overloaded, internal server error or connection
+    error. A message about a spend limit or the credit balance is never transient.
+
+    Example:
+        >>> is_transient(TransientGenerationError("529 overloaded")), is_transient(GenerationError("no text"))
+        (True, False)
+        >>> is_transient(ConnectionResetError("connection reset by peer"))
+        True
+    """
+    seen: set[int] = set()
+    error: BaseException | None = exc
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, GenerationError):
+            return isinstance(error, TransientGenerationError)
+        if SPEND_LIMIT_WORDS.search(str(error)):
+            return False
+        if isinstance(error, (ConnectionError, TimeoutError, asyncio.TimeoutError)):
+            return True
+        status = getattr(error, "status_code", None)
+        if status is None:
+            status = getattr(error, "status", None)
+        if isinstance(status, int) and not isinstance(status, bool):
+            return status in _TRANSIENT_STATUS or 500 <= status < 600
+        if any(name in type(error).__name__ for name in _TRANSIENT_NAMES):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
 
 
 class FatalGenerationError(GenerationError):

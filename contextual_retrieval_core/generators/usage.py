@@ -144,6 +144,9 @@ class UsageReport:
             lease expired (it died) or that gave them up, and generated itself.
         abandoned_batches: ids of stored Message Batches the API no longer knows (404): marked
             abandoned in the store, their chunks generated again.
+        transient_failures: requests that failed for a reason that may pass (429, 5xx, overloaded,
+            timeout, dropped connection) after the client's own retries, and were tried again in
+            a later round; retry_rounds: how many such rounds the run went through.
         elapsed_s: wall time.
     """
 
@@ -170,6 +173,8 @@ class UsageReport:
     left_to_other_workers: int = 0
     taken_over: int = 0
     abandoned_batches: list[str] = field(default_factory=list)
+    transient_failures: int = 0
+    retry_rounds: int = 0
     elapsed_s: float = 0.0
 
     @property
@@ -233,6 +238,8 @@ class UsageReport:
             extra.append(f"{self.repeated_chunks} repeated chunks took the context of their first copy")
         if self.chunks_not_in_document:
             extra.append(f"{self.chunks_not_in_document} chunks not found in their document")
+        if self.transient_failures:
+            extra.append(f"{self.transient_failures} transient failures ridden out in {self.retry_rounds} retry rounds")
         if self.abandoned_batches:
             extra.append(f"{len(self.abandoned_batches)} Message Batches unknown to the API, abandoned and regenerated")
         if extra:

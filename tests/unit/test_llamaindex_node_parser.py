@@ -141,7 +141,7 @@ def test_both_ingestion_parts_expose_the_same_contextualizer_options():
     ]
     assert {"concurrency", "mode", "grouped", "position", "separator", "show_progress"} <= set(options)
     values = {"concurrency": 3, "mode": "realtime", "grouped": False, "position": "after", "separator": " | ", "show_progress": False,
-              "give_up_after_rate_limited_s": 30.0, "claim_lease_s": 30.0, "claim_renew_s": 5.0, "claim_poll_s": 0.5,
+              "give_up_after_rate_limited_s": 30.0, "retry_backoff_s": 0.5, "claim_lease_s": 30.0, "claim_renew_s": 5.0, "claim_poll_s": 0.5,
               "structural_header": False}
     parser = ContextualNodeParser(**values)
     transformer = ContextualDocumentTransformer(**values)
