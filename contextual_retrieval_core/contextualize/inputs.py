@@ -1,7 +1,7 @@
 """What `Contextualizer` checks before anything is paid for: documents and chunks of the right types,
 one text per document id, every chunk naming a known document, no empty, binary or un-encodable
-text, and which chunks do not occur verbatim in their document (situated all the same, with a
-warning).
+text, and which chunks do not occur in their document, verbatim or up to whitespace (situated all
+the same, with a warning).
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ def validate_inputs(
     seen: set[str] = set()
     used: set[str] = set()
     not_in_doc: list[str] = []
+    flat: dict[str, str] = {}
     for chunk in chunks:
         if not isinstance(chunk, Chunk):
             raise TypeError(f"chunks must be Chunk objects, got {type(chunk).__name__}")
@@ -67,8 +68,17 @@ def validate_inputs(
             raise ValueError(
                 f"document {doc.id!r} is empty but has chunks (first: {chunk.id!r}); pass the document's full text"
             )
-        if chunk.text not in doc.text:
+        if chunk.text not in doc.text and " ".join(chunk.text.split()) not in _spaced(doc, flat):
             not_in_doc.append(chunk.id)
         used.add(doc.id)
         ordered.append(chunk)
     return docs, ordered, not_in_doc, len(docs) - len(used)
+
+
+def _spaced(doc: Document, flat: dict[str, str]) -> str:
+    """The document's words joined by single spaces (computed once per document): a chunk whose
+    splitter re-joined sentences with other whitespace (semantic chunkers do) still counts as
+    found in its document."""
+    if doc.id not in flat:
+        flat[doc.id] = " ".join(doc.text.split())
+    return flat[doc.id]
