@@ -1,6 +1,7 @@
-"""The figures README.md and benchmarks/RESULTS.md publish are the ones the benchmark scripts wrote.
+"""The figures README.md, the docs pages and benchmarks/RESULTS.md publish are the ones the
+benchmark scripts wrote.
 
-Cheap: reads the committed JSON next to each script (never runs a benchmark) and the two documents.
+Cheap: reads the committed JSON next to each script (never runs a benchmark) and the documents.
 Rerun a script and its figures change? This fails until the documents quote the new output.
 """
 
@@ -14,7 +15,13 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "benchmarks"
+DOCS = REPO / "docs"
 README = (REPO / "README.md").read_text(encoding="utf-8")
+BENCHMARKS_PAGE = (DOCS / "benchmarks.md").read_text(encoding="utf-8")
+LIMITS_PAGE = (DOCS / "limits.md").read_text(encoding="utf-8")
+INDEXING_PAGE = (DOCS / "indexing.md").read_text(encoding="utf-8")
+GETTING_STARTED_PAGE = (DOCS / "getting-started.md").read_text(encoding="utf-8")
+ALL_PAGES = {p.name: p.read_text(encoding="utf-8") for p in DOCS.rglob("*.md")}
 RESULTS = (BENCH / "RESULTS.md").read_text(encoding="utf-8")
 
 
@@ -73,9 +80,10 @@ def section(text: str, title: str) -> str:
 # -- README ----------------------------------------------------------------------------------------
 
 
-def test_readme_failure_rates_are_quality_json_s():
+@pytest.mark.parametrize("text", [README, BENCHMARKS_PAGE], ids=["README", "docs/benchmarks.md"])
+def test_failure_rates_are_quality_json_s(text):
     block = QUALITY["failure_rate_at_20"]
-    rows = markdown_rows(README, "top-20 retrieval failure rate")
+    rows = markdown_rows(text, "top-20 retrieval failure rate")
     for label, config in (("plain embeddings", "dense"), ("contextual embeddings", "contextual-dense"),
                           ("+ contextual BM25", "contextual-hybrid")):
         assert rows[label][1] == f"{block['configs'][config]:.2f}%", label
@@ -83,13 +91,13 @@ def test_readme_failure_rates_are_quality_json_s():
     for label, config in (("plain embeddings + plain BM25 (hybrid, no contexts)", "hybrid"),
                           ("hybrid with the offline structural contexts (no LLM)", "structural-hybrid")):
         assert rows[label][1] == f"{block['configs'][config]:.2f}%", label
-    assert f"Claude's\ncontexts cut the failures by {round(block['relative_fall_hybrid_to_contextual_hybrid_percent'])}%" in README
-    assert f"by {round(block['relative_fall_hybrid_to_structural_hybrid_percent'])}%. From plain" in README
-    assert f"the fall is {round(block['relative_fall_dense_to_contextual_hybrid_percent'])}%" in README
+    assert f"Claude's\ncontexts cut the failures by {round(block['relative_fall_hybrid_to_contextual_hybrid_percent'])}%" in text
+    assert f"by {round(block['relative_fall_hybrid_to_structural_hybrid_percent'])}%. From plain" in text
+    assert f"the fall is {round(block['relative_fall_dense_to_contextual_hybrid_percent'])}%" in text
 
 
-def test_readme_quality_table_is_quality_json_s():
-    rows = markdown_rows(README, "configuration (`python benchmarks/quality.py`)")
+def test_docs_quality_table_is_quality_json_s():
+    rows = markdown_rows(BENCHMARKS_PAGE, "configuration (`python benchmarks/quality.py`)")
     names = {"dense, no context": "dense", "hybrid (dense + BM25), no context": "hybrid",
              "structural dense (offline contexts)": "structural-dense",
              "structural BM25 (offline contexts)": "structural-bm25",
@@ -101,8 +109,8 @@ def test_readme_quality_table_is_quality_json_s():
         assert tuple(float(x) for x in rows[label][:3]) == pass_triple(QUALITY_ROWS[config]), label
 
 
-def test_readme_framework_table_is_the_cookbook_benchmarks_json():
-    rows = markdown_rows(README, "retriever")
+def test_docs_framework_table_is_the_cookbook_benchmarks_json():
+    rows = markdown_rows(BENCHMARKS_PAGE, "retriever")
     expected = {
         "ours, LlamaIndex": LLAMAINDEX_ROWS["LlamaIndex path: ContextualNodeParser + Chroma + HybridRetriever"],
         "ours, LangChain": LANGCHAIN_ROWS["langchain ContextualEnsembleRetriever"],
@@ -119,9 +127,18 @@ def test_readme_framework_table_is_the_cookbook_benchmarks_json():
 
 def test_truncation_count_is_quality_json_s():
     t = QUALITY["truncation"]
-    assert f"{t['contextualized_over_window']} of the {t['chunks']} contextualized cookbook chunks" in README
+    assert f"{t['contextualized_over_window']} of the {t['chunks']} contextualized cookbook chunks" in LIMITS_PAGE
     assert f"{t['contextualized_over_window']} of the {t['chunks']} contextualized chunks" in RESULTS
     assert f"({t['plain_over_window']} of the\n  plain chunks" in RESULTS
+
+
+def test_the_demo_and_notebooks_table_is_the_readmes():
+    """docs/getting-started.md shows the README's table (tests/unit/test_demo.py and
+    tests/e2e/test_examples.py check the README's against the demo and the notebooks)."""
+    readme = markdown_rows(README, "where")
+    page = markdown_rows(GETTING_STARTED_PAGE, "where")
+    assert [cells[1:] for cells in readme.values()] == [cells[1:] for cells in page.values()]
+    assert [cells[0] for cells in readme.values()] == [cells[0] for cells in page.values()]
 
 
 # -- RESULTS.md ------------------------------------------------------------------------------------
@@ -138,7 +155,7 @@ def test_results_quality_block_is_quality_json_s():
     assert f"failures fall by {rates['relative_fall_dense_to_contextual_hybrid_percent']:.1f}%" in RESULTS
     assert f"failures fall by {rates['relative_fall_hybrid_to_structural_hybrid_percent']:.1f}% from hybrid to structural-hybrid" in RESULTS
     assert f"in {QUALITY['elapsed_s']} s of wall time" in RESULTS and QUALITY["embedding_cache"] == "cold"
-    assert f"took {QUALITY['elapsed_s']} s" in README
+    assert f"took {QUALITY['elapsed_s']} s" in BENCHMARKS_PAGE
 
 
 def test_results_peers_block_is_peers_json_s():
@@ -166,12 +183,13 @@ def test_results_chroma_candidate_figures_are_llamaindex_cookbook_json_s():
     assert f"on {c['chroma_default']['min']}-{c['chroma_default']['max']} of the {c['queries']} queries at Chroma's defaults" in text
     assert f"on {c['ours_with_default_ef_search']['min']}-{c['ours_with_default_ef_search']['max']} with our" in text
     assert "45 of 248" not in RESULTS and "45 of 248" not in README
+    assert not [name for name, text in ALL_PAGES.items() if "45 of 248" in text]
 
 
 def test_index_rerun_figures_are_index_rerun_json_s():
     data = load("index_rerun.json")
     offline = data["offline (structural contexts)"]["first"]
-    assert f"({offline['files']} files, {offline['chunks']} chunks when last run)" in README
+    assert f"({offline['files']} files, {offline['chunks']} chunks when last run)" in INDEXING_PAGE
     for name, run in data.items():
         first, second = run["first"], run["second"]
         requests = f"{first['generation_requests']}/{second['generation_requests']}"
