@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 
 EXAMPLES = Path(__file__).resolve().parent
-SCRIPTS = ["llamaindex_before_after.py", "langchain_before_after.py"]
+SCRIPTS = ["llamaindex_before_after.py", "langchain_before_after.py", "llamaindex_image_crops.py", "langchain_image_crops.py"]
 
 
 def cells(script: Path) -> list[tuple[str, str]]:

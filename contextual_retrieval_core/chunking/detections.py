@@ -8,8 +8,9 @@ A detector's output for one frame comes as records or as columns:
   (a list, or Ultralytics' ``{"x1", "y1", "x2", "y2"}`` dict); the class under "label",
   "class_name" or "name" (or an integer "class" / "class_id" / "category_id" with
   `class_names`); the confidence under "confidence", "score" or "conf"; the track under
-  "track_id" or "tracker_id". ``Results.summary()`` of Ultralytics and COCO result lists read as
-  they are (COCO's "bbox" with ``box_format="xywh"``).
+  "track_id" or "tracker_id". A box may also be the text ``"x1,y1,x2,y2"``. Ultralytics'
+  ``Results.summary()`` and COCO result lists read as they are (COCO's "bbox" with
+  ``box_format="xywh"``).
 - columns: a dict of parallel lists (or numpy arrays): boxes under "boxes", "xyxy" or "bbox",
   classes under "labels", "class_names" or "names" (or integer "class_ids" with `class_names`),
   confidences under "scores" or "confidences", tracks under "track_ids" or "tracker_ids"; what
@@ -181,6 +182,8 @@ def _record(
         if not {"x1", "y1", "x2", "y2"} <= set(box):
             raise DetectionError(f"{where}: a box dict needs x1, y1, x2, y2, got {sorted(box)}")
         box = [box["x1"], box["y1"], box["x2"], box["y2"]]
+    if isinstance(box, str):  # "x1,y1,x2,y2", as crop metadata holds it
+        box = box.split(",")
     values = list(box.tolist() if hasattr(box, "tolist") else box)
     if len(values) != 4:
         raise DetectionError(f"{where}: a box has 4 numbers, got {len(values)}")

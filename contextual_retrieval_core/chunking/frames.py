@@ -294,8 +294,10 @@ def crop_chunks(frames: Sequence[FrameInput], crops: Sequence[CropInput] = ()) -
 
 
 def crop_metadata(crop: Crop, frame: Frame) -> dict[str, Any]:
-    """JSON-able metadata for a crop's framework object: the frame's own metadata (without its
-    detections), then the crop's frame, camera, time, scene, name, class, box, confidence, track."""
+    """Flat metadata (scalars only, as vector stores want) for a crop's framework object: the
+    frame's own metadata (without its detections), then the crop's frame, camera, time, scene,
+    name, class, box (``"x1,y1,x2,y2"`` in frame pixels, which `parse_detections` reads back),
+    confidence and track."""
     out: dict[str, Any] = {k: v for k, v in frame.metadata.items() if k not in FRAME_METADATA_KEYS and k not in IMAGE_KEYS}
     out.update(crop.metadata)
     out["frame_id"] = frame.id
@@ -305,6 +307,7 @@ def crop_metadata(crop: Crop, frame: Frame) -> dict[str, Any]:
         if value:
             out[key] = value
     out.update({"crop_name": crop.name, **crop.detection.to_dict()})
+    out["box"] = ",".join(str(round(v)) for v in crop.detection.box)  # flat: vector stores take scalars only
     return out
 
 

@@ -119,7 +119,7 @@ def test_frames_become_documents_and_their_crops_chunks_cut_from_the_pixels():
     assert other.documents[0].text != doc.text
     meta = crop_metadata(crop, doc.metadata["frame"])
     assert meta == {"frame_id": "frame_0.png", "camera": "cam-0", "timestamp": "2026-03-01 20:15:00",
-                    "scene": "night shift", "crop_name": "crop_1", "label": "truck", "box": [40, 300, 420, 700],
+                    "scene": "night shift", "crop_name": "crop_1", "label": "truck", "box": "40,300,420,700",
                     "confidence": 0.93, "track_id": "3"}
 
 

@@ -51,7 +51,7 @@ def test_frames_are_cut_into_image_nodes_whose_embed_text_is_context_then_crop(d
     # the crop's pixels, cut from the frame, ride on the node
     crop = Image.open(io.BytesIO(base64.b64decode(first.image)))
     assert crop.size == (290, 180) and first.image_mimetype == "image/png"
-    assert first.metadata["frame_path"].endswith("frame_001.png") and first.metadata["box"] == [40, 150, 330, 330]
+    assert first.metadata["frame_path"].endswith("frame_001.png") and first.metadata["box"] == "40,150,330,330"
     assert parser.last_report.generated == 4 and parser.last_crop_report is parser.last_report
     again = parser.get_nodes_from_documents(frame_documents(demo)[:2])
     assert [n.node_id for n in again] == [n.node_id for n in nodes] and parser.last_report.store_hits == 4
