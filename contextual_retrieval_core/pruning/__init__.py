@@ -18,6 +18,7 @@ from contextual_retrieval_core.pruning.pruner import (
     TokenCounter,
     regex_token_counter,
 )
+from contextual_retrieval_core.pruning.unit_cache import UnitCache
 from contextual_retrieval_core.pruning.units import Unit, guess_kind, kind_for_path, split_units
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "PruningResult",
     "TokenCounter",
     "Unit",
+    "UnitCache",
     "guess_kind",
     "kind_for_path",
     "regex_token_counter",

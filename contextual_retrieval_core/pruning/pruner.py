@@ -10,6 +10,11 @@
 3. Reassembly: kept units in their order, chunks in rank order, `ELISION` between units that
    were not adjacent; every piece keeps its chunk id, document id and character span. The
    generated context stays apart from the source text (`PrunedChunk.context`).
+Each chunk's units, their vectors, BM25 terms and token counts are computed once and kept in a
+`UnitCache` (by text), so a query pays only for what it has not seen before; `prepare` fills it
+ahead of the first query (at ingestion), and a query vector the retriever already computed can
+be passed to `prune` instead of embedding the query again. The selection is the same either way.
+
 4. Safety valves: a chunk whose top unit stands out (z-score >= `standout_z` over all units)
    keeps it; fewer than `min_tokens` left -> the top two whole chunks; a query without a content
    term, or chunks without text, -> the input unchanged, with the reason in the report.
@@ -38,11 +43,12 @@ import numpy as np
 from contextual_retrieval_core.embeddings.base import Embedder, aembed_documents, aembed_queries
 from contextual_retrieval_core.chunking.tokenizer import Tokenizer
 from contextual_retrieval_core.types import Chunk, ContextualChunk
-from contextual_retrieval_core.pruning.select import bm25_scores, mmr_select, relevance, scale
-from contextual_retrieval_core.pruning.units import TextKind, Unit, kind_for_path, split_units
+from contextual_retrieval_core.pruning.select import bm25_term_scores, mmr_select, relevance, scale
+from contextual_retrieval_core.pruning.unit_cache import UnitCache
+from contextual_retrieval_core.pruning.units import TextKind, Unit, kind_for_path
 from contextual_retrieval_core.checks import positive_int
 
-__all__ = ["PRUNED_SPANS_KEY", "ContextPruner", "PruningResult", "PrunedChunk", "Piece", "PruningReport", "TokenCounter", "ELISION", "regex_token_counter"]
+__all__ = ["PRUNED_SPANS_KEY", "ContextPruner", "UnitCache", "PruningResult", "PrunedChunk", "Piece", "PruningReport", "TokenCounter", "ELISION", "regex_token_counter"]
 
 from contextual_retrieval_core.pruning.result import (  # noqa: F401  (re-exported: the result types live in result.py)
     ELISION, PRUNED_SPANS_KEY, Piece, PrunedChunk, PruningReport, PruningResult, TokenCounter, regex_token_counter,
@@ -69,6 +75,8 @@ class ContextPruner:
         min_tokens: under this many tokens kept, fall back to the top two whole chunks (default 16).
         token_counter: a `TokenCounter` (default: `regex_token_counter`).
         tokenizer: the BM25 `Tokenizer` (default: the library's).
+        unit_cache: where units, vectors, terms and token counts are kept between queries (default:
+            a new `UnitCache` of this pruner's own); share one between pruners with one embedder.
     """
 
     def __init__(
@@ -89,6 +97,7 @@ class ContextPruner:
         min_tokens: int = 16,
         token_counter: TokenCounter | None = None,
         tokenizer: Tokenizer | None = None,
+        unit_cache: UnitCache | None = None,
     ) -> None:
         if embedder is None or not hasattr(embedder, "embed_documents"):
             raise TypeError("embedder must be an Embedder (e.g. LocalMiniLMEmbedder()); got " + type(embedder).__name__)
@@ -109,10 +118,18 @@ class ContextPruner:
         self.standout_z, self.min_tokens = standout_z, min_tokens
         self.token_counter = token_counter or regex_token_counter
         self.tokenizer = tokenizer or Tokenizer()
+        self.unit_cache = unit_cache if unit_cache is not None else UnitCache()
 
     # -- public -----------------------------------------------------------------------------------
 
-    def prune(self, query: str, chunks: Sequence[ContextualChunk | Chunk], *, kinds: Sequence[TextKind | None] | None = None) -> PruningResult:
+    def prune(
+        self,
+        query: str,
+        chunks: Sequence[ContextualChunk | Chunk],
+        *,
+        kinds: Sequence[TextKind | None] | None = None,
+        query_vector: Sequence[float] | np.ndarray | None = None,
+    ) -> PruningResult:
         """Prune `chunks` (best first, as retrieved) for `query`.
 
         Args:
@@ -120,30 +137,68 @@ class ContextPruner:
             chunks: ContextualChunks (or plain Chunks), in rank order.
             kinds: per chunk, "prose" / "python" / "code", or None to infer it from the document id's
                 extension or the text.
+            query_vector: the query's vector from this pruner's embedder (``embed_queries([query])[0]``),
+                when the retriever already computed it; None embeds the query.
         """
         plan = self._plan(query, chunks, kinds)
         if plan.result is not None:
             return plan.result
-        qv = np.asarray(self.embedder.embed_queries([query]), dtype=np.float64)[0]
-        chunk_vecs = np.asarray(self.embedder.embed_documents([c.indexed_text for c in plan.items]), dtype=np.float64)
-        self._coarse(plan, qv, chunk_vecs)
-        texts = _distinct(plan.unit_texts)
-        vectors = np.asarray(self.embedder.embed_documents(texts.texts), dtype=np.float64) if texts.texts else np.zeros((0, qv.shape[0]))
-        return self._finish(plan, qv, texts.expand(vectors))
+        qv = self._query(query_vector) if query_vector is not None else self._query(self.embedder.embed_queries([query])[0])
+        self._coarse(plan, qv, _f64(self.unit_cache.vectors([c.indexed_text for c in plan.items], self.embedder)))
+        return self._finish(plan, qv, _f64(self.unit_cache.vectors(plan.unit_texts, self.embedder)))
 
-    async def aprune(self, query: str, chunks: Sequence[ContextualChunk | Chunk], *, kinds: Sequence[TextKind | None] | None = None) -> PruningResult:
+    async def aprune(
+        self,
+        query: str,
+        chunks: Sequence[ContextualChunk | Chunk],
+        *,
+        kinds: Sequence[TextKind | None] | None = None,
+        query_vector: Sequence[float] | np.ndarray | None = None,
+    ) -> PruningResult:
         """Async `prune` (the embedder's async methods, or its sync ones in a worker thread)."""
         plan = self._plan(query, chunks, kinds)
         if plan.result is not None:
             return plan.result
-        qv = np.asarray(await aembed_queries(self.embedder, [query]), dtype=np.float64)[0]
-        chunk_vecs = np.asarray(await aembed_documents(self.embedder, [c.indexed_text for c in plan.items]), dtype=np.float64)
-        self._coarse(plan, qv, chunk_vecs)
-        texts = _distinct(plan.unit_texts)
-        vectors = np.asarray(await aembed_documents(self.embedder, texts.texts), dtype=np.float64) if texts.texts else np.zeros((0, qv.shape[0]))
-        return self._finish(plan, qv, texts.expand(vectors))
+        qv = self._query(query_vector if query_vector is not None else (await aembed_queries(self.embedder, [query]))[0])
+        self._coarse(plan, qv, _f64(await self.unit_cache.avectors([c.indexed_text for c in plan.items], self.embedder)))
+        return self._finish(plan, qv, _f64(await self.unit_cache.avectors(plan.unit_texts, self.embedder)))
+
+    def prepare(self, chunks: Sequence[ContextualChunk | Chunk], *, kinds: Sequence[TextKind | None] | None = None) -> int:
+        """Compute ahead of any query what pruning `chunks` needs: their units, the vectors of the
+        units and of the chunks' indexed text, their BM25 terms and token counts (at ingestion,
+        say). Returns how many texts were embedded (0 when everything was known already).
+
+        Example:
+            >>> from contextual_retrieval_core import Chunk
+            >>> from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
+            >>> pruner = ContextPruner(LocalMiniLMEmbedder())
+            >>> pruner.prepare([Chunk("c1", "notes.md", "Revenue grew. Costs fell.")])
+            3
+            >>> pruner.prepare([Chunk("c1", "notes.md", "Revenue grew. Costs fell.")])
+            0
+        """
+        items = [_as_contextual(c, i) for i, c in enumerate(chunks)]
+        if kinds is not None and len(kinds) != len(items):
+            raise ValueError(f"kinds has {len(kinds)} entries for {len(items)} chunks; pass one per chunk or None")
+        before = self.unit_cache.embedded
+        units = [u.text for i, c in enumerate(items) for u in self._units(c, kinds[i] if kinds is not None else None)]
+        indexed = [c.indexed_text for c in items]
+        self.unit_cache.vectors(indexed + units, self.embedder)
+        self.unit_cache.terms(indexed + units, self.tokenizer)
+        self.unit_cache.token_counts([c.text for c in items] + units, self.token_counter)
+        return self.unit_cache.embedded - before
 
     # -- steps ------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _query(vector: Any) -> np.ndarray:
+        qv = np.asarray(vector, dtype=np.float64)
+        if qv.ndim != 1:
+            raise ValueError(f"query_vector must be one vector (1-d), got shape {qv.shape}")
+        return qv
+
+    def _units(self, c: ContextualChunk, kind: TextKind | None) -> list[Unit]:
+        return self.unit_cache.units(c.text, kind or kind_for_path(c.document_id))
 
     def _plan(self, query: str, chunks: Sequence[ContextualChunk | Chunk], kinds: Sequence[TextKind | None] | None) -> "_Plan":
         started = time.perf_counter()
@@ -153,7 +208,7 @@ class ContextPruner:
         if kinds is not None and len(kinds) != len(items):
             raise ValueError(f"kinds has {len(kinds)} entries for {len(items)} chunks; pass one per chunk or None")
         report = PruningReport(self.token_counter.name)
-        report.tokens_before = sum(self.token_counter.count(c.text) for c in items)
+        report.tokens_before = sum(self.unit_cache.token_counts([c.text for c in items], self.token_counter))
         plan = _Plan(query, items, report, started)
         if not items:
             report.unchanged_reason = "no chunks to prune"
@@ -161,8 +216,7 @@ class ContextPruner:
             report.unchanged_reason = "the query has no content terms (only stop words or punctuation); nothing to score against"
         if report.unchanged_reason is None:
             for i, c in enumerate(items):
-                kind = (kinds[i] if kinds is not None else None) or kind_for_path(c.document_id)
-                plan.units.append(split_units(c.text, kind))
+                plan.units.append(self._units(c, kinds[i] if kinds is not None else None))
             if not any(plan.units):
                 report.unchanged_reason = "the chunks have no text to score"
         if report.unchanged_reason is not None:
@@ -182,7 +236,8 @@ class ContextPruner:
         (only the kept chunks' units are embedded)."""
         items, n_chunks = plan.items, len(plan.items)
         dense = scale(_cos(chunk_vecs, qv))
-        sparse = scale(bm25_scores(plan.query, [c.indexed_text for c in items], self.tokenizer))
+        plan.query_terms = self.tokenizer.tokenize(plan.query)
+        sparse = scale(bm25_term_scores(plan.query_terms, self.unit_cache.terms([c.indexed_text for c in items], self.tokenizer)))
         chunk_score = self.alpha * dense + (1 - self.alpha) * sparse
         best = float(chunk_score.max()) if n_chunks else 0.0
         keep = chunk_score >= self.keep_share * best
@@ -200,9 +255,10 @@ class ContextPruner:
         all_units = [u for us in plan.units for u in us]
         idx = np.flatnonzero(keep[owner])
         units = [all_units[i] for i in idx]
-        vecs = unit_vecs
-        costs = np.array([max(1, self.token_counter.count(u.text)) for u in units], dtype=np.int64)
-        sparse_u = bm25_scores(plan.query, [u.text for u in units], self.tokenizer)
+        vecs = unit_vecs if len(units) else np.zeros((0, qv.shape[0]))
+        texts = [u.text for u in units]
+        costs = np.array([max(1, n) for n in self.unit_cache.token_counts(texts, self.token_counter)], dtype=np.int64)
+        sparse_u = bm25_term_scores(plan.query_terms, self.unit_cache.terms(texts, self.tokenizer))
         rel = relevance(qv, vecs, sparse_u, self.dense_weight)
         rel = (1 - self.chunk_weight) * rel + self.chunk_weight * (chunk_score[owner[idx]] / best if best > 0 else 0.0)
         budget = self.budget if self.budget is not None else max(1, int(round(self.budget_share * report.tokens_before)))
@@ -263,23 +319,11 @@ class _Plan:
     best: float = 0.0
     keep: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     unit_texts: list[str] = field(default_factory=list)
+    query_terms: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class _Distinct:
-    """Each distinct text once (units such as ``}`` or ``return result`` repeat), and the way back."""
-
-    texts: list[str]
-    index: np.ndarray
-
-    def expand(self, vectors: np.ndarray) -> np.ndarray:
-        return vectors[self.index] if len(self.index) else np.zeros((0, vectors.shape[1] if vectors.ndim == 2 else 0))
-
-
-def _distinct(texts: list[str]) -> _Distinct:
-    first: dict[str, int] = {}
-    index = np.array([first.setdefault(t, len(first)) for t in texts], dtype=np.int64)
-    return _Distinct(list(first), index)
+def _f64(vectors: np.ndarray) -> np.ndarray:
+    return np.asarray(vectors, dtype=np.float64)
 
 
 def _as_contextual(c: Any, i: int) -> ContextualChunk:
