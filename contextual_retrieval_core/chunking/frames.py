@@ -55,6 +55,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Mapping, Optional, Sequence
 
+from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.chunking.detections import Detection, DetectionError, parse_detections
 from contextual_retrieval_core.chunking.images import ImageData, ImageSource, UnreadableImageError, cut, read_image
 from contextual_retrieval_core.types import Chunk, Document, stable_chunk_id
@@ -400,8 +401,8 @@ def _size(meta: dict[str, Any], frame_id: str) -> tuple[int, int]:
         raise ValueError(
             f"frame {frame_id} has no image and no size: pass its image, or metadata 'width' and 'height' in pixels"
         ) from None
-    if width < 1 or height < 1:
-        raise ValueError(f"frame {frame_id}: width and height must be positive, got {width}x{height}")
+    positive_int(f"frame {frame_id}: metadata 'width'", width, what="a positive number of pixels")
+    positive_int(f"frame {frame_id}: metadata 'height'", height, what="a positive number of pixels")
     return width, height
 
 
