@@ -313,3 +313,35 @@ def test_read_image_names_an_unreadable_file(tmp_path):
     bad.write_bytes(b"\xff\xd8 not really a jpeg")
     with pytest.raises(ValueError, match="cannot read image .*crop_1.jpg"):
         read_image(str(bad))
+
+
+def test_message_batches_carry_the_images_and_read_each_frame_from_the_cache(server, tmp_path):
+    batch = crop_chunks(frames(2))
+    result = Contextualizer(claude(server), tmp_path / "contexts.sqlite3", mode="batch", batch_poll_interval=0.02,
+                            show_progress=False).contextualize(batch.documents, batch.chunks)
+    assert all(c.context for c in result.chunks) and result.report.generated == 6
+    requests = [q["params"] for r in server.requests_to("/v1/messages/batches") if r.method == "POST" for q in r.body["requests"]]
+    assert len(requests) == 6 and all(p["messages"][0]["content"][0]["type"] == "image" for p in requests)
+    assert requests[0]["messages"][0]["content"][1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    assert result.report.cache_writes == 2 and result.report.usage.cache_read_tokens > 0
+
+
+def test_grouped_mode_sends_crops_one_request_each(server):
+    batch = crop_chunks(frames(1))
+    result = Contextualizer(claude(server), ":memory:", grouped=True, show_progress=False).contextualize(batch.documents, batch.chunks)
+    assert all(c.context for c in result.chunks) and len(server.requests_to("/v1/messages")) == 3
+
+
+def test_crops_without_pixels_are_situated_from_the_frame_text():
+    batch = crop_chunks([FrameInput("gate", None, {"width": 640, "height": 480, "camera": "north-gate"})],
+                        [CropInput("gate", None, "crop_1.png", {"box": [10, 10, 100, 100], "label": "van"})])
+    with FakeAnthropicServer() as srv:
+        gen = claude(srv)
+        Contextualizer(gen, ":memory:", show_progress=False).contextualize(batch.documents, batch.chunks)
+        (request,) = srv.requests_to("/v1/messages")
+    assert [b["type"] for b in request.body["messages"][0]["content"]] == ["text", "text"]
+    # the crop generators declare their structural header (the index manifest reads it too)
+    from contextual_retrieval_core.contextualize.contextualizer import is_structural_generator
+
+    assert is_structural_generator(StructuralCropContextGenerator()) and not is_structural_generator(gen)
+    assert isinstance(gen.structural_header_generator(), StructuralCropContextGenerator)
