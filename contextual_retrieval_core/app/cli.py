@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Sequence
 
 from contextual_retrieval_core.app.errors import describe, error_classes, gathered_warnings, quiet_broken_pipe
+from contextual_retrieval_core.contextualize.interrupts import TERMINATED_EXIT_CODE, Terminated, sigterm_as_interrupt
 
 __all__ = ["main", "build_parser"]
 
@@ -419,12 +420,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        with gathered_warnings():
+        with gathered_warnings(), sigterm_as_interrupt():  # SIGTERM ends a command as Ctrl-C does
             code = args.func(args)
             sys.stdout.flush()
         return code
     except BrokenPipeError:
         return quiet_broken_pipe()
+    except Terminated as exc:
+        print(f"contextual-retrieval {args.command}: {exc}", file=sys.stderr)
+        return TERMINATED_EXIT_CODE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -43,6 +43,7 @@ from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.contextualize.batches import BatchRunner
 from contextual_retrieval_core.contextualize.claims import DEFAULT_CLAIM_LEASE_S, DEFAULT_CLAIM_POLL_S, WorkClaims
 from contextual_retrieval_core.contextualize.inputs import validate_inputs
+from contextual_retrieval_core.contextualize.interrupts import sigterm_as_interrupt
 from contextual_retrieval_core.contextualize.run import DocState, Run, RunSettings
 from contextual_retrieval_core.generators.base import BatchGeneration, ContextGenerator, GroupedGeneration, PromptCaching, label_of
 from contextual_retrieval_core.store.context_store import ContextStore
@@ -56,6 +57,8 @@ log = logging.getLogger(__name__)
 
 _GROUPED_SUFFIX = "/grouped-v1"
 _BATCH_MAX_REQUESTS = 100_000
+#: how long an interrupted `contextualize` waits for its run's clean-up
+_CLEAN_UP_S = 10.0
 _BATCH_MAX_BYTES = 200 * 1024 * 1024  # under the API's 256 MB, leaving room for the JSON envelope
 
 
@@ -217,11 +220,21 @@ class Contextualizer:
 
         # a sync caller: generators that hold a sync path use it (in threads), so their async
         # clients stay on the loops their owner awaits them on
-        future = asyncio.run_coroutine_threadsafe(self._run(documents, chunks, prefer_sync=True), loop)
+        ended = threading.Event()
+
+        async def run() -> ContextualizeResult:
+            try:
+                return await self._run(documents, chunks, prefer_sync=True)
+            finally:
+                ended.set()
+
+        future = asyncio.run_coroutine_threadsafe(run(), loop)
         try:
-            return future.result()
+            with sigterm_as_interrupt():  # SIGTERM takes Ctrl-C's path
+                return future.result()
         except BaseException:
             future.cancel()  # Ctrl-C in the caller stops the run (what arrived is stored)
+            ended.wait(_CLEAN_UP_S)  # its clean-up (work claims released) ends before the caller goes on
             raise
 
     def close(self) -> None:

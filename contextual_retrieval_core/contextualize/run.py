@@ -301,7 +301,8 @@ class Run:
             watch.cancel()
             for task in tasks:
                 task.cancel()
-            await asyncio.gather(watch, *tasks, return_exceptions=True)
+            # the workers' gather too: an interrupted run leaves no exception unretrieved
+            await asyncio.gather(watch, workers, *tasks, return_exceptions=True)
 
     async def _watch_rate_limits(self) -> RateLimitedTooLong:
         """Returns (ending the run) once the API has answered only 429s for the allowed time."""
