@@ -146,7 +146,7 @@ class ContextualNodeParser(NodeParser):
         crop_generator: Any = None,
         **kwargs: Any,
     ) -> None:
-        kwargs.pop("crop_generator_id", None)
+        wanted_crop_id = kwargs.pop("crop_generator_id", None)
         if node_parser is not None:
             kwargs["node_parser"] = node_parser
         if isinstance(store, ContextStore):
@@ -178,6 +178,11 @@ class ContextualNodeParser(NodeParser):
             crop_generator = StructuralCropContextGenerator()
         self._crop_generator = crop_generator
         self.crop_generator_id = f"{crop_generator.name}/{crop_generator.model}/{crop_generator.prompt_identity}"
+        if wanted_crop_id and wanted_crop_id != self.crop_generator_id:
+            raise ValueError(
+                f"this parser was saved with crop generator {wanted_crop_id!r}; pass the same one to rebuild it, "
+                "e.g. ContextualNodeParser.from_dict(data, crop_generator=AnthropicCropContextGenerator())"
+            )
 
     @field_validator("node_parser", mode="before")
     @classmethod

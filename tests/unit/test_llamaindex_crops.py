@@ -102,3 +102,12 @@ async def test_claude_crop_contexts_through_the_parser_write_each_frame_to_the_c
         context = nodes[0].metadata["context"].split("\n")
         assert context[0].startswith("A truck (track 11) seen by camera north-gate") and context[1].startswith("This chunk is from")
         assert parser.crop_generator_id.startswith("anthropic-crop/claude-sonnet-4-5/")
+
+
+def test_a_saved_parser_rebuilds_only_with_the_same_crop_generator():
+    gen = AnthropicCropContextGenerator("claude-sonnet-4-5", client=anthropic.Anthropic(api_key="sk-test"))
+    data = ContextualNodeParser(crop_generator=gen, show_progress=False).to_dict()
+    assert ContextualNodeParser.from_dict(data, crop_generator=gen).crop_generator_id == data["crop_generator_id"]
+    with pytest.raises(ValueError, match="saved with crop generator 'anthropic-crop/claude-sonnet-4-5/"):
+        ContextualNodeParser.from_dict(data)
+    assert ContextualNodeParser.from_dict(ContextualNodeParser(show_progress=False).to_dict()).crop_generator_id.startswith("structural-crop//")
