@@ -8,6 +8,9 @@
 - `ChatContextGenerator`: the prompt as two text blocks through a framework chat model (what the
   LlamaIndex and LangChain adapters use for models other than Claude, which get
   `AnthropicContextGenerator` on the model's own clients).
+- `StructuralCropContextGenerator` and `AnthropicCropContextGenerator` (imported lazily): image
+  crops situated within their frames, offline from the detection metadata or by Claude with the
+  frame prompt-cached (documents and chunks from `chunking.frames.crop_chunks`).
 """
 
 from __future__ import annotations
@@ -26,13 +29,16 @@ from contextual_retrieval_core.generators.base import (
 )
 from contextual_retrieval_core.generators.callable import CallableContextGenerator
 from contextual_retrieval_core.generators.chat import ChatContextGenerator
+from contextual_retrieval_core.generators.crop_structural import StructuralCropContextGenerator
 from contextual_retrieval_core.generators.structural import StructuralContextGenerator
 
 if TYPE_CHECKING:  # pragma: no cover
     from contextual_retrieval_core.generators.anthropic import AnthropicContextGenerator
+    from contextual_retrieval_core.generators.anthropic_crops import AnthropicCropContextGenerator
 
 __all__ = [
     "AnthropicContextGenerator",
+    "AnthropicCropContextGenerator",
     "CallableContextGenerator",
     "ChatContextGenerator",
     "ContextGenerator",
@@ -40,11 +46,12 @@ __all__ = [
     "Generation",
     "GenerationError",
     "StructuralContextGenerator",
+    "StructuralCropContextGenerator",
     "TokenUsage",
     "TransientGenerationError",
 ]
 
-_LAZY = {"AnthropicContextGenerator": ".anthropic"}
+_LAZY = {"AnthropicContextGenerator": ".anthropic", "AnthropicCropContextGenerator": ".anthropic_crops"}
 
 
 __getattr__, __dir__ = lazy_exports(globals(), _LAZY)
