@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from llama_index.core.bridge.pydantic import Field
+from llama_index.core.callbacks import CBEventType, EventPayload
 from llama_index.core.schema import BaseNode, MetadataMode
 
 from contextual_retrieval_core.embeddings.late_chunking import MAX_POSITIONS, LateChunkingEmbedder
@@ -57,13 +58,19 @@ class LateChunkingEmbedding(CoreEmbedding):
 
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
         """Set ``node.embedding`` on every node, nodes of one source document late-chunked
-        together; returns the nodes."""
+        together (one EMBEDDING callback event per call); returns the nodes."""
         texts, groups = _texts_and_groups(nodes)
-        return _set(nodes, self.embedder.embed_grouped(texts, groups))  # type: ignore[attr-defined]
+        with self.callback_manager.event(CBEventType.EMBEDDING, payload={EventPayload.SERIALIZED: self.to_dict()}) as event:
+            vectors = _lists(self.embedder.embed_grouped(texts, groups))  # type: ignore[attr-defined]
+            event.on_end(payload={EventPayload.CHUNKS: texts, EventPayload.EMBEDDINGS: vectors})
+        return _set(nodes, vectors)
 
     async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
         texts, groups = _texts_and_groups(nodes)
-        return _set(nodes, await self.embedder.aembed_grouped(texts, groups))  # type: ignore[attr-defined]
+        with self.callback_manager.event(CBEventType.EMBEDDING, payload={EventPayload.SERIALIZED: self.to_dict()}) as event:
+            vectors = _lists(await self.embedder.aembed_grouped(texts, groups))  # type: ignore[attr-defined]
+            event.on_end(payload={EventPayload.CHUNKS: texts, EventPayload.EMBEDDINGS: vectors})
+        return _set(nodes, vectors)
 
 
 def _texts_and_groups(nodes: Sequence[BaseNode]) -> tuple[list[str], list[str]]:
@@ -71,7 +78,11 @@ def _texts_and_groups(nodes: Sequence[BaseNode]) -> tuple[list[str], list[str]]:
             [n.ref_doc_id or n.node_id for n in nodes])
 
 
-def _set(nodes: Sequence[BaseNode], vectors: Any) -> Sequence[BaseNode]:
+def _lists(vectors: Any) -> list[list[float]]:
+    return [[float(x) for x in vector] for vector in vectors]
+
+
+def _set(nodes: Sequence[BaseNode], vectors: list[list[float]]) -> Sequence[BaseNode]:
     for node, vector in zip(nodes, vectors):
-        node.embedding = [float(x) for x in vector]
+        node.embedding = vector
     return nodes

@@ -236,8 +236,12 @@ def test_llamaindex_pipeline_and_langchain_documents_give_the_cores_vectors(late
         emb.embed_grouped_documents([LCDocument("no parent")])
 
     # one input, two frameworks: the same texts in the same groups give the same vectors
+    from llama_index.core.callbacks import CallbackManager, CBEventType, LlamaDebugHandler
+
+    debug = LlamaDebugHandler()
     shared = [("guide.md", t) for t in ("Invoices go out monthly.", "Late payments accrue interest.")]
-    li_nodes = LateChunkingEmbedding()([_text_node(t, doc) for doc, t in shared])
+    li_nodes = LateChunkingEmbedding(callback_manager=CallbackManager([debug]))([_text_node(t, doc) for doc, t in shared])
+    assert len(debug.get_event_pairs(CBEventType.EMBEDDING)) == 1  # the framework's embedding event
     lc_vecs = emb.embed_grouped_documents([LCDocument(t, metadata={"parent_id": doc}) for doc, t in shared])
     np.testing.assert_allclose(np.array([n.embedding for n in li_nodes]), np.array(lc_vecs), atol=1e-6)
 
