@@ -47,6 +47,8 @@ from contextual_retrieval_core.contextualize.interrupts import sigterm_as_interr
 from contextual_retrieval_core.contextualize.run import DocState, Run, RunSettings
 from contextual_retrieval_core.generators.base import BatchGeneration, ContextGenerator, GroupedGeneration, PromptCaching, label_of
 from contextual_retrieval_core.store.context_store import ContextStore
+from contextual_retrieval_core.store.errors import StoreFullError
+from contextual_retrieval_core.store.space import SpaceReserve
 from contextual_retrieval_core.types import Chunk, ContextPosition, ContextualChunk, Document
 from contextual_retrieval_core.generators.usage import UsageReport
 
@@ -324,11 +326,14 @@ class Contextualizer:
         report.repeated_chunks = len(twins)
 
         total = sum(len(s.todo) for s in states.values())
+        space = SpaceReserve(self.store, contexts=total, in_flight=self.concurrency)
         if total:  # before the first request: a store that cannot take the answers stops here
             await asyncio.to_thread(self.store.check_writable)
+            await asyncio.to_thread(space.check_and_hold)  # room for the contexts, and a reserve
         claims = WorkClaims(self.store, lease_s=self.claim_lease_s, renew_s=self.claim_renew_s,
                             poll_s=self.claim_poll_s, enabled=gen.is_llm and bool(total))
         run = Run(self._run_settings(), report, keys, grouped_keys, contexts, total, claims, prefer_sync=prefer_sync)
+        run.space = space
 
         async def generate(todo: dict[str, DocState]) -> None:
             if self.mode == "batch":
@@ -344,12 +349,15 @@ class Contextualizer:
                 await run.wait_for_others(generate)
         finally:
             await asyncio.to_thread(claims.stop)
+            space.close()
             run.close()
             for state in states.values():
                 if state.cacheable and state.generated > 1:
                     report.ideal_cache_read_tokens += state.prefix_tokens * (state.generated - 1)
             report.generated = run.generated
             report.elapsed_s = time.perf_counter() - started
+        if isinstance(run.fatal, StoreFullError):  # the disk filled up: what arrived is stored
+            raise space.full_error(run.fatal, stored=run.generated, left=total - run.generated)
         if run.fatal is not None:
             raise run.fatal
         if run.failures:

@@ -31,6 +31,7 @@ from contextual_retrieval_core.generators.base import (
     TokenUsage,
     is_transient,
 )
+from contextual_retrieval_core.store.errors import StoreFullError
 from contextual_retrieval_core.types import Chunk, Document
 from contextual_retrieval_core.generators.usage import UsageReport
 
@@ -38,6 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from contextual_retrieval_core.contextualize.claims import WorkClaims
     from contextual_retrieval_core.generators.base import ContextGenerator
     from contextual_retrieval_core.store import ContextStore
+    from contextual_retrieval_core.store.space import SpaceReserve
 
 __all__ = ["DocState", "Run", "RunSettings", "WorkItem"]
 
@@ -112,7 +114,10 @@ class Run:
         self.transient: dict[str, tuple[DocState, Chunk, str]] = {}
         #: `time.monotonic()` of the last context that arrived (or of the run's start)
         self.last_progress = time.monotonic()
-        self.fatal: FatalGenerationError | None = None
+        #: what stops the run: a `FatalGenerationError`, or a `StoreFullError` (the disk filled up)
+        self.fatal: BaseException | None = None
+        #: the disk space set aside for this run's commits (None: nothing set aside)
+        self.space: SpaceReserve | None = None
         self.windowed_docs: set[str] = set()
         self.warned_cache = False
         self.lock = threading.RLock()
@@ -135,16 +140,37 @@ class Run:
     def commit(self, chunk: Chunk, gen: Generation, *, grouped: bool = False) -> None:
         """Commit one context to the store (its own transaction)."""
         settings = self.settings
-        settings.store.put(
-            self.grouped_keys[chunk.id] if grouped else self.keys[chunk.id],
-            gen.context,
-            generator=settings.generator.name,
-            model=settings.generator.model,
-            doc_id=chunk.document_id,
-            chunk_id=chunk.id,
-            original_index=chunk.index,
-            usage=gen.usage.to_dict(),
-        )
+
+        def put() -> None:
+            settings.store.put(
+                self.grouped_keys[chunk.id] if grouped else self.keys[chunk.id],
+                gen.context,
+                generator=settings.generator.name,
+                model=settings.generator.model,
+                doc_id=chunk.document_id,
+                chunk_id=chunk.id,
+                original_index=chunk.index,
+                usage=gen.usage.to_dict(),
+            )
+
+        try:
+            put()
+        except StoreFullError as exc:
+            # the disk filled up: the space set aside takes this answer (it is paid for) and
+            # those still in flight; the run sends nothing more and ends with this error
+            self.stop_for_space(exc)
+            if self.space is None:
+                raise
+            put()
+
+    def stop_for_space(self, exc: StoreFullError) -> None:
+        """The store's disk filled up: free the space set aside for the answers in flight (the
+        first time) and stop the run; it ends with `exc`."""
+        if self.space is not None:
+            self.space.release()
+        with self.lock:
+            if self.fatal is None:
+                self.fatal = exc
 
     async def arecord(self, state: DocState, chunk: Chunk, gen: Generation, *, first: bool, grouped: bool = False) -> None:
         """`record` from the event loop: the commit (with fsync) runs in a thread and is awaited,
@@ -336,7 +362,11 @@ class Run:
     async def _start(self, item: WorkItem, push: Any) -> None:
         """A document's turn: claim its chunks, then situate them as its kind of document goes."""
         state = item.state
-        await asyncio.to_thread(self.take_claims, state)
+        try:
+            await asyncio.to_thread(self.take_claims, state)
+        except StoreFullError as exc:
+            self.stop_for_space(exc)  # nothing of this document was sent
+            return
         if not state.todo:
             return
         if self.settings.grouped and self.below_minimum(state):

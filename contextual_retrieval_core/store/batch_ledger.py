@@ -41,7 +41,8 @@ class BatchLedger:
                 )
                 db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                if db.in_transaction:  # SQLite has rolled back already after some errors (a full disk)
+                    db.execute("ROLLBACK")
                 raise
 
     def pending_batches(self, *, generator: str, model: str) -> list[tuple[str, dict[str, Any]]]:

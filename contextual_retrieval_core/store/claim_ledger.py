@@ -75,7 +75,8 @@ class ClaimLedger:
                         f"SELECT key FROM claims WHERE owner = ? AND key IN ({marks})", [owner, *part]))
                 db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                if db.in_transaction:  # SQLite has rolled back already after some errors (a full disk)
+                    db.execute("ROLLBACK")
                 raise
         return Claimed(held, taken & held)
 

@@ -39,7 +39,7 @@ from urllib.parse import quote
 from contextual_retrieval_core.store.batch_ledger import BatchLedger
 from contextual_retrieval_core.store.batch_ledger import now_iso as _now
 from contextual_retrieval_core.store.claim_ledger import CLAIMS_TABLE, ClaimLedger
-from contextual_retrieval_core.store.errors import ContextStoreError, check_store_path, explain
+from contextual_retrieval_core.store.errors import ContextStoreError, StoreFullError, check_store_path, explain, is_disk_full
 from contextual_retrieval_core.store.jsonl import ImportResult, export_jsonl, import_jsonl
 
 __all__ = ["ContextStore", "ContextStoreError", "ImportResult", "SCHEMA_VERSION"]
@@ -133,6 +133,11 @@ class ContextStore(ClaimLedger, BatchLedger):
             raise
 
     @property
+    def local_file(self) -> Path | None:
+        """The database file on this machine (None for ":memory:" and server stores)."""
+        return None if self.path == ":memory:" else Path(self.path)
+
+    @property
     def read_only(self) -> bool:
         """True when writes are refused (see `read_only_reason`)."""
         return self.read_only_reason is not None
@@ -217,7 +222,8 @@ class ContextStore(ClaimLedger, BatchLedger):
         try:
             yield
         except sqlite3.Error as exc:
-            raise ContextStoreError(explain(self.path, doing, exc), self.path) from exc
+            kind = StoreFullError if is_disk_full(exc) else ContextStoreError
+            raise kind(explain(self.path, doing, exc), self.path) from exc
 
     def _refuse_if_read_only(self) -> None:
         if self.read_only_reason is not None:
@@ -236,7 +242,8 @@ class ContextStore(ClaimLedger, BatchLedger):
             try:
                 db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('write_check', ?)", (_now(),))
             finally:
-                db.execute("ROLLBACK")
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
 
     @property
     def _db(self) -> sqlite3.Connection:
@@ -364,7 +371,8 @@ class ContextStore(ClaimLedger, BatchLedger):
                 db.executemany("DELETE FROM claims WHERE key = ?", [(row[0],) for row in rows])  # its work is done
                 db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                if db.in_transaction:  # SQLite has rolled back already after some errors (a full disk)
+                    db.execute("ROLLBACK")
                 raise
 
     # -- JSONL -------------------------------------------------------------------------------

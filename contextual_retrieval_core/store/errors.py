@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
-__all__ = ["ContextStoreError", "check_store_path", "explain", "unwritable_reason"]
+__all__ = ["ContextStoreError", "StoreFullError", "check_store_path", "explain", "is_disk_full", "unwritable_reason"]
 
 
 class ContextStoreError(RuntimeError):
@@ -18,6 +19,19 @@ class ContextStoreError(RuntimeError):
     def __init__(self, message: str, path: str) -> None:
         super().__init__(message)
         self.path = path
+
+
+class StoreFullError(ContextStoreError):
+    """The disk holding the context store is full: the message names the folder and about how
+    much space the run needs. What was stored is kept."""
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether `exc` says the disk is full (ENOSPC, or SQLite's "database or disk is full")."""
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return True
+    text = str(exc).lower()
+    return "disk is full" in text or "no space left" in text
 
 
 def explain(path: str, doing: str, exc: BaseException) -> str:

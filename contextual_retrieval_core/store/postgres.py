@@ -138,6 +138,11 @@ class PostgresContextStore(ContextStore, schemes=("postgresql", "postgres")):
             raise ContextStoreError(f"context store {self.path}: {doing} failed ({type(exc).__name__}: {text})", self.path) from None
 
     @property
+    def local_file(self) -> None:
+        """None: the server keeps the data (its disk is the server's)."""
+        return None
+
+    @property
     def _db(self) -> Any:
         if self._conn is None:
             raise ValueError(f"ContextStore {self.path!r} is closed")
