@@ -18,16 +18,18 @@ from typing import TYPE_CHECKING
 from contextual_retrieval_core.embeddings.base import Embedder
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    from contextual_retrieval_core.embeddings.late_chunking import LateChunkingEmbedder
     from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
     from contextual_retrieval_core.embeddings.voyage import VoyageEmbedder
     from contextual_retrieval_core.embeddings.voyage_context import VoyageContextualizedEmbedder
 
-__all__ = ["Embedder", "VoyageEmbedder", "VoyageContextualizedEmbedder", "LocalMiniLMEmbedder"]
+__all__ = ["Embedder", "VoyageEmbedder", "VoyageContextualizedEmbedder", "LocalMiniLMEmbedder", "LateChunkingEmbedder"]
 
 _LAZY = {
     "VoyageEmbedder": "contextual_retrieval_core.embeddings.voyage",
     "VoyageContextualizedEmbedder": "contextual_retrieval_core.embeddings.voyage_context",
     "LocalMiniLMEmbedder": "contextual_retrieval_core.embeddings.minilm",
+    "LateChunkingEmbedder": "contextual_retrieval_core.embeddings.late_chunking",
 }
 
 
