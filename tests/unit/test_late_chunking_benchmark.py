@@ -1,0 +1,62 @@
+"""benchmarks/late_chunking.py: the adoption rule as the issue states it, the script end to end on
+a tiny dataset, and the figures in benchmarks/RESULTS.md quoting its committed JSON."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCH))
+import late_chunking as bench  # noqa: E402
+
+
+def column(**rows: tuple[float, float, float]) -> dict:
+    return {name: {"pass_at": {"5": a, "10": b, "20": c}} for name, (a, b, c) in rows.items()}
+
+
+BASE = column(**{"hybrid": (80, 85, 90), "contextual-hybrid": (85, 90, 95), "dense": (60, 70, 80)})
+
+
+@pytest.mark.parametrize("late,adopted,worst", [
+    (column(**{"hybrid": (81, 85, 90), "contextual-hybrid": (85, 91, 95), "dense": (59.6, 70, 80)}), True, -0.4),
+    (column(**{"hybrid": (81, 85, 90), "contextual-hybrid": (85, 91, 95), "dense": (59.4, 70, 80)}), False, -0.6),
+    (column(**{"hybrid": (81, 85, 90), "contextual-hybrid": (85, 90, 95), "dense": (61, 71, 81)}), False, 0),
+    (column(**{"hybrid": (81, 84.9, 90), "contextual-hybrid": (86, 91, 96), "dense": (61, 71, 81)}), False, -0.1),
+])
+def test_the_adoption_rule_needs_both_hybrids_better_and_nothing_half_a_point_worse(late, adopted, worst):
+    verdict = bench.adoption(BASE, late)
+    assert verdict["adopted"] is adopted
+    assert verdict["worst"]["points"] == pytest.approx(worst)
+
+
+def test_the_script_runs_end_to_end_on_a_tiny_dataset(tiny_dataset, tmp_path):
+    shutil.copy(tiny_dataset / "contexts.jsonl", tiny_dataset / "contexts_claude-3-haiku.jsonl")
+    out = tmp_path / "late.json"
+    assert bench.main(["--dataset", str(tiny_dataset), "--json", str(out), "--windows", "64"]) == 0
+    data = json.loads(out.read_text())
+    assert list(data["columns"]) == ["one-vector", "late-64"]
+    assert [r["name"] for r in data["columns"]["late-64"].values()] == bench.CONFIGS
+    assert set(data["adoption"]) == {"late-64"} and data["voyage-context-3"] is None
+    chunks = data["limits"]["late-64"]["text_sets"]["chunks"]
+    assert chunks["chunks"] == data["chunks"] and chunks["macro_windows"] >= chunks["documents"]
+
+
+RESULTS = BENCH / "late_chunking.json"
+
+
+@pytest.mark.skipif(not RESULTS.is_file(), reason="benchmarks/late_chunking.json not committed yet")
+def test_results_md_quotes_the_committed_json():
+    data = json.loads(RESULTS.read_text(encoding="utf-8"))
+    section = (BENCH / "RESULTS.md").read_text(encoding="utf-8").split("## Late chunking", 1)[1].split("\n## ", 1)[0]
+    names = list(data["columns"])
+    for config in bench.CONFIGS:
+        cells = [" ".join(f"{data['columns'][n][config]['pass_at'][k]:.2f}" for k in ("5", "10", "20")) for n in names]
+        line = next(l for l in section.splitlines() if l.startswith(config + " "))
+        assert " ".join(line.split()[1:]) == " ".join(cells), config
+    for name, verdict in data["adoption"].items():
+        assert ("not adopted" if not verdict["adopted"] else "adopted") in section, name
