@@ -68,3 +68,11 @@ def test_api_pages_are_generated_from_the_docstrings():
         text = (DOCS / "api" / f"{package}.md").read_text(encoding="utf-8")
         assert f"::: contextual_retrieval_{package}" in text
         assert '"""' not in text and "Args:" not in text  # nothing copied out of a docstring
+
+
+def test_every_test_file_the_docs_and_the_readme_name_exists():
+    texts = {p.name: p.read_text(encoding="utf-8") for p in DOCS.rglob("*.md")}
+    texts["README.md"] = (REPO / "README.md").read_text(encoding="utf-8")
+    named = {(name, path) for name, text in texts.items() for path in re.findall(r"tests/[\w/]+\.py", text)}
+    assert named
+    assert not [(name, path) for name, path in named if not (REPO / path).is_file()]
