@@ -90,6 +90,16 @@ def test_every_other_block_is_run_elsewhere_or_says_why():
             assert (REPO / argument).is_file(), f"{block.name}: {argument} does not exist"
 
 
+def test_blocks_the_readme_test_runs_are_the_readmes():
+    """A block marked as run by the README's test is run there as the README shows it: the same
+    command, so the page and the README cannot drift apart."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    marked = [b for b in ALL if b.marker == ("run by", "tests/e2e/test_readme.py")]
+    assert marked
+    for block in marked:
+        assert f"```{block.language}\n{block.code}```" in readme, block.name
+
+
 @pytest.mark.parametrize("block", RUN_HERE, ids=lambda b: b.name)
 def test_python_block_runs_as_pasted_and_prints_what_the_page_shows(block, tmp_path):
     env = offline_env(tmp_path)
