@@ -14,7 +14,7 @@ from tests.fakes.anthropic_server import FakeAnthropicServer
 
 REPO = Path(__file__).resolve().parents[2]
 #: a few of this repository's own files (small, to keep the local embedder's work short)
-REPO_FILES = ["ensemble.py", "prompts.py", "vectors.py", "_sdk.py"]
+REPO_FILES = ["search/ranked.py", "generators/prompts.py", "dense/vectors.py", "_sdk.py"]
 
 
 pytestmark = pytest.mark.usefixtures("offline_env")
@@ -25,7 +25,7 @@ def repo_copy(tmp_path) -> Path:
     folder = tmp_path / "core"
     folder.mkdir()
     for name in REPO_FILES:
-        shutil.copy(REPO / "contextual_retrieval_core" / name, folder / name)
+        shutil.copy(REPO / "contextual_retrieval_core" / name, folder / Path(name).name)
     (folder / "notes.md").write_text(
         "# Release notes\n\n## 0.1.0\n\nFirst release: contextual embeddings, contextual BM25 and rank fusion.\n",
         encoding="utf-8")
@@ -52,8 +52,8 @@ def test_index_and_query_this_repositorys_files(repo_copy, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert printed.startswith('3 results for "fuse named ranked lists')
     first_hit = printed.split("\n1. ")[1].split("\n")[0]
-    assert first_hit.startswith("core/ensemble.py:") and "score" in first_hit and "dense" in first_hit
-    assert "context: From core/ensemble.py" in printed and "   | " in printed
+    assert first_hit.startswith("core/ranked.py:") and "score" in first_hit and "dense" in first_hit
+    assert "context: From core/ranked.py" in printed and "   | " in printed
 
     assert main(["query", str(index), "which environment variable holds the API key", "-k", "2", "--json"]) == 0
     hits = json.loads(capsys.readouterr().out)
