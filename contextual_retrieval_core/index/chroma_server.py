@@ -5,6 +5,10 @@ small ``chroma-server.json`` naming the server and the collection that holds thi
 chunks. The collection name is made unique when the index is first written, so many index
 folders can share one server; later `index`, `query` and `remove` runs find the server in that
 file (``--chroma-url`` again moves the index to another address of the same server data).
+
+A server that does not answer (stopped, restarting, unreachable) is a `ChromaServerUnavailable`
+naming its address, both when the index is opened and on any call after that; the client is kept,
+so once the server is back the same `ContextualIndex` answers again, with no reopening.
 """
 
 from __future__ import annotations
@@ -18,9 +22,86 @@ from urllib.parse import urlsplit
 from contextual_retrieval_core.dense.chroma import ChromaVectorIndex, chroma_collection
 from contextual_retrieval_core.index.manifest import IndexDamagedError
 
-__all__ = ["SERVER_FILE", "chroma_http_client", "open_server_vectors", "uses_server", "drop_server_collection"]
+__all__ = ["SERVER_FILE", "chroma_http_client", "open_server_vectors", "uses_server", "drop_server_collection",
+           "ChromaServerUnavailable", "ServerCollection"]
 
 SERVER_FILE = "chroma-server.json"
+
+
+class ChromaServerUnavailable(ConnectionError):
+    """The Chroma server holding an index's vectors did not answer; the message names its address
+    and the fix. Nothing in the index folder changed: the same call succeeds once it is back."""
+
+
+def _unavailable(url: str, exc: BaseException) -> ChromaServerUnavailable:
+    return ChromaServerUnavailable(
+        f"the Chroma server at {url} does not answer ({type(exc).__name__}: {exc}); start it again "
+        "(`chroma run --path DB --port PORT`) or pass --chroma-url with its address, then retry: "
+        "the index folder is unchanged"
+    )
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    """The HTTP client's errors for a server that is down or went away mid-request."""
+    import httpx
+
+    return (httpx.TransportError,)
+
+
+def _down(exc: BaseException | None) -> bool:
+    """Whether `exc`, or an error it was raised from, is the HTTP client's for a server that is down."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, _transport_errors()):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+class ServerCollection:
+    """A Chroma collection on a server whose calls raise `ChromaServerUnavailable` (naming `url`)
+    when the server does not answer; everything else is the collection's own.
+
+    Thread-safe as the wrapped collection is: it holds no state of its own.
+
+    Example:
+        >>> import chromadb
+        >>> inner = chromadb.EphemeralClient().get_or_create_collection("doc-server-collection")
+        >>> ServerCollection(inner, "http://127.0.0.1:8000").count()
+        0
+    """
+
+    def __init__(self, collection: Any, url: str) -> None:
+        self._collection, self.url = collection, url
+
+    def __getattr__(self, name: str) -> Any:  # name, metadata, _client, ...: the collection's own
+        return getattr(self._collection, name)
+
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return getattr(self._collection, method)(*args, **kwargs)
+        except Exception as exc:
+            if _down(exc):
+                raise _unavailable(self.url, exc) from exc
+            raise
+
+    def count(self) -> int:
+        return self._call("count")
+
+    def get(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call("get", *args, **kwargs)
+
+    def query(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call("query", *args, **kwargs)
+
+    def upsert(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call("upsert", *args, **kwargs)
+
+    def add(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call("add", *args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call("delete", *args, **kwargs)
 
 
 def chroma_http_client(url: str) -> Any:
@@ -65,13 +146,20 @@ def _target(folder: Path, url: str | None, *, create: bool, fix: str) -> tuple[s
 def open_server_vectors(folder: Path, url: str | None, *, create: bool, fix: str) -> ChromaVectorIndex:
     """This index's collection on the Chroma server; created when `create`, else it must exist."""
     url, collection = _target(folder, url, create=create, fix=fix)
-    client = chroma_http_client(url)
+    try:
+        client = chroma_http_client(url)  # asks the server for its tenant: fails when it is down
+    except Exception as exc:  # chromadb turns the refused connection into a ValueError of its own
+        if _down(exc):
+            raise _unavailable(url, exc) from exc
+        raise
     try:
         found = chroma_collection(client, collection) if create else client.get_collection(collection, embedding_function=None)
-    except Exception as exc:  # connection refused, missing collection: chromadb raises several types
+    except Exception as exc:  # a missing or foreign collection: chromadb raises several types
+        if _down(exc):
+            raise _unavailable(url, exc) from exc
         raise IndexDamagedError(f"the Chroma server at {url} has no usable collection {collection!r} "
                                 f"({type(exc).__name__}: {exc}); is `chroma run` up there? {fix}") from exc
-    return ChromaVectorIndex(collection=found)
+    return ChromaVectorIndex(collection=ServerCollection(found, url))
 
 
 def drop_server_collection(folder: Path) -> None:
