@@ -59,6 +59,7 @@ from contextual_retrieval_core.dense.window_rows import collapse_rows, embed_row
 from contextual_retrieval_core.index.manifest import MANIFEST_NAME, FileEntry, IndexDamagedError, IndexManifest, IndexMismatchError, generator_identity
 from contextual_retrieval_core.index.changes import check_not_nested, read_changes
 from contextual_retrieval_core.index.report import IndexHit, IndexReport
+from contextual_retrieval_core.index.space import UpdateSpace
 from contextual_retrieval_core.index.storage import chunk_rows, clear_index, load_bm25, open_embedding_cache, open_vectors
 
 __all__ = ["ContextualIndex", "IndexMismatchError", "IndexDamagedError"]
@@ -220,8 +221,10 @@ class ContextualIndex:
         check_not_nested(self.path, paths)
         with folder_lock(self.path, lock_wait):
             self._reload_manifest()  # another run may have updated it while this one waited
+            self._space = UpdateSpace(self.path)
             try:
-                return self._update(paths, show_progress, batch_size, max_file_bytes, prune_missing)
+                with self._space.errors():  # a full disk: IndexFullError naming the folder and the space
+                    return self._update(paths, show_progress, batch_size, max_file_bytes, prune_missing)
             finally:
                 self.close()  # the embedding cache is checkpointed now, under the lock, not at some later GC
 
@@ -316,6 +319,7 @@ class ContextualIndex:
         self.path.mkdir(parents=True, exist_ok=True)
         texts: dict[str, str] = {}
         fresh: list[str] = []
+        self._space.check(len(chunks), manifest.chunk_count)  # before anything is paid for or written
         if chunks:
             from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
 

@@ -27,11 +27,19 @@ class StoreFullError(ContextStoreError):
 
 
 def is_disk_full(exc: BaseException) -> bool:
-    """Whether `exc` says the disk is full (ENOSPC, or SQLite's "database or disk is full")."""
-    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-        return True
-    text = str(exc).lower()
-    return "disk is full" in text or "no space left" in text
+    """Whether `exc`, or an error it was raised from, says the disk is full (ENOSPC, or SQLite's
+    "database or disk is full", as a library may pass it on in its own error)."""
+    seen: set[int] = set()
+    error: BaseException | None = exc
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+            return True
+        text = str(error).lower()
+        if "disk is full" in text or "no space left" in text:
+            return True
+        error = error.__cause__ or error.__context__
+    return False
 
 
 def explain(path: str, doing: str, exc: BaseException) -> str:

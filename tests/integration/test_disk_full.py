@@ -115,3 +115,66 @@ def test_a_store_on_a_disk_without_room_refuses_before_paying(small_disk):
         with pytest.raises(StoreFullError, match=r"needs about [\d.]+ MB") as info:
             Contextualizer(gen, store_path, show_progress=False).contextualize(documents, chunks)
         assert str(disk) in str(info.value) and server.stats()["requests"] == 0
+
+
+# -- the index folder ------------------------------------------------------------------------------
+
+
+def _guides(folder: Path, start: int, n: int) -> None:
+    folder.mkdir(exist_ok=True)
+    for i in range(start, start + n):
+        body = "\n\n".join(f"## Step {j}\n\n" + f"Guide {i} step {j}: tighten bolt {i}-{j} to the torque in table {j}. " * 10
+                           for j in range(6))
+        (folder / f"guide{i}.md").write_text(f"# Guide {i}\n\n{body}\n", encoding="utf-8")
+
+
+def test_an_index_whose_disk_fills_mid_update_keeps_the_previous_index_and_resumes(small_disk, tmp_path, offline_embedder, capsys):
+    from contextual_retrieval_core.app.cli import main
+    from contextual_retrieval_core.index.contextual_index import ContextualIndex
+
+    disk = small_disk(48)
+    docs, index_dir = tmp_path / "docs", disk / "ix"
+    command = ["index", str(docs), "--index-dir", str(index_dir), "--embedder", "local", "--no-progress"]
+    _guides(docs, 0, 4)
+    ContextualIndex(index_dir, embedder=offline_embedder).update([docs], show_progress=False)
+
+    def answers() -> list:
+        index = ContextualIndex(index_dir, embedder=offline_embedder)
+        return [len(index)] + [(h.id, round(h.score, 6)) for h in index.search("torque of bolt 2-3", 5)]
+
+    before = answers()
+    _guides(docs, 4, 24)  # many more files to add
+
+    # a disk already too full: refused before anything is generated or written
+    filler = fill(disk, leave=256 * 1024)
+    assert main(command) == 2
+    err = capsys.readouterr().err
+    assert f"no space left on the disk holding the index {index_dir}" in err and "needs about" in err, err
+    assert "nothing was generated or written" in err and answers() == before
+    filler.unlink()
+
+    # the disk fills while the update embeds and writes
+    cache = index_dir / "embeddings.sqlite3"
+    size = cache.stat().st_size
+    filled: list[Path] = []
+
+    def fill_when_writing() -> None:
+        while not filled:
+            time.sleep(0.01)
+            if cache.stat().st_size > size or (index_dir / "embeddings.sqlite3-wal").exists():
+                filled.append(fill(disk))
+
+    thread = threading.Thread(target=fill_when_writing, daemon=True)
+    thread.start()
+    code = main(command)
+    thread.join(10)
+    err = capsys.readouterr().err
+    assert filled and code == 2, err
+    assert f"no space left on the disk holding the index {index_dir}" in err and "MB" in err and "Traceback" not in err, err
+    assert "The previous index is unchanged" in err
+    assert answers() == before  # the previous index, whole and queryable
+
+    filled[0].unlink()  # space freed: the next run completes
+    assert main(command) == 0, capsys.readouterr().err
+    done = ContextualIndex(index_dir, embedder=offline_embedder)
+    assert len(done) > before[0] and "docs/guide20.md" in {h.path for h in done.search("Guide 20 step 4 bolt 20-4", 3)}
