@@ -1,6 +1,6 @@
 """The one place the core sets or reads another package's internals, where no public API exists.
 
-Each accessor names the versions it is tested with (tests/test_compat.py pins them):
+Each accessor names the versions it is tested with (tests/unit/test_compat.py pins them):
 
 - bm25s (0.2.10 - 0.3): `BM25Index` computes its own term weights (Lucene idf, our tokenizer) and
   hands bm25s only the scoring, by setting a `bm25s.BM25`'s ``scores`` (the term-major CSR

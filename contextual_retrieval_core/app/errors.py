@@ -25,7 +25,7 @@ SDK_ERRORS = (
 
 
 #: the library's error classes that do not derive from a builtin reported below (module, class);
-#: every other library error is a ValueError, OSError or RuntimeError (tests/test_cli_error_classes.py)
+#: every other library error is a ValueError, OSError or RuntimeError (tests/integration/test_cli_error_classes.py)
 LIBRARY_ERRORS = (
     ("contextual_retrieval_core.generators._anthropic_http", "SpendLimitReached"),
     ("contextual_retrieval_core.chunking.code_outline", "GrammarUnavailable"),

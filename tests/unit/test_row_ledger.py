@@ -2,7 +2,7 @@
 its store id. A store simulated as a dict (upserts, deletes) is driven by random batches: adds
 with and without other store ids, chunks repeated in a batch, store ids moving between chunks,
 long and short versions, deletes; after every step the store holds exactly the ledger's rows.
-`WindowedVectorStore` (LangChain) is the adapter over it (tests/test_framework_windows.py)."""
+`WindowedVectorStore` (LangChain) is the adapter over it (tests/integration/test_framework_windows.py)."""
 
 from __future__ import annotations
 
