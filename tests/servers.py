@@ -34,7 +34,7 @@ def require(config: pytest.Config, ok: bool, reason: str) -> None:
             return plugin.require(config, ok, reason)
     raise RuntimeError("tests/conftest.py is not loaded: run pytest from the repository root")
 
-__all__ = ["chroma_server", "postgres_server", "running_postgres", "pg_bin", "free_port", "PG_BIN_DIRS"]
+__all__ = ["chroma_server", "postgres_server", "running_postgres", "restart_postgres", "stop_postgres", "pg_bin", "free_port", "PG_BIN_DIRS"]
 
 
 def free_port() -> int:
@@ -115,6 +115,25 @@ def pg_bin() -> Path | None:
     return shipped if (shipped / "initdb").is_file() else None
 
 
+#: url -> (pg_ctl command for the cluster, its start options, environment), while it runs
+_CLUSTERS: dict[str, tuple[list[str], list[str], dict[str, str]]] = {}
+
+
+def stop_postgres(url: str) -> None:
+    """Stop the cluster `running_postgres` started at `url` at once (every connection drops)."""
+    pg_ctl, _, env = _CLUSTERS[url]
+    subprocess.run([*pg_ctl, "-m", "immediate", "stop"], check=True, capture_output=True, env=env)
+
+
+def restart_postgres(url: str, down_s: float = 1.0) -> None:
+    """Stop the cluster `running_postgres` started at `url` at once (every connection drops, as
+    in a crash), keep it down for `down_s` seconds, start it again on the same port and data."""
+    pg_ctl, start_opts, env = _CLUSTERS[url]
+    stop_postgres(url)
+    time.sleep(down_s)
+    subprocess.run([*pg_ctl, *start_opts, "-w", "-t", "60", "start"], check=True, capture_output=True, env=env)
+
+
 @contextmanager
 def running_postgres(bin_dir: Path) -> Iterator[str]:
     """Start a throwaway PostgreSQL cluster with the server binaries in `bin_dir`; yields its URL
@@ -152,9 +171,12 @@ def running_postgres(bin_dir: Path) -> Iterator[str]:
         log = (data / "server.log").read_text(errors="replace") if (data / "server.log").exists() else ""
         shutil.rmtree(data, ignore_errors=True)
         raise RuntimeError(f"pg_ctl start failed: {start.stderr.decode(errors='replace')}{log[-2000:]}")
+    url = f"postgresql://{user}@127.0.0.1:{port}/postgres"
+    _CLUSTERS[url] = [*run_as, str(bin_dir / "pg_ctl"), "-D", str(db)], ["-l", str(data / "server.log"), "-o", opts], env
     try:
-        yield f"postgresql://{user}@127.0.0.1:{port}/postgres"
+        yield url
     finally:
+        _CLUSTERS.pop(url, None)
         subprocess.run([*run_as, str(bin_dir / "pg_ctl"), "-D", str(db), "-m", "immediate", "stop"], capture_output=True, env=env)
         shutil.rmtree(data, ignore_errors=True)
 

@@ -13,8 +13,11 @@ leases are timed by the server's clock, so the machines' clocks need not agree.
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import threading
+import time
 from contextlib import contextmanager
 from typing import Any, Iterable, Iterator
 from urllib.parse import urlsplit, urlunsplit
@@ -24,6 +27,8 @@ from contextual_retrieval_core.store.claim_ledger import CLAIMS_TABLE, Claimed
 from contextual_retrieval_core.store.errors import ContextStoreError
 
 __all__ = ["PostgresContextStore", "redact_url"]
+
+log = logging.getLogger(__name__)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -97,6 +102,7 @@ class PostgresContextStore(ContextStore, schemes=("postgresql", "postgres")):
         self._psycopg = psycopg
         self._url = str(path)
         self.path = redact_url(self._url)
+        self._timeout = timeout
         self._lock = threading.RLock()
         self._conn: Any = None
         self.read_only_reason: str | None = "opened with read_only=True" if read_only else None
@@ -274,6 +280,69 @@ class PostgresContextStore(ContextStore, schemes=("postgresql", "postgres")):
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+    # -- a server that went away -----------------------------------------------------------------
+
+    def _connection_lost(self) -> bool:
+        conn = self._conn
+        return conn is not None and bool(conn.closed or getattr(conn, "broken", False))
+
+    def _reconnect(self, error: BaseException) -> None:
+        """Open a new connection after the old one was lost (the server restarted or the network
+        dropped), trying for up to the store's `timeout`; else a `ContextStoreError` naming the
+        server."""
+        psycopg = self._psycopg
+        with self._lock:
+            if self._conn is not None and not self._connection_lost():
+                return  # another thread reconnected meanwhile
+            if self._conn is not None:
+                self._conn.close()
+            deadline = time.monotonic() + self._timeout
+            last: BaseException = error
+            while True:
+                try:
+                    conn = psycopg.connect(self._url, autocommit=True, connect_timeout=max(1, int(self._timeout)))
+                    conn.execute(f"SET lock_timeout = {int(self._timeout * 1000)}")
+                except psycopg.Error as exc:
+                    last = exc
+                    if time.monotonic() >= deadline:
+                        self._conn = None
+                        text = str(last).replace(self._url, self.path).strip()
+                        raise ContextStoreError(
+                            f"context store {self.path}: the connection to the server was lost and the server did not "
+                            f"answer again within {self._timeout:g} s ({type(last).__name__}: {text}); check that the "
+                            "server runs, then run again — what was stored is kept", self.path) from None
+                    time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+                    continue
+                self._conn = conn
+                log.warning("context store %s: the connection was lost (%s); reconnected", self.path, type(error).__name__)
+                return
+
+
+def _reconnecting(method: Any) -> Any:
+    """`method`, run again once on a new connection when the old one was lost mid-call (every
+    store call is one statement or one transaction, and writes are upserts: running one again is
+    safe)."""
+
+    @functools.wraps(method)
+    def call(self: PostgresContextStore, *args: Any, **kwargs: Any) -> Any:
+        if self._conn is not None and self._connection_lost():
+            self._reconnect(ConnectionError("found closed"))
+        try:
+            return method(self, *args, **kwargs)
+        except ContextStoreError as exc:
+            if self._conn is None or not self._connection_lost():
+                raise
+            self._reconnect(exc)
+            return method(self, *args, **kwargs)
+
+    return call
+
+
+for _name in ("check_writable", "get", "get_many", "record", "__contains__", "__len__", "_rows", "_write", "claim",
+              "renew_claims", "release_claims", "claims", "add_batch", "pending_batches", "batch_status",
+              "_set_batch_status"):
+    setattr(PostgresContextStore, _name, _reconnecting(getattr(PostgresContextStore, _name)))
 
     def __repr__(self) -> str:
         return f"ContextStore({self.path!r}{', read_only=True' if self.read_only else ''})"
