@@ -17,23 +17,30 @@ backends. Its subpackages follow the data, one stage each:
 - `app`: the command line, the demo, evaluation.
 """
 
+from typing import TYPE_CHECKING
+
 from contextual_retrieval_core._legacy import install as _install_legacy_paths
 from contextual_retrieval_core._sdk import lazy_exports
 from contextual_retrieval_core._version import __version__
-from contextual_retrieval_core.chunking.tokenizer import Tokenizer, TokenizerConfig
-from contextual_retrieval_core.dense.vectors import VectorIndex
-from contextual_retrieval_core.search.bm25 import BM25Index
-from contextual_retrieval_core.search.config import FusionConfig
-from contextual_retrieval_core.search.hybrid import HybridSearcher, SearchHit
-from contextual_retrieval_core.search.rank_fusion import (
-    DEFAULT_RRF_K,
-    FusedHit,
-    fuse,
-    reciprocal_rank_fusion,
-    relative_score_fusion,
-)
-from contextual_retrieval_core.search.ranked import DEFAULT_TOP_K, DEFAULT_WEIGHTS
-from contextual_retrieval_core.types import Chunk, ContextualChunk, Document, compose_indexed_text
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from contextual_retrieval_core.chunking.tokenizer import Tokenizer, TokenizerConfig
+    from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
+    from contextual_retrieval_core.dense.vectors import VectorIndex
+    from contextual_retrieval_core.index.contextual_index import ContextualIndex
+    from contextual_retrieval_core.search.bm25 import BM25Index
+    from contextual_retrieval_core.search.config import FusionConfig
+    from contextual_retrieval_core.search.hybrid import HybridSearcher, SearchHit
+    from contextual_retrieval_core.search.rank_fusion import (
+        DEFAULT_RRF_K,
+        FusedHit,
+        fuse,
+        reciprocal_rank_fusion,
+        relative_score_fusion,
+    )
+    from contextual_retrieval_core.search.ranked import DEFAULT_TOP_K, DEFAULT_WEIGHTS
+    from contextual_retrieval_core.store import ContextStore, open_store
+    from contextual_retrieval_core.types import Chunk, ContextualChunk, Document, compose_indexed_text
 
 
 _install_legacy_paths()
@@ -63,10 +70,28 @@ __all__ = [
     "relative_score_fusion",
 ]
 
-# the ingestion and index parts, imported on first use
+# every export is imported on first use, so a command that needs a few stages loads only those
 __getattr__, __dir__ = lazy_exports(globals(), {
-    "Contextualizer": "contextual_retrieval_core.contextualize.contextualizer",
+    "BM25Index": "contextual_retrieval_core.search.bm25",
+    "Chunk": "contextual_retrieval_core.types",
     "ContextStore": "contextual_retrieval_core.store",
-    "open_store": "contextual_retrieval_core.store",
+    "ContextualChunk": "contextual_retrieval_core.types",
     "ContextualIndex": "contextual_retrieval_core.index.contextual_index",
+    "Contextualizer": "contextual_retrieval_core.contextualize.contextualizer",
+    "DEFAULT_RRF_K": "contextual_retrieval_core.search.rank_fusion",
+    "DEFAULT_TOP_K": "contextual_retrieval_core.search.ranked",
+    "DEFAULT_WEIGHTS": "contextual_retrieval_core.search.ranked",
+    "Document": "contextual_retrieval_core.types",
+    "FusedHit": "contextual_retrieval_core.search.rank_fusion",
+    "FusionConfig": "contextual_retrieval_core.search.config",
+    "HybridSearcher": "contextual_retrieval_core.search.hybrid",
+    "SearchHit": "contextual_retrieval_core.search.hybrid",
+    "Tokenizer": "contextual_retrieval_core.chunking.tokenizer",
+    "TokenizerConfig": "contextual_retrieval_core.chunking.tokenizer",
+    "VectorIndex": "contextual_retrieval_core.dense.vectors",
+    "compose_indexed_text": "contextual_retrieval_core.types",
+    "fuse": "contextual_retrieval_core.search.rank_fusion",
+    "open_store": "contextual_retrieval_core.store",
+    "reciprocal_rank_fusion": "contextual_retrieval_core.search.rank_fusion",
+    "relative_score_fusion": "contextual_retrieval_core.search.rank_fusion",
 })

@@ -19,7 +19,10 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover
+    import threading
 
 from contextual_retrieval_core.app.errors import describe, error_classes, gathered_warnings, quiet_broken_pipe
 from contextual_retrieval_core.contextualize.interrupts import TERMINATED_EXIT_CODE, Terminated, sigterm_as_interrupt
@@ -373,22 +376,31 @@ def _cmd_remove(args: argparse.Namespace) -> int:
 
 def _cmd_query(args: argparse.Namespace) -> int:
     from contextual_retrieval_core.checks import is_blank
-    from contextual_retrieval_core.index.contextual_index import ContextualIndex
     from contextual_retrieval_core.factories import choose_embedder, choose_reranker, weights_for
-    from contextual_retrieval_core.types import labelled
+    from contextual_retrieval_core.index.manifest import IndexManifest
 
     if is_blank(args.question):  # no results in every query path: said before any work
         raise ValueError('the question is empty; ask one in quotes, e.g. "how are contexts cached?"')
-    manifest = ContextualIndex.read_manifest(args.index)
+    manifest = IndexManifest.read(args.index)
     embedder = choose_embedder(manifest.embedder["kind"], manifest.embedder["model"])
+    _load_in_background(embedder)  # the model loads while the index's code and Chroma import
+    from contextual_retrieval_core.index.contextual_index import ContextualIndex
+    from contextual_retrieval_core.types import labelled
+
     index = ContextualIndex(args.index, embedder=embedder, weights=manifest.weights or weights_for(embedder),
                             chroma_url=args.chroma_url)
     reranker = choose_reranker(args.rerank)
     hits = index.search(args.question, top_k=args.k, reranker=reranker, dense_prf=args.dense_prf)
     if args.prune or args.budget is not None:
+        from contextual_retrieval_core.index.storage import open_embedding_cache
         from contextual_retrieval_core.pruning.evidence import evidence_records, format_evidence, prune_hits
 
-        result = prune_hits(args.question, hits, embedder, args.budget)
+        # the units' vectors go to the index's embedding cache: a later query pruning these chunks embeds none
+        cached = open_embedding_cache(Path(args.index) / "embeddings.sqlite3", embedder)
+        try:
+            result = prune_hits(args.question, hits, cached, args.budget)
+        finally:
+            cached.close()
         print(json.dumps(evidence_records(hits, result), indent=2, ensure_ascii=False) if args.json
               else format_evidence(args.question, hits, result))
         return 0
@@ -411,6 +423,28 @@ def _cmd_query(args: argparse.Namespace) -> int:
     if not hits:
         print("nothing matched; try other words, or check what was indexed")
     return 0
+
+
+def _load_in_background(embedder: object) -> "threading.Thread | None":
+    """Start loading a `Loadable` embedder's model in a daemon thread (its native work overlaps the
+    imports that follow) and return the thread; None for another embedder. A failure is left for
+    the first real call to raise."""
+    import threading
+
+    from contextual_retrieval_core.embeddings.base import Loadable
+
+    if not isinstance(embedder, Loadable):
+        return None
+
+    def load() -> None:
+        try:
+            embedder.load()
+        except Exception:  # noqa: BLE001 - the first embedding call raises it, with its fix
+            pass
+
+    thread = threading.Thread(target=load, name="load-embedder", daemon=True)
+    thread.start()
+    return thread
 
 
 def main(argv: Sequence[str] | None = None) -> int:

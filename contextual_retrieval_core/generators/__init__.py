@@ -27,12 +27,12 @@ from contextual_retrieval_core.generators.base import (
     TokenUsage,
     TransientGenerationError,
 )
-from contextual_retrieval_core.generators.callable import CallableContextGenerator
-from contextual_retrieval_core.generators.chat import ChatContextGenerator
-from contextual_retrieval_core.generators.crop_structural import StructuralCropContextGenerator
-from contextual_retrieval_core.generators.structural import StructuralContextGenerator
 
 if TYPE_CHECKING:  # pragma: no cover
+    from contextual_retrieval_core.generators.callable import CallableContextGenerator
+    from contextual_retrieval_core.generators.chat import ChatContextGenerator
+    from contextual_retrieval_core.generators.crop_structural import StructuralCropContextGenerator
+    from contextual_retrieval_core.generators.structural import StructuralContextGenerator
     from contextual_retrieval_core.generators.anthropic import AnthropicContextGenerator
     from contextual_retrieval_core.generators.anthropic_crops import AnthropicCropContextGenerator
 
@@ -51,7 +51,16 @@ __all__ = [
     "TransientGenerationError",
 ]
 
-_LAZY = {"AnthropicContextGenerator": ".anthropic", "AnthropicCropContextGenerator": ".anthropic_crops"}
+# every generator is imported on first use: importing the package (as any stage after it does)
+# loads only the protocols and result types
+_LAZY = {
+    "AnthropicContextGenerator": ".anthropic",
+    "AnthropicCropContextGenerator": ".anthropic_crops",
+    "CallableContextGenerator": ".callable",
+    "ChatContextGenerator": ".chat",
+    "StructuralContextGenerator": ".structural",
+    "StructuralCropContextGenerator": ".crop_structural",
+}
 
 
 __getattr__, __dir__ = lazy_exports(globals(), _LAZY)
