@@ -18,6 +18,16 @@ What it guarantees:
   marked abandoned, reported, and its chunks generated again.
 - Sustained rate limiting (nothing but 429s for `give_up_after_rate_limited_s`) stops the run with
   `RateLimitedTooLong`; what was generated is stored.
+- Transient failures (429, 5xx, overloaded, timeouts, dropped connections; `is_transient`) are ridden
+  out whatever client the generator uses: a chunk whose request still failed after the client's own
+  retries goes again in a later round, after a backoff (`retry_backoff_s`), until no context has
+  arrived for `give_up_after_rate_limited_s`. Other errors fail their chunk at once. The report
+  counts the failures ridden out and the rounds.
+- SIGTERM during `contextualize` takes Ctrl-C's path (`Terminated`, a KeyboardInterrupt): sending
+  stops, what arrived is stored, work claims are released.
+- A full disk loses no paid context: the store's disk is checked before the first request, a
+  reserve is kept for the run, and a write that fails for space frees it, so the answers in flight
+  land; the run then stops with `StoreFullError`, naming the folder and the space needed.
 - Text is checked before anything is sent: a document or chunk that cannot be encoded as UTF-8
   (lone surrogates) is refused, naming it.
 - Grouped mode (opt-in): a document below the cache minimum is situated in one request for all of

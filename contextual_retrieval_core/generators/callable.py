@@ -52,8 +52,10 @@ class CallableContextGenerator:
     through unchanged, so an adapter can report `TokenUsage`. A blank context (either way) raises
     `GenerationError`, so it is never stored; anything else raises `TypeError`.
     Exceptions from the callable propagate as they are. Raise `GenerationError` to mark one
-    chunk as failed and let the run go on, or `FatalGenerationError` to stop the run (contexts
-    made so far stay in the store).
+    chunk as failed and let the run go on, `TransientGenerationError` to have the `Contextualizer`
+    try it again in a later round (it does so by itself for an error that `is_transient` judges
+    so: a 429 or 5xx status, a timeout, a dropped connection), or `FatalGenerationError` to stop
+    the run (contexts made so far stay in the store).
 
     Args:
         fn: ``(document, chunk) -> str | Generation``, sync (or async, as if passed as `afn`).
