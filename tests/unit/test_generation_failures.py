@@ -213,7 +213,10 @@ def test_the_chunks_of_a_forgotten_batch_are_generated_again(tmp_path):
     path = tmp_path / "c.sqlite3"
     with FakeAnthropicServer() as gone:
         gone.batch_hold.set()  # the batch never ends there; then that API "forgets" it
-        first = Contextualizer(_sync_gen(gone), path, mode="batch", batch_poll_interval=0.02, show_progress=False)
+        # no SDK retries: once that API is gone, the first run's next poll fails at once instead of
+        # backing off through six retries (about 20 s) before it ends
+        first = Contextualizer(_sync_gen(gone, max_retries=0), path, mode="batch", batch_poll_interval=0.02,
+                               show_progress=False)
         thread = threading.Thread(target=lambda: _swallow(first.contextualize, documents, chunks), daemon=True)
         thread.start()
         deadline = time.time() + 10

@@ -11,9 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from contextual_retrieval_core import Chunk, ContextualChunk
 from contextual_retrieval_core.index.contextual_index import ContextualIndex
-from contextual_retrieval_core.search.hybrid import HybridSearcher
 from contextual_retrieval_core.dense.window_rows import WINDOW_OF_KEY, row_owner, stale_rows, windowable
 from contextual_retrieval_core.dense.windows import WINDOW_MARK, WindowConfig
 
@@ -160,35 +158,6 @@ def test_bad_windows_setting_is_a_clear_error(tmp_path):
         ContextualIndex(tmp_path / "ix", embedder=TruncatingEmbedder(), windows="yes")  # type: ignore[arg-type]
 
 
-def demo_index(tmp_path, windows, embedder):
-    """The demo corpus in a `ContextualIndex` (MiniLM, 400-character chunks), and its chunks as the
-    index stored them (for a `HybridSearcher` over the same chunks)."""
-    from contextual_retrieval_core.app.demo_corpus import DEMO_DOCUMENTS
-
-    folder = tmp_path / "corpus"
-    for path, text in DEMO_DOCUMENTS:
-        (folder / path).parent.mkdir(parents=True, exist_ok=True)
-        (folder / path).write_text(text, encoding="utf-8")
-    index = ContextualIndex(tmp_path / "ix", embedder=embedder, chunk_chars=400, windows=windows)
-    index.update([folder], show_progress=False)
-    got = index._chroma().get(ids=index.manifest.chunk_ids(), include=["metadatas"])
-    chunks = [ContextualChunk(Chunk(cid, m["path"], m["text"], m["chunk_index"]), m["context"])
-              for cid, m in zip(got["ids"], got["metadatas"])]
-    return index, chunks, embedder
-
-
-def test_same_top_20_as_the_core_searcher_on_the_same_chunks(tmp_path, offline_embedder):
-    """Parity: the index's Chroma window rows and `HybridSearcher(windows=...)` rank alike."""
-    from contextual_retrieval_core.app.demo_corpus import DEMO_QUERIES
-
-    windows = WindowConfig(size=48, overlap=8)
-    index, chunks, embedder = demo_index(tmp_path, windows, offline_embedder)
-    searcher = HybridSearcher(chunks, embedder, windows=windows, weights=index.weights)
-    assert searcher._extra_rows > 0 and len(rows(index)) == len(chunks) + searcher._extra_rows
-    for query in [q.query for q in DEMO_QUERIES]:
-        assert [h.id for h in index.search(query, top_k=20)] == [h.id for h in searcher.search(query, top_k=20)]
-
-
 def test_cli_index_windows_flag_is_recorded_and_kept(tmp_path, capsys):
     from contextual_retrieval_core.app.cli import main
 
@@ -225,31 +194,3 @@ def test_stale_rows_keep_only_what_this_run_wrote_for_re_embedded_chunks():
     fresh = {"a", f"a{WINDOW_MARK}1"}
     assert stale_rows(have, {"a", "b"}, {"a"}, fresh) == sorted([f"a{WINDOW_MARK}2", "gone", f"gone{WINDOW_MARK}1"])
     assert np.array_equal(np.sort(np.array(stale_rows(have, set(), set(), set()))), np.sort(np.array(have)))
-
-
-@pytest.mark.parametrize("windows", [None, WindowConfig(size=48, overlap=8)])
-def test_dense_prf_ranks_as_the_core_searcher_does(tmp_path, windows, capsys, offline_embedder):
-    """Parity with feedback (the default): the index reads the fused top 3 chunks' rows (windows
-    included) from Chroma and searches again, as `HybridSearcher` does in memory; off, both agree
-    again."""
-    from contextual_retrieval_core.app.cli import main
-    from contextual_retrieval_core.app.demo_corpus import DEMO_QUERIES
-
-    index, chunks, embedder = demo_index(tmp_path, windows, offline_embedder)
-    searcher = HybridSearcher(chunks, embedder, windows=windows, weights=index.weights)
-    plain = HybridSearcher(chunks, embedder, windows=windows, weights=index.weights, dense_prf=0)
-    assert searcher.dense_prf == 0.5
-    changed = 0
-    for query in [q.query for q in DEMO_QUERIES]:
-        ours = [h.id for h in index.search(query, top_k=20)]
-        assert ours == [h.id for h in searcher.search(query, top_k=20)], query
-        off = [h.id for h in index.search(query, top_k=20, dense_prf=0)]
-        assert off == [h.id for h in plain.search(query, top_k=20)], query
-        changed += ours != off
-    assert changed  # the feedback moved some ranking: the parity is not the plain search's
-    query = DEMO_QUERIES[0].query
-    capsys.readouterr()
-    assert main(["query", str(tmp_path / "ix"), query, "--json", "-k", "20"]) == 0
-    assert [h["id"] for h in json.loads(capsys.readouterr().out)] == [h.id for h in searcher.search(query, top_k=20)]
-    assert main(["query", str(tmp_path / "ix"), query, "--no-dense-prf", "--json", "-k", "20"]) == 0
-    assert [h["id"] for h in json.loads(capsys.readouterr().out)] == [h.id for h in plain.search(query, top_k=20)]

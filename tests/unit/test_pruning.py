@@ -6,9 +6,6 @@ import asyncio
 
 import pytest
 
-from contextual_retrieval_core.app.demo import demo_chunks
-from contextual_retrieval_core.app.demo_corpus import DEMO_QUERIES
-from contextual_retrieval_core.search.hybrid import HybridSearcher
 from contextual_retrieval_core.pruning import ELISION, ContextPruner
 from contextual_retrieval_core.types import CONTEXT_LABEL, Chunk, ContextualChunk
 
@@ -97,29 +94,6 @@ def test_only_the_kept_chunks_units_are_embedded_each_distinct_text_once(embedde
     assert set(units) == {u.text for c in kept for u in split_units(c.text, "prose")}
     async_ = asyncio.run(ContextPruner(embedder, keep_share=0.9, budget_share=1.0).aprune(query, [REPORT, HANDBOOK, repeated]))
     assert [(c.id, c.text) for c in async_.chunks] == [(c.id, c.text) for c in result.chunks]
-
-
-def test_defaults_keep_the_demo_answers(embedder):
-    """The defaults on the demo corpus: each query's answering text survives pruning of the
-    default contextual-hybrid top 10 (offline structural contexts, MiniLM + BM25)."""
-    from contextual_retrieval_core.generators.structural import StructuralContextGenerator
-
-    documents, chunks = demo_chunks()
-    docs = {d.id: d for d in documents}
-    generator = StructuralContextGenerator()
-    contextual = [ContextualChunk(c, generator.generate(docs[c.document_id], c).context) for c in chunks]
-    searcher = HybridSearcher(contextual, embedder)
-    pruner = ContextPruner(embedder)
-    reductions, checked = [], 0
-    for q in DEMO_QUERIES:
-        hits = searcher.search(q.query, top_k=10)
-        result = pruner.prune(q.query, [h.chunk for h in hits])
-        if any(q.path == h.chunk.document_id and q.marker in h.chunk.text for h in hits):
-            assert q.marker in result.text, q.query
-            checked += 1
-        reductions.append(result.report.reduction)
-    assert checked >= 4
-    assert min(reductions) > 0.4
 
 
 def test_safety_valve_min_tokens_falls_back_to_top_two_whole_chunks(embedder):
