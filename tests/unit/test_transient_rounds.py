@@ -79,7 +79,7 @@ CLIENTS = {"anthropic": _direct, "langchain": _langchain, "llamaindex": _llamain
 @pytest.mark.parametrize("rate", [0.10, 0.30])
 @pytest.mark.parametrize("client", sorted(CLIENTS))
 def test_one_run_rides_out_random_transient_faults_with_a_default_retry_client(tmp_path, client, rate):
-    documents, chunks = corpus(big=14, small=40, per_big=14, per_small=4)  # 356 chunks
+    documents, chunks = corpus(big=10, small=30, per_big=10, per_small=3)  # 190 chunks
     with FakeAnthropicServer() as server:
         server.fail_rate(rate, statuses=(429, 500, 529), seed=11)
         gen = CLIENTS[client](server)
@@ -91,9 +91,11 @@ def test_one_run_rides_out_random_transient_faults_with_a_default_retry_client(t
     assert report.generated == len(chunks) and all(c.context for c in result.chunks)
     assert stats["faults"] > 0
     assert stats["messages"] == len(chunks), "a context was paid for twice"  # one paid answer per chunk
-    assert report.cacheable_documents == 14
-    assert max(stats["writes_per_prefix"].values()) == 1 and report.cache_writes == 14  # one write per cacheable document
+    assert report.cacheable_documents == 10
+    assert max(stats["writes_per_prefix"].values()) == 1 and report.cache_writes == 10  # one write per cacheable document
     assert len(ContextStore(store)) == len(chunks)
+    if rate == 0.30:  # some requests outlive the client's 2 retries: they failed the run before the rounds
+        assert report.transient_failures > 0
     if report.transient_failures:
         assert report.retry_rounds >= 1
         assert f"{report.transient_failures} transient failures ridden out in {report.retry_rounds}" in report.format()
