@@ -274,8 +274,10 @@ class Contextualizer:
             return self._loop
 
     async def acontextualize(self, documents: Sequence[Document], chunks: Sequence[Chunk]) -> ContextualizeResult:
-        """Async `contextualize`: requests run concurrently on the caller's event loop."""
-        return await self._run(documents, chunks, prefer_sync=False)
+        """Async `contextualize`: requests run concurrently on the caller's event loop. SIGTERM
+        (on a loop in the main thread) stops it as Ctrl-C does."""
+        with sigterm_as_interrupt():
+            return await self._run(documents, chunks, prefer_sync=False)
 
     async def _run(self, documents: Sequence[Document], chunks: Sequence[Chunk], *, prefer_sync: bool) -> ContextualizeResult:
         """A run; `prefer_sync`: a generator with a sync path (`SyncPath`) takes it, in threads."""

@@ -90,16 +90,22 @@ url, key, store, folder = sys.argv[1:5]
 import pathlib
 docs = [Document(page_content=p.read_text(), metadata={"source": p.name}) for p in sorted(pathlib.Path(folder).iterdir())]
 llm = ChatAnthropic(model="claude-haiku-4-5", api_key=key, base_url=url, max_tokens=300)
-ContextualDocumentTransformer(llm=llm, store=store, concurrency=2, show_progress=False,
-                              text_splitter=RecursiveCharacterTextSplitter(chunk_size=300)).transform_documents(docs)
+part = ContextualDocumentTransformer(llm=llm, store=store, concurrency=2, show_progress=False,
+                                     text_splitter=RecursiveCharacterTextSplitter(chunk_size=300))
+if sys.argv[5] == "async":
+    import asyncio
+    asyncio.run(part.atransform_documents(docs))
+else:
+    part.transform_documents(docs)
 print("finished", flush=True)
 """
 
 
-def test_a_framework_ingestion_stops_on_sigterm_as_on_ctrl_c(tmp_path):
+@pytest.mark.parametrize("way", ["sync", "async"])
+def test_a_framework_ingestion_stops_on_sigterm_as_on_ctrl_c(tmp_path, way):
     corpus, store = _files(tmp_path / "docs"), tmp_path / "contexts.sqlite3"
     with FakeAnthropicServer(latency_s=0.3) as server:
-        command = [sys.executable, "-c", textwrap.dedent(_FRAMEWORK), server.url, server.api_key, str(store), str(corpus)]
+        command = [sys.executable, "-c", textwrap.dedent(_FRAMEWORK), server.url, server.api_key, str(store), str(corpus), way]
         proc = subprocess.Popen(command, env=_env(server, tmp_path / "cache"), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
         _wait_for_contexts(store, 2, proc)
