@@ -58,5 +58,14 @@ def test_results_md_quotes_the_committed_json():
         cells = [" ".join(f"{data['columns'][n][config]['pass_at'][k]:.2f}" for k in ("5", "10", "20")) for n in names]
         line = next(l for l in section.splitlines() if l.startswith(config + " "))
         assert " ".join(line.split()[1:]) == " ".join(cells), config
+    flat = " ".join(section.split())  # prose wraps across lines
     for name, verdict in data["adoption"].items():
-        assert ("not adopted" if not verdict["adopted"] else "adopted") in section, name
+        assert ("not adopted" if not verdict["adopted"] else "adopted") in flat.lower(), name
+        for config in ("hybrid", "contextual-hybrid"):  # the deltas the verdict rests on
+            delta = verdict["delta_pass_at"][config]
+            assert " / ".join(f"{delta[k]:+.2f}" for k in ("5", "10", "20")) in flat, (name, config)
+        assert f"{verdict['worst']['points']:.2f}" in flat
+    text_sets = data["limits"]["late-512"]["text_sets"]
+    assert f"{text_sets['chunks']['tokens_median']:,} tokens" in flat
+    assert f"{text_sets['chunks']['documents_over_one_window']} of the" in flat
+    assert f"{text_sets['chunks']['chunks_in_documents_over_one_window']} of the 737 chunks" in flat
