@@ -24,8 +24,9 @@ composes it), so `embed_grouped` over indexed texts and `embed_document_chunks(.
 give the same vectors. Queries are embedded as usual, by `LocalMiniLMEmbedder`.
 
 What the model limits: a token sees at most `window - 2` tokens of its document (macro-windows
-give every token a neighbourhood, not the whole document), and the model was trained on inputs of
-at most 256 tokens, so windows longer than that run it outside its training lengths.
+give every token a neighbourhood, not the whole document), and the model's own configuration
+stops at 256 tokens, so windows longer than that use positions its sentence-embedding fine-tuning
+never saw.
 """
 
 from __future__ import annotations
