@@ -303,7 +303,8 @@ def evaluate(
 
     `contextual-*` configurations need `contexts` (chunk id -> LLM context) covering every chunk;
     `structural-*` ones compute the offline structural contexts here. Each distinct text is
-    embedded once per call, whichever configurations share it. `windows`: a
+    embedded once per call, whichever configurations share it (with an embedder that embeds a
+    document's chunks together, `embed_grouped`, each distinct set of texts once). `windows`: a
     `contextual_retrieval_core.dense.windows.WindowConfig` for windowed dense vectors (default: none).
     `structural_header`: the `contextual-*` configurations put each chunk's structural context on a
     line before its LLM context (as `Contextualizer(structural_header=True)` does). `dense_prf`:
