@@ -96,6 +96,12 @@ class ContextPruningCompressor(BaseDocumentCompressor):
             embedder = LocalMiniLMEmbedder()
         self._pruner = ContextPruner(embedder, budget=self.budget, budget_share=self.budget_share, **self.settings)
 
+    def prepare(self, documents: Sequence[LCDocument]) -> int:
+        """Compute ahead of any query what pruning `documents` needs (their units' vectors, terms
+        and token counts; `ContextPruner.prepare`), at ingestion, say. Returns the texts embedded."""
+        chunks, kinds = _chunks(list(documents))
+        return self._pruner.prepare(chunks, kinds=kinds)
+
     def compress_documents(self, documents: Sequence[LCDocument], query: str, callbacks: Optional[Callbacks] = None) -> list[LCDocument]:
         docs = list(documents)
         chunks, kinds = _chunks(docs)

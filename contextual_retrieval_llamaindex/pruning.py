@@ -118,6 +118,14 @@ class ContextPruningPostprocessor(BaseNodePostprocessor):
     def pruner(self) -> ContextPruner:
         return self._pruner
 
+    def prepare(self, nodes: List[Any]) -> int:
+        """Compute ahead of any query what pruning `nodes` (nodes or NodeWithScore) needs: their
+        units' vectors, terms and token counts (`ContextPruner.prepare`), at ingestion, say.
+        Returns the texts embedded."""
+        wrapped = [n if isinstance(n, NodeWithScore) else NodeWithScore(node=n, score=None) for n in nodes]
+        _, chunks, kinds = _split(wrapped)
+        return self._pruner.prepare(chunks, kinds=kinds)
+
     def _postprocess_nodes(self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None) -> List[NodeWithScore]:
         query = _query(query_bundle)
         positions, chunks, kinds = _split(nodes)

@@ -40,7 +40,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from contextual_retrieval_core.embeddings.base import Embedder, aembed_documents, aembed_queries
+from contextual_retrieval_core.embeddings.base import Embedder, aembed_queries
 from contextual_retrieval_core.chunking.tokenizer import Tokenizer
 from contextual_retrieval_core.types import Chunk, ContextualChunk
 from contextual_retrieval_core.pruning.select import bm25_term_scores, mmr_select, relevance, scale

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 import pytest
@@ -16,35 +14,7 @@ from contextual_retrieval_core.pruning import ContextPruner, UnitCache, split_un
 from contextual_retrieval_core.pruning.select import bm25_scores, bm25_term_scores
 from contextual_retrieval_core.search.hybrid import HybridSearcher
 from contextual_retrieval_core.types import Chunk, ContextualChunk
-
-
-@dataclass
-class CountingEmbedder:
-    """An `Embedder` that records every text it is asked to embed, in front of the real one."""
-
-    inner: object
-    documents: list[str] = field(default_factory=list)
-    queries: list[str] = field(default_factory=list)
-
-    @property
-    def model_name(self) -> str:
-        return self.inner.model_name
-
-    normalized = True
-
-    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        self.documents.extend(texts)
-        return self.inner.embed_documents(texts)
-
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        self.queries.extend(texts)
-        return self.inner.embed_queries(texts)
-
-    async def aembed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        return self.embed_documents(texts)
-
-    async def aembed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self.embed_queries(texts)
+from tests.fakes.counting_embedder import CountingEmbedder
 
 
 @pytest.fixture(scope="module")
