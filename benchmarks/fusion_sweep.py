@@ -19,7 +19,7 @@ from _paths import DEFAULT_DATASET  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
-    from contextual_retrieval_core import DEFAULT_RRF_K, DEFAULT_WEIGHTS, BM25Index, ContextualChunk, HybridSearcher
+    from contextual_retrieval_core import DEFAULT_RRF_K, DEFAULT_WEIGHTS, BM25Index, ContextualChunk, FusionConfig, HybridSearcher
     from contextual_retrieval_core.embeddings import LocalMiniLMEmbedder
     from contextual_retrieval_core.embeddings.cache import CachedEmbedder
     from contextual_retrieval_core.app.evaluation import headed_contexts, load_contexts_jsonl, load_cookbook, score_rankings
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
             for weights in ((0.8, 0.2), (0.5, 0.5), (0.3, 0.7)):
                 for rrf_k in ((0.0, 60.0) if mode == "rrf" else (0.0,)):
                     # the embedder is cached: only the first searcher embeds the chunks
-                    searcher = HybridSearcher(chunks, embedder, bm25=bm25, weights=weights, mode=mode, rrf_k=rrf_k)
+                    searcher = HybridSearcher(chunks, embedder, bm25=bm25, config=FusionConfig(weights=weights, mode=mode, rrf_k=rrf_k))
                     ranked = [[h.id for h in hits] for hits in searcher.search_many(queries, top_k=20)]
                     r = score_rankings("contextual-hybrid", ranked, golden)
                     default = (k1, mode, weights, rrf_k) == (1.2, "rrf", DEFAULT_WEIGHTS, DEFAULT_RRF_K)

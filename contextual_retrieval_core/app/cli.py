@@ -385,12 +385,14 @@ def _cmd_query(args: argparse.Namespace) -> int:
     embedder = choose_embedder(manifest.embedder["kind"], manifest.embedder["model"])
     _load_in_background(embedder)  # the model loads while the index's code and Chroma import
     from contextual_retrieval_core.index.contextual_index import ContextualIndex
+    from contextual_retrieval_core.search.config import FusionConfig
     from contextual_retrieval_core.types import labelled
 
     index = ContextualIndex(args.index, embedder=embedder, weights=manifest.weights or weights_for(embedder),
                             chroma_url=args.chroma_url)
     reranker = choose_reranker(args.rerank)
-    hits = index.search(args.question, top_k=args.k, reranker=reranker, dense_prf=args.dense_prf)
+    config = FusionConfig.from_settings(None, {"reranker": reranker, "dense_prf": args.dense_prf})
+    hits = index.search(args.question, top_k=args.k, config=config)
     if args.prune or args.budget is not None:
         from contextual_retrieval_core.index.storage import open_embedding_cache
         from contextual_retrieval_core.pruning.evidence import evidence_records, format_evidence, prune_hits

@@ -27,6 +27,7 @@ from typing import TextIO
 
 from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
 from contextual_retrieval_core.app.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES, DemoQuery
+from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_core.search.hybrid import HybridSearcher, SearchHit
 from contextual_retrieval_core.chunking.split import split_text
 from contextual_retrieval_core.chunking.code_outline import chunk_boundaries
@@ -223,10 +224,9 @@ def run_demo(
     say("2. the chunks are indexed twice, with the same embedder, BM25 and rank fusion:")
     say("   plain = the chunk's text alone; contextual = its context + its text")
     weights = weights_for(embedder)  # 0.8 / 0.2 with Voyage, as the cookbook; 0.5 / 0.5 offline
-    plain_search = HybridSearcher(plain, embedder, weights=weights, reranker=reranker, show_progress=show_progress,
-                                  vector_store=vectors)
-    ctx_search = HybridSearcher(contextual, embedder, weights=weights, reranker=reranker, show_progress=show_progress,
-                                vector_store=vectors)
+    config = FusionConfig(weights=tuple(weights), reranker=reranker)
+    plain_search = HybridSearcher(plain, embedder, config=config, show_progress=show_progress, vector_store=vectors)
+    ctx_search = HybridSearcher(contextual, embedder, config=config, show_progress=show_progress, vector_store=vectors)
     say()
 
     queries = [q.query for q in DEMO_QUERIES]

@@ -308,7 +308,7 @@ def evaluate(
     `contextual_retrieval_core.dense.windows.WindowConfig` for windowed dense vectors (default: none).
     `structural_header`: the `contextual-*` configurations put each chunk's structural context on a
     line before its LLM context (as `Contextualizer(structural_header=True)` does). `dense_prf`:
-    `HybridSearcher(dense_prf=...)` for every configuration (default: the library's 0.5, which
+    `FusionConfig(dense_prf=...)` for every configuration (default: the library's 0.5, which
     runs where a dense side is fused with BM25; 0: off).
     """
     if configs is None:
@@ -335,6 +335,7 @@ def evaluate(
         sources["structural"] = structural_contexts(dataset, show_progress=show_progress)
     if header:
         sources["llm"] = headed_contexts(dataset, contexts, sources["structural"])  # type: ignore[arg-type]
+    from contextual_retrieval_core.search.config import FusionConfig
     from contextual_retrieval_core.search.hybrid import HybridSearcher  # here: the CLI's parser reads this module
 
     once = _EmbedOnce(embedder)
@@ -344,7 +345,7 @@ def evaluate(
         found = sources[source]
         chunks = [ContextualChunk(c, found[c.id] if found is not None else "") for c in dataset.chunks]
         searcher = HybridSearcher(chunks, once if use_dense else None, use_bm25=use_bm25, show_progress=show_progress,
-                                  windows=windows, dense_prf=dense_prf)
+                                  windows=windows, config=FusionConfig.from_settings(None, {"dense_prf": dense_prf}))
         ranked = [[h.id for h in hits] for hits in searcher.search_many(queries, top_k=depth)]
         results.append(score_rankings(name, ranked, golden, ks))
     return results
