@@ -19,6 +19,7 @@ import pytest
 from contextual_retrieval_core.app.cli import main
 from contextual_retrieval_core.app.errors import error_classes
 from contextual_retrieval_core.index.contextual_index import ContextualIndex
+from contextual_retrieval_core.index.manifest import IndexManifest
 from tests.fakes.anthropic_server import CREDIT_BALANCE_MESSAGE, FakeAnthropicServer
 from tests.fakes.cohere_server import FakeCohereServer
 from tests.unit.test_index_atomic import folder_digest
@@ -85,7 +86,7 @@ def raise_through_query(error: BaseException, monkeypatch, capsys) -> tuple[int,
     def fails(path):
         raise error
 
-    monkeypatch.setattr(ContextualIndex, "read_manifest", staticmethod(fails))
+    monkeypatch.setattr(IndexManifest, "read", staticmethod(fails))  # what `query` reads first
     code = main(["query", "/data/ix", "refunds"])
     return code, capsys.readouterr().err
 
