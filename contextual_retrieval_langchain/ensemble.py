@@ -96,7 +96,9 @@ class ContextualEnsembleRetriever(_WithFusionFields):
     Documents carry ``score``, ``fused_score``, ``ranks`` (per source), ``source_scores`` and,
     when reranked, ``rerank_score`` in their metadata (``rerank_error`` instead when a failing
     reranker was skipped with ``on_rerank_error="fused"``). A blank query returns no Documents.
-    Async runs the retrievers concurrently.
+    Async runs the retrievers concurrently. ``batch`` (threads) and ``abatch`` may run many
+    queries at once on one retriever (it keeps no state between queries) when its sources
+    allow it, as vector-store retrievers and `ContextualBM25Retriever` do.
 
     The caller's config reaches every source as LangChain's `EnsembleRetriever` passes it (the
     same tags, metadata, configurable values and limits; child runs tagged ``retriever_1``,

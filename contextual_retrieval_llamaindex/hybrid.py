@@ -43,7 +43,9 @@ class HybridRetriever(BaseRetriever):
     reranked (``rerank_error`` when a failing reranker was skipped); the NodeWithScore's score is
     the final one. These keys and the default names ("dense", "bm25") are the core's, shared with
     LangChain's `ContextualEnsembleRetriever`. A blank query returns no nodes. Async queries its
-    retrievers concurrently.
+    retrievers concurrently. `retrieve` may run in many threads at once on one retriever (it
+    keeps no state between queries) when its retrievers and postprocessor allow it, as
+    `VectorIndexRetriever` and `ContextualBM25Retriever` do.
 
     The fusion settings are the core's `FusionConfig` (validated there, once): pass one as
     `config`, or the settings themselves; a setting passed here (not None) overrides `config`'s.

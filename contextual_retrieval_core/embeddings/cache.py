@@ -40,6 +40,10 @@ class CachedEmbedder:
         embedder: the embedder to wrap.
         path: the SQLite file (created if missing); ":memory:" for a per-process cache.
 
+    Threads may share one `CachedEmbedder`: reads, writes and the counts are guarded by a lock;
+    two threads missing the same text at once both embed it (the second write replaces the first
+    with the same vector).
+
     Attributes:
         hits, misses: texts served from the cache / sent to the embedder since creation.
         cache_model: the model part of the cache keys: `model_name`, plus ``@<dimension>`` when
@@ -110,8 +114,9 @@ class CachedEmbedder:
                 self._conn.commit()
             for i, v in zip(new_idx, vectors):
                 found[keys[i]] = v
-        self.hits += len(texts) - len(new_idx)
-        self.misses += len(new_idx)
+        with self._lock:  # counted exactly when threads share the cache
+            self.hits += len(texts) - len(new_idx)
+            self.misses += len(new_idx)
         return np.stack([found[key] for key in keys])
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:

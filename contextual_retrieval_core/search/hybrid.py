@@ -78,6 +78,10 @@ class HybridSearcher:
         **settings: the fusion settings as keywords (`weights=`, `top_k=`, ...): deprecated, each
             overrides `config`'s; pass them in `config`.
 
+    Threads: `search` and `search_many` may run in many threads at once on one searcher; a query
+    reads the BM25 arrays, the vector index and the embedder's model and changes none of them
+    (a vector index or reranker of your own must allow concurrent reads too).
+
     Example:
         >>> from contextual_retrieval_core import Chunk, ContextualChunk
         >>> chunks = [ContextualChunk(Chunk("c1", "d1", "Revenue grew 3%."), "ACME's Q2 2023 filing.")]
