@@ -27,12 +27,21 @@ makes the optimizer raise "returned zero sentences", so it is run node by node a
 dropped). Ours: the defaults, other budget shares (the frontier `comparison` interpolates on), and
 the defaults without neighbours.
 
-- ms_per_query: wall time per query on the first `--timing-queries` queries, with a fresh
-  embedder (no embedding cache) per configuration, so every configuration pays its embeddings.
+- ms_per_query: wall time per query on the first `--timing-queries` queries, all configurations
+  in one run, with a fresh embedder (no embedding cache). The peers embed what they need at query
+  time, as they do in use. Ours prunes as the library does in use: the chunks' units, vectors,
+  terms and token counts prepared once ahead of the queries (`ContextPruner.prepare` into one
+  `UnitCache`, as ingestion does), and the query vector retrieval computed passed in. The one-off
+  preparation is reported apart (`ingestion`: seconds and bytes per chunk), and ours-default is
+  also timed cold (`ms_per_query_cold`: nothing prepared, the query embedded, a fresh cache per
+  query: what every query cost before unit vectors were kept).
+- selection: ours-default's pruned text on every query, prepared/warm against cold and against a
+  float16 `UnitCache` (identical or not, and how many queries differ).
   The quality figures use a shared embedding cache (same vectors, just not recomputed).
 
 Writes benchmarks/pruning.json: {"dataset", "configs": [{"name", "token_reduction",
-"answer_recall", "answer_term_recall", "golden_kept", "ms_per_query"}, ...], "comparison": ...}.
+"answer_recall", "answer_term_recall", "golden_kept", "ms_per_query"}, ...], "comparison": ...,
+"speed", "ingestion", "selection"}.
 """
 
 from __future__ import annotations
@@ -70,6 +79,7 @@ class Case:
     answer: str
     golden: tuple[str, ...]
     chunks: list  # ContextualChunk, rank order
+    query_vector: np.ndarray | None = None  # the query's vector, as retrieval computed it
 
 
 def minilm_counter(embedder):
@@ -95,19 +105,32 @@ def load_cases(dataset_dir: str, contexts_path: str, embedder) -> list[Case]:
     chunks = [ContextualChunk(c, contexts[c.id]) for c in dataset.chunks]
     searcher = HybridSearcher(chunks, embedder)
     hits = searcher.search_many([q.query for q in dataset.queries], top_k=TOP_K)
-    return [Case(q.query, a, q.golden, [h.chunk for h in hs]) for q, a, hs in zip(dataset.queries, answers, hits)]
+    vectors = embedder.embed_queries([q.query for q in dataset.queries])  # what retrieval embedded (cache hits)
+    return [Case(q.query, a, q.golden, [h.chunk for h in hs], v) for q, a, hs, v in zip(dataset.queries, answers, hits, vectors)]
 
 
 # -- configurations: each maps (query, chunks) -> {chunk id: pruned source text} ----------------------
 
 
-def ours(embedder, counter, **settings) -> Callable:
+def ours(embedder, counter, unit_cache=None, **settings) -> Callable:
+    """Ours; with a prepared `unit_cache`, the query vector retrieval computed is passed in too."""
     from contextual_retrieval_core.pruning import ContextPruner
 
-    pruner = ContextPruner(embedder, token_counter=counter, **settings)
+    pruner = ContextPruner(embedder, token_counter=counter, unit_cache=unit_cache, **settings)
 
-    def run(query, chunks):
-        return {c.id: c.text for c in pruner.prune(query, chunks).chunks}
+    def run(query, chunks, query_vector=None):
+        qv = query_vector if unit_cache is not None else None
+        return {c.id: c.text for c in pruner.prune(query, chunks, query_vector=qv).chunks}
+
+    return run
+
+
+def ours_cold(embedder, counter) -> Callable:
+    """Ours-default with nothing kept between queries: a fresh pruner (and cache) per query, the query embedded."""
+    from contextual_retrieval_core.pruning import ContextPruner
+
+    def run(query, chunks, query_vector=None):
+        return {c.id: c.text for c in ContextPruner(embedder, token_counter=counter).prune(query, chunks).chunks}
 
     return run
 
@@ -251,6 +274,24 @@ def markdown_table(payload: dict) -> str:
     return "\n".join(rows)
 
 
+def speed_table(payload: dict) -> str:
+    """Per-query time of every configuration in one run, and ours' one-off preparation (RESULTS.md shows this)."""
+    speed, ingestion, selection = payload["speed"], payload["ingestion"], payload["selection"]
+    fastest = speed["fastest_peer_ms"]
+    rows = [f"| configuration | ms / query | x fastest peer |", "|---|---:|---:|"]
+    for c in payload["configs"]:
+        if c["name"] != "no-pruning":
+            rows.append(f"| {c['name']} | {c['ms_per_query']:.1f} | {c['ms_per_query'] / fastest:.3f} |")
+    rows.append(f"| ours-default, cold (nothing prepared, the query embedded) | {speed['ours_default_cold_ms']:.1f} | "
+                f"{speed['ours_default_cold_ms'] / fastest:.3f} |")
+    rows += ["", f"Preparation, once per chunk: {ingestion['ms_per_chunk']:.0f} ms over {ingestion['chunks']} chunks "
+             f"({ingestion['texts_embedded']} texts embedded); vectors kept: {ingestion['float32_bytes_per_chunk']} bytes "
+             f"per chunk as float32, {ingestion['float16_bytes_per_chunk']} as float16. Selection over the "
+             f"{selection['queries']} timed queries: prepared vs cold differ on {selection['warm_vs_cold_differ']}, "
+             f"float16 vs float32 on {selection['float16_vs_float32_differ']}."]
+    return "\n".join(rows)
+
+
 def comparison_table(payload: dict) -> str:
     """Each peer against our frontier interpolated at the peer's token reduction ("matched": a
     setting picked to bracket ours-default's token reduction)."""
@@ -280,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.tables:
         payload = json.loads(Path(args.json).read_text(encoding="utf-8"))
-        print(markdown_table(payload) + "\n\n" + comparison_table(payload))
+        print(markdown_table(payload) + "\n\n" + comparison_table(payload) + ("\n\n" + speed_table(payload) if "speed" in payload else ""))
         return 0
     contexts = args.contexts or str(Path(args.dataset) / "contexts_claude-3-haiku.jsonl")
 
@@ -290,13 +331,13 @@ def main(argv: list[str] | None = None) -> int:
     cases = load_cases(args.dataset, contexts, cached)[: args.limit]
     tokenizer = Tokenizer()
 
-    def configs(embedder):
+    def configs(embedder, unit_cache=None):
         yield "no-pruning", no_pruning
-        yield "ours-default", ours(embedder, counter)
+        yield "ours-default", ours(embedder, counter, unit_cache)
         for share in OUR_FRONTIER:
-            yield f"ours-budget-{share:g}", ours(embedder, counter, budget_share=share)
+            yield f"ours-budget-{share:g}", ours(embedder, counter, unit_cache, budget_share=share)
         for share in (0.2, 0.3):
-            yield f"ours-no-neighbours-budget-{share:g}", ours(embedder, counter, budget_share=share, neighbours=False)
+            yield f"ours-no-neighbours-budget-{share:g}", ours(embedder, counter, unit_cache, budget_share=share, neighbours=False)
         for p in LLAMAINDEX_PERCENTILES:
             yield f"llamaindex-sentence-optimizer-p{p:g}", llamaindex_optimizer(embedder, p)
         for p in LLAMAINDEX_PERCENTILES:  # its default window: one sentence each side of every pick
@@ -329,18 +370,52 @@ def main(argv: list[str] | None = None) -> int:
                 results.append(rows[t])
                 matched.append((name, make, t))
 
-    def timed_configs(embedder):
-        yield from configs(embedder)
+    def timed_configs(embedder, unit_cache):
+        yield from configs(embedder, unit_cache)
         for name, make, t in matched:
             yield name, make(embedder, t)
     timing = cases[: args.timing_queries]
     fresh = LocalMiniLMEmbedder()
     fresh.embed(["load the model before timing"])  # the model load is not any configuration's cost
-    for (name, run), row in zip(timed_configs(fresh), results):
+    # ingestion: every chunk the queries retrieve, prepared once (units, vectors, terms, counts)
+    from contextual_retrieval_core.pruning import ContextPruner, UnitCache
+
+    corpus = list({c.id: c for case in cases for c in case.chunks}.values())
+    unit_cache = UnitCache()
+    started = time.perf_counter()
+    embedded = ContextPruner(fresh, token_counter=counter, unit_cache=unit_cache).prepare(corpus)
+    prepare_s = time.perf_counter() - started
+    ingestion = {
+        "chunks": len(corpus), "texts_embedded": embedded, "seconds": round(prepare_s, 2),
+        "ms_per_chunk": round(1000 * prepare_s / len(corpus), 1),
+        "float32_bytes_per_chunk": round(unit_cache.vector_bytes / len(corpus)),
+        "float16_bytes_per_chunk": round(unit_cache.vector_bytes / 2 / len(corpus)),
+    }
+    print(f"ingestion: {ingestion}", flush=True)
+    outputs: dict[str, list] = {}
+    for (name, run), row in zip(timed_configs(fresh, unit_cache), results):
         started = time.perf_counter()
-        for c in timing:
-            run(c.query, c.chunks)
+        outputs[name] = [run(c.query, c.chunks, c.query_vector) if name.startswith("ours") else run(c.query, c.chunks) for c in timing]
         row["ms_per_query"] = round(1000 * (time.perf_counter() - started) / max(1, len(timing)), 1)
+        print(f"{name:48s} {row['ms_per_query']:8.1f} ms/query", flush=True)
+    default = next(r for r in results if r["name"] == "ours-default")
+    cold = ours_cold(fresh, counter)
+    started = time.perf_counter()
+    cold_out = [cold(c.query, c.chunks) for c in timing]
+    default["ms_per_query_cold"] = round(1000 * (time.perf_counter() - started) / max(1, len(timing)), 1)
+    half = UnitCache(dtype=np.float16)
+    ContextPruner(fresh, token_counter=counter, unit_cache=half).prepare(corpus)
+    half_out = [ours(fresh, counter, half)(c.query, c.chunks, c.query_vector) for c in timing]
+    warm_out = outputs["ours-default"]
+    peers = [r["ms_per_query"] for r in results if r["name"].startswith(("llamaindex", "langchain"))]
+    selection = {
+        "queries": len(timing),
+        "warm_vs_cold_differ": sum(a != b for a, b in zip(warm_out, cold_out)),
+        "float16_vs_float32_differ": sum(a != b for a, b in zip(warm_out, half_out)),
+    }
+    speed = {"ours_default_ms": default["ms_per_query"], "ours_default_cold_ms": default["ms_per_query_cold"],
+             "fastest_peer_ms": min(peers), "ratio_to_fastest_peer": round(default["ms_per_query"] / min(peers), 4)}
+    print(f"selection: {selection}; speed: {speed}", flush=True)
 
     frontier = [r for r in results if r["name"] == "ours-default" or r["name"].startswith("ours-budget-")]
     comparison = []
@@ -356,6 +431,7 @@ def main(argv: list[str] | None = None) -> int:
         "dataset": Path(args.dataset).name, "contexts": Path(contexts).name, "queries": len(cases), "top_k": TOP_K,
         "tokenizer": counter.name, "timing_queries": len(timing), "configs": results, "comparison": comparison,
         "matched_target": target, "matched_sweeps": sweeps,
+        "speed": speed, "ingestion": ingestion, "selection": selection,
     }
     Path(args.json).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     for c in comparison:
