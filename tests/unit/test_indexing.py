@@ -2,7 +2,7 @@
 
 The index tests use a small deterministic bag-of-words embedder (the `Embedder` protocol, counting
 what it is asked to embed) so incremental behaviour can be checked exactly and fast; the CLI tests
-(test_cli_index.py) run the real local embedder.
+(tests/integration/test_cli_index.py) run the real local embedder.
 """
 
 from __future__ import annotations
