@@ -46,26 +46,32 @@ def test_the_script_runs_end_to_end_on_a_tiny_dataset(tiny_dataset, tmp_path):
     assert chunks["chunks"] == data["chunks"] and chunks["macro_windows"] >= chunks["documents"]
 
 
-RESULTS = BENCH / "late_chunking.json"
+RESULTS = [BENCH / "late_chunking.json", BENCH / "late_chunking_w256.json"]
 
 
-@pytest.mark.skipif(not RESULTS.is_file(), reason="benchmarks/late_chunking.json not committed yet")
+@pytest.mark.skipif(not all(p.is_file() for p in RESULTS), reason="the late-chunking JSON is not committed yet")
 def test_results_md_quotes_the_committed_json():
-    data = json.loads(RESULTS.read_text(encoding="utf-8"))
+    runs = [json.loads(p.read_text(encoding="utf-8")) for p in RESULTS]
+    assert runs[0]["columns"]["one-vector"] == runs[1]["columns"]["one-vector"]  # the same baseline in both runs
+    columns = {name: col for data in runs for name, col in data["columns"].items()}
     section = (BENCH / "RESULTS.md").read_text(encoding="utf-8").split("## Late chunking", 1)[1].split("\n## ", 1)[0]
-    names = list(data["columns"])
+    flat = " ".join(section.split())  # prose wraps across lines
     for config in bench.CONFIGS:
-        cells = [" ".join(f"{data['columns'][n][config]['pass_at'][k]:.2f}" for k in ("5", "10", "20")) for n in names]
+        cells = [" ".join(f"{col[config]['pass_at'][k]:.2f}" for k in ("5", "10", "20")) for col in columns.values()]
         line = next(l for l in section.splitlines() if l.startswith(config + " "))
         assert " ".join(line.split()[1:]) == " ".join(cells), config
-    flat = " ".join(section.split())  # prose wraps across lines
-    for name, verdict in data["adoption"].items():
-        assert ("not adopted" if not verdict["adopted"] else "adopted") in flat.lower(), name
-        for config in ("hybrid", "contextual-hybrid"):  # the deltas the verdict rests on
-            delta = verdict["delta_pass_at"][config]
-            assert " / ".join(f"{delta[k]:+.2f}" for k in ("5", "10", "20")) in flat, (name, config)
-        assert f"{verdict['worst']['points']:.2f}" in flat
-    text_sets = data["limits"]["late-512"]["text_sets"]
-    assert f"{text_sets['chunks']['tokens_median']:,} tokens" in flat
-    assert f"{text_sets['chunks']['documents_over_one_window']} of the" in flat
-    assert f"{text_sets['chunks']['chunks_in_documents_over_one_window']} of the 737 chunks" in flat
+    for data in runs:
+        for name, verdict in data["adoption"].items():
+            assert not verdict["adopted"] and "not adopted" in flat.lower(), name
+            for config in ("hybrid", "contextual-hybrid"):  # the deltas the verdict rests on
+                delta = verdict["delta_pass_at"][config]
+                assert " / ".join(f"{delta[k]:+.2f}" for k in ("5", "10", "20")) in flat, (name, config)
+            assert f"{-verdict['worst']['points']:.2f}" in flat, name
+    for name, limits in (("late-512", runs[0]["limits"]["late-512"]), ("late-256", runs[1]["limits"]["late-256"])):
+        chunks = limits["text_sets"]["chunks"]
+        assert f"{chunks['documents_over_one_window']} of the" in flat, name
+        windows = sum(t["macro_windows"] for t in limits["text_sets"].values())
+        assert f"{windows:,} macro-windows" in flat or f"{windows:,} of up to" in flat, name
+    chunks = runs[0]["limits"]["late-512"]["text_sets"]["chunks"]
+    assert f"{chunks['tokens_median']:,} tokens" in flat
+    assert f"{chunks['chunks_in_documents_over_one_window']} of the 737 chunks" in flat
