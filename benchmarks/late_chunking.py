@@ -40,12 +40,16 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
+import numpy as np  # noqa: E402
 from _paths import DEFAULT_DATASET  # noqa: E402
 
-import numpy as np  # noqa: E402
-
 from contextual_retrieval_core.app.evaluation import (  # noqa: E402
-    evaluate, format_table, headed_contexts, load_contexts_jsonl, load_cookbook, structural_contexts,
+    evaluate,
+    format_table,
+    headed_contexts,
+    load_contexts_jsonl,
+    load_cookbook,
+    structural_contexts,
 )
 from contextual_retrieval_core.embeddings.cache import CachedEmbedder  # noqa: E402
 from contextual_retrieval_core.embeddings.late_chunking import LateChunkingEmbedder, macro_windows  # noqa: E402

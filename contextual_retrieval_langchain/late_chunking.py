@@ -12,13 +12,13 @@ the transformer's Documents: the context, then the chunk). Queries get ordinary 
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from langchain_core.documents import Document
 
 from contextual_retrieval_core.embeddings.late_chunking import MAX_POSITIONS, LateChunkingEmbedder
-
 from contextual_retrieval_langchain._documents import PARENT_ID_KEY
 from contextual_retrieval_langchain.embeddings import EmbedderEmbeddings
 
@@ -42,7 +42,7 @@ class LateChunkingEmbeddings(EmbedderEmbeddings):
         (2, 384)
     """
 
-    def __init__(self, *, window: int = MAX_POSITIONS, overlap: Optional[int] = None, **kwargs: Any) -> None:
+    def __init__(self, *, window: int = MAX_POSITIONS, overlap: int | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("embedder", LateChunkingEmbedder(window=window, overlap=overlap))
         super().__init__(**kwargs)
 

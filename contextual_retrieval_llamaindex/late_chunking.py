@@ -12,14 +12,14 @@ MiniLM vectors, so the same object serves as the index's ``embed_model``.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from llama_index.core.bridge.pydantic import Field
 from llama_index.core.callbacks import CBEventType, EventPayload
 from llama_index.core.schema import BaseNode, MetadataMode
 
 from contextual_retrieval_core.embeddings.late_chunking import MAX_POSITIONS, LateChunkingEmbedder
-
 from contextual_retrieval_llamaindex.embeddings import CoreEmbedding
 
 __all__ = ["LateChunkingEmbedding"]

@@ -35,9 +35,10 @@ import asyncio
 import importlib.util
 import os
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -85,10 +86,8 @@ def macro_windows(n_tokens: int, *, window: int, overlap: int) -> list[MacroWind
     for i, start in enumerate(starts):
         end = start + size
         keep_start = 0 if i == 0 else out[-1].keep_end
-        if i == len(starts) - 1:
-            keep_end = n_tokens
-        else:  # the middle of the span shared with the next window
-            keep_end = starts[i + 1] + (end - starts[i + 1]) // 2
+        # the last window keeps the rest; the others up to the middle of the span shared with the next
+        keep_end = n_tokens if i == len(starts) - 1 else starts[i + 1] + (end - starts[i + 1]) // 2
         out.append(MacroWindow(start, end, keep_start, keep_end))
     return out
 
@@ -274,7 +273,7 @@ class LateChunkingEmbedder:
             out[empty] = np.asarray(self.query_embedder.embed_documents([texts[i] for i in empty]), dtype=np.float32)
         return out
 
-    def _plan(self, chunk_texts: list[str]) -> "_Plan":
+    def _plan(self, chunk_texts: list[str]) -> _Plan:
         joined = self.joiner.join(chunk_texts)
         encoding = self._tokenizer.encode(joined, add_special_tokens=False)
         ids = np.asarray(encoding.ids, dtype=np.int64)
@@ -283,7 +282,7 @@ class LateChunkingEmbedder:
         owner = np.searchsorted(starts, token_starts, side="right") - 1 if len(ids) else np.zeros(0, dtype=np.int64)
         return _Plan(ids, owner, len(chunk_texts), macro_windows(len(ids), window=self.window, overlap=self.overlap))
 
-    def _run_block(self, block: list[tuple[list[int], "_Plan"]], out: np.ndarray) -> None:
+    def _run_block(self, block: list[tuple[list[int], _Plan]], out: np.ndarray) -> None:
         """Embed every macro-window of `block`'s documents, then pool each document's chunks."""
         inputs = [(d, w) for d, (_, plan) in enumerate(block) for w in plan.windows if w.end > w.start]
         hidden: dict[tuple[int, MacroWindow], np.ndarray] = {}

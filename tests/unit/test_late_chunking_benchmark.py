@@ -58,7 +58,7 @@ def test_results_md_quotes_the_committed_json():
     flat = " ".join(section.split())  # prose wraps across lines
     for config in bench.CONFIGS:
         cells = [" ".join(f"{col[config]['pass_at'][k]:.2f}" for k in ("5", "10", "20")) for col in columns.values()]
-        line = next(l for l in section.splitlines() if l.startswith(config + " "))
+        line = next(row for row in section.splitlines() if row.startswith(config + " "))
         assert " ".join(line.split()[1:]) == " ".join(cells), config
     for data in runs:
         for name, verdict in data["adoption"].items():
