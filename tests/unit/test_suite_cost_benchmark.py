@@ -1,0 +1,69 @@
+"""benchmarks/suite_cost.py: the pytest command it runs for a tree, what it reads from pytest's
+output (counts, the TOTAL coverage line, the slowest tests), and a real run of a tiny test file
+with its CPU time and peak memory."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def suite_cost():
+    spec = importlib.util.spec_from_file_location("suite_cost", REPO / "benchmarks" / "suite_cost.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+OUTPUT = """\
+........s.F                                                              [100%]
+Name                       Stmts   Miss  Cover
+----------------------------------------------
+TOTAL                       9422    502    95%
+============================= slowest 15 durations =============================
+585.12s call     tests/integration/test_cookbook_corpus.py::test_cookbook_figures
+0.50s setup    tests/unit/test_x.py::test_y[a]
+=========================== short test summary info ============================
+FAILED tests/unit/test_x.py::test_z - AssertionError
+1 failed, 9 passed, 1 skipped, 2 warnings, 1 error in 12.34s
+"""
+
+
+def test_the_summary_counts_coverage_and_slowest_tests_are_read(suite_cost) -> None:
+    got = suite_cost.parse_summary(OUTPUT)
+    assert got["counts"] == {"failed": 1, "passed": 9, "skipped": 1, "warnings": 2, "errors": 1}
+    assert got["tests"] == 12
+    assert (got["coverage_percent"], got["coverage_statements"], got["coverage_missed"]) == (95.0, 9422, 502)
+    assert got["slowest"] == [
+        {"s": 585.12, "phase": "call", "test": "tests/integration/test_cookbook_corpus.py::test_cookbook_figures"},
+        {"s": 0.5, "phase": "setup", "test": "tests/unit/test_x.py::test_y[a]"},
+    ]
+
+
+def test_the_command_passes_ci_coverage_and_paths(suite_cost, tmp_path) -> None:
+    cmd = suite_cost.pytest_command(tmp_path, ["tests/unit"], ci=True, coverage=True)
+    assert cmd[0] == sys.executable  # no .venv in that tree: this interpreter
+    assert cmd[1:4] == ["-m", "pytest", "-q"] and "--durations=15" in cmd and "--ci" in cmd
+    assert [a for a in cmd if a.startswith("--cov=")] == [f"--cov={p}" for p in suite_cost.PACKAGES]
+    assert cmd[-1] == "tests/unit"
+
+
+def test_a_run_of_a_tiny_test_file_is_measured(suite_cost, tmp_path, monkeypatch) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "test_tiny.py").write_text("def test_one():\n    assert sum(range(10)) == 45\n", encoding="utf-8")
+    out = tmp_path / "cost.json"
+    monkeypatch.setattr(suite_cost, "TREE", tree)
+    assert suite_cost.main(["test_tiny.py", "--json", str(out), "--dataset", str(tmp_path)]) == 0
+    result = json.loads(out.read_text(encoding="utf-8"))
+    (run,) = result["runs"]
+    assert run["exit_code"] == 0 and run["counts"] == {"passed": 1} and run["tests"] == 1
+    assert run["wall_s"] > 0 and run["cpu_s"] > 0 and run["peak_rss_mb"] > 0
+    assert result["summary"]["tree"]["tests"] == 1 and "wall_ratio_base_over_tree" not in result
