@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Optional
-
-from markdown_it import MarkdownIt
 
 __all__ = ["Heading", "headings", "heading_chain", "prose_title", "code_title", "short_title", "short_path",
            "normalize"]
@@ -33,7 +32,14 @@ class Heading:
 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?\n)(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.S)
 _ADORN = re.compile(r"^([=\-~^\"'`*+#:._<>!$%&,/;?@\\|])\1+[ \t]*$")
-_MD = MarkdownIt("commonmark")
+
+
+@lru_cache(maxsize=1)
+def _md() -> Any:
+    """The CommonMark parser, built on first use (a query that writes no context never loads it)."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark")
 
 
 def _line_offsets(text: str) -> list[int]:
@@ -80,7 +86,7 @@ def headings(text: str, *, rst: bool = False) -> list[Heading]:
     body = "\n" * skip + "\n".join(lines[skip:])  # same line numbers, front matter blanked
     found: list[Heading] = []
     if not rst:
-        tokens = _MD.parse(body)
+        tokens = _md().parse(body)
         for i, tok in enumerate(tokens):
             if tok.type == "heading_open" and tok.map and i + 1 < len(tokens):
                 title = _inline_text(tokens[i + 1])
@@ -133,7 +139,7 @@ def normalize(s: str) -> str:
 
 def clean_inline(s: str) -> str:
     """One line of Markdown as plain text (markdown-it's inline parse: links, emphasis, code)."""
-    tokens = _MD.parseInline(s)
+    tokens = _md().parseInline(s)
     return _inline_text(tokens[0]) if tokens else " ".join(s.split())
 
 
