@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -60,6 +61,7 @@ from contextual_retrieval_core.index.manifest import MANIFEST_NAME, FileEntry, I
 from contextual_retrieval_core.index.changes import check_not_nested, read_changes
 from contextual_retrieval_core.index.report import IndexHit, IndexReport
 from contextual_retrieval_core.index.space import UpdateSpace
+from contextual_retrieval_core.index.version import client_for_version, manifest_stamp, read_retrying
 from contextual_retrieval_core.index.storage import chunk_rows, clear_index, load_bm25, open_embedding_cache, open_vectors
 
 __all__ = ["ContextualIndex", "IndexMismatchError", "IndexDamagedError"]
@@ -83,6 +85,13 @@ class ContextualIndex:
         chroma_url: keep the vectors on a Chroma server (``http://host:port``) instead of the
             embedded ``chroma/`` folder; remembered in the folder (`chroma_server`).
         windows: a `WindowConfig` (True: default), False, or None: as recorded (`window_rows`).
+
+    Threads and other processes: `search` may be called from many threads at once (they share
+    the open BM25 index, the Chroma client and the embedder's ONNX session, none of which a query
+    changes). While another process (or another `ContextualIndex` on the folder) updates it, each
+    query answers from the version before or the version after the update, never from a mix and
+    never with an error (`index.version`). `update` and `remove` take the folder's lock; do not
+    call them while other threads search the same object: search from another `ContextualIndex`.
 
     Example:
         >>> from contextual_retrieval_core.embeddings import LocalMiniLMEmbedder
@@ -121,7 +130,34 @@ class ContextualIndex:
         self._vector_index: ChromaVectorIndex | None = None
         self._bm25: BM25Index | None = None
         self.manifest: IndexManifest | None = None
+        self._version_lock = threading.Lock()
+        self._stamp = manifest_stamp(self.path)
         self._reload_manifest()
+
+    def _open_version(self) -> tuple[IndexManifest | None, BM25Index | None, ChromaVectorIndex | None]:
+        """The manifest, BM25 index and vectors of the folder's current version, opened once per
+        version and shared by the threads searching this object; a new version (another process
+        updated the folder) is opened on the first query after it is switched in (`index.version`)."""
+        with self._version_lock:
+            stamp = manifest_stamp(self.path)
+            if stamp != self._stamp:
+                self._stamp = stamp
+                self._reload_manifest()
+                self._vector_index = None
+            manifest = self.manifest
+            if manifest is None or manifest.chunk_count == 0:
+                return manifest, None, None
+            if self._bm25 is None:
+                self._bm25 = self._load_bm25(manifest)
+            if self._vector_index is None and not uses_server(self.path, self.chroma_url):
+                client_for_version(self.path / "chroma", stamp)
+            return manifest, self._bm25, self._vectors()
+
+    def _reopen(self) -> None:
+        """Open the folder's parts afresh on the next query."""
+        with self._version_lock:
+            self._stamp = (-1, -1, -1)  # no manifest has it
+            client_for_version(self.path / "chroma", None)
 
     def _reload_manifest(self) -> None:
         self.manifest = IndexManifest.read(self.path) if (self.path / MANIFEST_NAME).is_file() else None
@@ -412,23 +448,25 @@ class ContextualIndex:
         fusion = fusion.replace(weights=self.weights, **({"top_k": top_k} if top_k is not None else {}))
         if is_blank(query):
             return []
-        manifest = self.manifest
+        return read_retrying(self.path, lambda: self._search_version(query, fusion), reopen=self._reopen)
+
+    def _search_version(self, query: str, fusion: FusionConfig) -> list[IndexHit]:
+        """`search` on the version of the folder open now (`_open_version`)."""
+        manifest, bm25, vectors = self._open_version()
         if manifest is None:
             raise FileNotFoundError(f"{self.path} is not a contextual-retrieval index (no {MANIFEST_NAME}); build one "
                                     f"with: contextual-retrieval index PATH... --index-dir {self.path}")
         total = manifest.chunk_count
         if total == 0:
             raise ValueError(f"the index {self.path} holds no chunks; add files with: contextual-retrieval index PATH...")
-        if self._bm25 is None:
-            self._bm25 = self._load_bm25(manifest)
-        vectors = self._vectors()
+        assert bm25 is not None and vectors is not None
         rows_in_chroma = len(vectors)
         if rows_in_chroma < total:
             raise IndexDamagedError(f"{self.path / 'chroma'} holds {rows_in_chroma} chunks, the manifest lists {total}; "
                                     f"{self._fix()}")
         dense = ChromaSide("dense", self.embedder, vectors, fusion.depth, min(fusion.depth + rows_in_chroma - total, rows_in_chroma),
                            set(manifest.chunk_ids()))
-        flow = QueryFlow(fusion, [dense, BM25Side("bm25", self._bm25, fusion.depth)])
+        flow = QueryFlow(fusion, [dense, BM25Side("bm25", bm25, fusion.depth)])
         fused = flow.run([query], rerank=False)[0].fused
         pool = fused[: fusion.effective_rerank_depth] if fusion.reranker else fused[: fusion.top_k]
         info = chunk_rows(vectors.collection, [str(h.id) for h in pool], self.path / "chroma", self._fix())

@@ -1,0 +1,83 @@
+"""A `ContextualIndex` kept open while another one updates the folder: its next query answers
+from the new version (the manifest switched, the old BM25 folder and rows gone), and a query that
+runs into an update's clean-up runs again on the new version (`index.version`). Real Chroma, real
+BM25, the small deterministic embedder of test_indexing.py; tests/integration/
+test_reads_during_writes.py runs the same with separate processes racing."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from contextual_retrieval_core.index.contextual_index import ContextualIndex, IndexDamagedError
+from contextual_retrieval_core.index.manifest import MANIFEST_NAME
+from contextual_retrieval_core.index.version import READ_TRIES, manifest_stamp, read_retrying
+from tests.unit.test_index_atomic import change_corpus
+from tests.unit.test_indexing import CountingEmbedder, make_corpus
+
+QUERY = "how many days until refunds are issued"
+
+
+def answer(index: ContextualIndex) -> list[tuple[str, str]]:
+    return [(h.id, h.text) for h in index.search(QUERY, top_k=10)]
+
+
+def test_an_open_index_answers_from_the_new_version_after_another_updates_the_folder(tmp_path: Path) -> None:
+    src, index_dir = make_corpus(tmp_path), tmp_path / "index"
+    writer = ContextualIndex(index_dir, embedder=CountingEmbedder())
+    writer.update([src], show_progress=False)
+    reader = ContextualIndex(index_dir, embedder=CountingEmbedder())
+    before = answer(reader)
+    assert "14 days" in before[0][1]
+
+    change_corpus(src)  # billing changed, readme removed: its rows and the old BM25 folder go
+    writer.update([src], show_progress=False)
+    after = answer(reader)
+    assert after == answer(ContextualIndex(index_dir, embedder=CountingEmbedder()))
+    assert "30 days" in after[0][1] and after != before
+
+
+def test_a_query_that_meets_the_clean_up_of_its_version_runs_again_on_the_new_one(tmp_path: Path) -> None:
+    folder = tmp_path
+    (folder / MANIFEST_NAME).write_text("{}", encoding="utf-8")
+    tries = []
+
+    def attempt() -> str:
+        tries.append(manifest_stamp(folder))
+        if len(tries) == 1:  # an update switches the manifest, then removes this version's parts
+            tmp = folder / (MANIFEST_NAME + ".tmp")
+            tmp.write_text('{"next": 1}', encoding="utf-8")
+            os.replace(tmp, folder / MANIFEST_NAME)
+            raise IndexDamagedError("bm25-old/bm25.json is missing")
+        return "answered"
+
+    assert read_retrying(folder, attempt) == "answered"
+    assert len(tries) == 2 and tries[0] != tries[1]
+
+
+def test_a_damaged_index_still_fails_with_its_own_error_after_the_tries(tmp_path: Path) -> None:
+    (tmp_path / MANIFEST_NAME).write_text("{}", encoding="utf-8")
+    tries = []
+
+    def attempt() -> str:
+        tries.append(1)
+        raise IndexDamagedError("bm25/bm25.json is missing")
+
+    with pytest.raises(IndexDamagedError, match="bm25.json is missing"):
+        read_retrying(tmp_path, attempt, pause=0.001)
+    assert len(tries) == READ_TRIES
+
+
+def test_other_errors_are_not_retried(tmp_path: Path) -> None:
+    (tmp_path / MANIFEST_NAME).write_text("{}", encoding="utf-8")
+    tries = []
+
+    def attempt() -> str:
+        tries.append(1)
+        raise ValueError("the question is empty")
+
+    with pytest.raises(ValueError):
+        read_retrying(tmp_path, attempt)
+    assert len(tries) == 1
