@@ -157,7 +157,7 @@ class ContextualBM25Retriever(BaseRetriever):
 
     # -- persistence ------------------------------------------------------------------------------
 
-    def save(self, path: Union[str, os.PathLike]) -> Path:
+    def save(self, path: Union[str, "os.PathLike[str]"]) -> Path:
         """Write the index, its documents, `k` and a where-dict `filter` to directory `path` (JSON and
         .npy; no pickle). A callable filter cannot be written: ValueError."""
         if self.filter is not None and not isinstance(self.filter, Mapping):
@@ -173,7 +173,7 @@ class ContextualBM25Retriever(BaseRetriever):
         return save_with_records(path, self.index, records, settings)
 
     @classmethod
-    def load(cls, path: Union[str, os.PathLike], **kwargs: Any) -> "ContextualBM25Retriever":
+    def load(cls, path: Union[str, "os.PathLike[str]"], **kwargs: Any) -> "ContextualBM25Retriever":
         """Load a retriever written by `save`, with its saved `k` and `filter` (keyword arguments override them)."""
         index, records, settings = load_with_records(path)
         documents = {r["id"]: LCDocument(page_content=r["page_content"], metadata=r["metadata"], id=r["id"]) for r in records}

@@ -72,7 +72,7 @@ def chat_model_generator(
 
         client, async_client = chat_anthropic_clients(llm)
         return AnthropicContextGenerator(
-            str(llm.model), client=client, async_client=async_client, prompt=prompt, cache_ttl=cache_ttl
+            str(getattr(llm, "model", "")), client=client, async_client=async_client, prompt=prompt, cache_ttl=cache_ttl
         )
     if prompt_caching and not anthropic:
         raise ValueError(
@@ -80,11 +80,12 @@ def chat_model_generator(
             "pass prompt_caching=False (or leave it unset)"
         )
 
+    # LangChain types message content as str | list[str | dict]: the content blocks go in as they are
     def send(blocks: ContentBlocks) -> tuple[str, TokenUsage]:
-        return _result(llm.invoke([HumanMessage(content=blocks)]))
+        return _result(llm.invoke([HumanMessage(content=list[Any](blocks))]))
 
     async def asend(blocks: ContentBlocks) -> tuple[str, TokenUsage]:
-        return _result(await llm.ainvoke([HumanMessage(content=blocks)]))
+        return _result(await llm.ainvoke([HumanMessage(content=list[Any](blocks))]))
 
     model = getattr(llm, "model", None) or getattr(llm, "model_name", None) or ""
     return ChatContextGenerator(send, asend, name=f"langchain:{type(llm).__name__}", model=str(model), prompt=prompt)

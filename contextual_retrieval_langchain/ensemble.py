@@ -349,7 +349,8 @@ class ContextualEnsembleRetriever(_WithFusionFields):
         when the weight is not 0 and they are fused with another source."""
         if not self._cfg.dense_prf or len(self.retrievers) < 2:
             return []
-        return [(i, r) for i, r in enumerate(self.retrievers) if scored_vectorstore(r) and r.vectorstore.embeddings is not None]  # type: ignore[union-attr]
+        return [(i, r) for i, r in enumerate(self.retrievers)
+                if isinstance(r, VectorStoreRetriever) and scored_vectorstore(r) and r.vectorstore.embeddings is not None]
 
     def _documents(self, hits: Sequence[RankedHit], docs: dict[str, LCDocument], lists: Sequence[Scored]) -> list[LCDocument]:
         own: list[dict[str, float]] = [{} for _ in lists]

@@ -48,10 +48,13 @@ async def astored_rows(store: VectorStore, top: Sequence[str], docs: dict[str, D
 def _read(store: VectorStore, top: Sequence[str], docs: dict[str, Document]) -> StoreRead:
     """The vectors the store gives back for the `top` chunks' rows (InMemoryVectorStore and
     Chroma; none from any other store)."""
+    # Any: which stores can be read back is decided below by class (langchain-chroma is optional)
+    inner: Any
+    rows: dict[str, list[str]]
     if isinstance(store, WindowedVectorStore):
         inner, rows = store.vectorstore, {c: store.rows_of(c) for c in top}
     else:
-        inner, rows = store, {c: [docs[c].id if c in docs and docs[c].id else c] for c in top}
+        inner, rows = store, {c: [_store_id(docs, c)] for c in top}
     wanted = [row for chunk in top for row in rows[chunk]]
     held: dict[str, Any] = {}
     if isinstance(inner, InMemoryVectorStore):
@@ -60,3 +63,9 @@ def _read(store: VectorStore, top: Sequence[str], docs: dict[str, Document]) -> 
         got = inner.get(ids=wanted, include=["embeddings"])
         held = dict(zip(got["ids"], got["embeddings"]))
     return StoreRead(top, rows, held)
+
+
+def _store_id(docs: dict[str, Document], chunk: str) -> str:
+    """The id a chunk's row is stored under: its Document's id, else the chunk id."""
+    doc = docs.get(chunk)
+    return doc.id if doc is not None and doc.id else chunk

@@ -40,20 +40,22 @@ def relevance_scored(store: VectorStore, query: str, **kwargs: Any) -> list[tupl
     ``similarity_search_with_score``, its scores read by their order (`oriented`) and the
     threshold applied to them, as `scored_by_vector` does."""
     threshold = kwargs.pop("score_threshold", None)
+    pairs: list[tuple[Document, Optional[float]]]
     if _scores_by_order(store, "similarity_search_with_relevance_scores"):
         pairs = oriented(store.similarity_search_with_score(query, **kwargs))
     else:
-        pairs = relevance_pairs(store, query, threshold, **kwargs)
+        pairs = list(relevance_pairs(store, query, threshold, **kwargs))
     return _at_or_above(pairs, threshold)
 
 
 async def arelevance_scored(store: VectorStore, query: str, **kwargs: Any) -> list[tuple[Document, Optional[float]]]:
     """Async `relevance_scored`."""
     threshold = kwargs.pop("score_threshold", None)
+    pairs: list[tuple[Document, Optional[float]]]
     if _scores_by_order(store, "asimilarity_search_with_relevance_scores"):
         pairs = oriented(await store.asimilarity_search_with_score(query, **kwargs))
     else:
-        pairs = await arelevance_pairs(store, query, threshold, **kwargs)
+        pairs = list(await arelevance_pairs(store, query, threshold, **kwargs))
     return _at_or_above(pairs, threshold)
 
 
@@ -109,7 +111,7 @@ def _scored_by_vector(store: VectorStore, vector: list[float], **kwargs: Any) ->
     # langchain-chroma names its raw search by vector "..._with_relevance_scores" but returns
     # distances (as its similarity_search_with_score does); other stores give raw scores from
     # similarity_search_with_score_by_vector (InMemoryVectorStore, FAISS, ...)
-    search = (store.similarity_search_by_vector_with_relevance_scores if is_chroma(store)
+    search = (store.similarity_search_by_vector_with_relevance_scores if is_chroma(store)  # type: ignore[attr-defined]
               else getattr(store, "similarity_search_with_score_by_vector", None))
     if callable(search):
         pairs = search(vector, **kwargs)

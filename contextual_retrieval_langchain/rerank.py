@@ -14,7 +14,7 @@ from langchain_core.documents import Document as LCDocument
 from pydantic import ConfigDict, Field
 
 from contextual_retrieval_core.search.ranked import DEFAULT_TOP_K
-from contextual_retrieval_core.rerank.base import RerankResult
+from contextual_retrieval_core.rerank.base import Reranker, RerankResult
 
 __all__ = ["RerankCompressor", "RELEVANCE_SCORE_KEY"]
 
@@ -73,13 +73,18 @@ class RerankCompressor(BaseDocumentCompressor):
 
         return cls(reranker=VoyageReranker(model, client=client, async_client=async_client, **kwargs), top_n=top_n)
 
+    def _core(self) -> Reranker:
+        """The core reranker (set when the compressor was built)."""
+        assert self.reranker is not None
+        return self.reranker
+
     def compress_documents(
         self, documents: Sequence[LCDocument], query: str, callbacks: Optional[Callbacks] = None
     ) -> list[LCDocument]:
         docs = list(documents)
         if not docs:
             return []
-        return _pick(docs, self.reranker.rerank(query, [d.page_content for d in docs], top_n=self.top_n))
+        return _pick(docs, self._core().rerank(query, [d.page_content for d in docs], top_n=self.top_n))
 
     async def acompress_documents(
         self, documents: Sequence[LCDocument], query: str, callbacks: Optional[Callbacks] = None
@@ -87,7 +92,7 @@ class RerankCompressor(BaseDocumentCompressor):
         docs = list(documents)
         if not docs:
             return []
-        return _pick(docs, await self.reranker.arerank(query, [d.page_content for d in docs], top_n=self.top_n))
+        return _pick(docs, await self._core().arerank(query, [d.page_content for d in docs], top_n=self.top_n))
 
 
 def _pick(docs: list[LCDocument], results: Sequence[RerankResult]) -> list[LCDocument]:

@@ -181,7 +181,7 @@ class WindowedVectorStore(VectorStore):
     def scored_by_vector(self, vector: Sequence[float], k: int = 4, **kwargs: Any) -> list[tuple[Document, Optional[float]]]:
         """Each chunk once, best first, for a search by `vector` (dense PRF's second search), with
         the relevance scores `similarity_search_with_relevance_scores` gives."""
-        return self._collapse(scored_by_vector(self.vectorstore, vector, k=k + self.extra, **kwargs), k)  # type: ignore[arg-type]
+        return list(self._collapse(scored_by_vector(self.vectorstore, vector, k=k + self.extra, **kwargs), k))  # type: ignore[arg-type]
 
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
         return [d for d, _ in self.similarity_search_with_score(query, k=k, **kwargs)]

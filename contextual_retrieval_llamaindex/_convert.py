@@ -15,7 +15,7 @@ A node without a context is left exactly as its splitter made it.
 
 from __future__ import annotations
 
-from typing import Hashable
+from typing import Hashable, TypeVar
 
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, TextNode
 
@@ -40,9 +40,13 @@ RESULT_KEYS = (FUSED_SCORE_KEY, RANKS_KEY, RERANK_SCORE_KEY, RERANK_ERROR_KEY)
 _CONTEXT_AFTER_LABEL = CONTEXT_LABEL.replace("below", "above")
 
 
+#: a TextNode or a subclass (ImageNode): `set_context` returns the node it was given
+_Node = TypeVar("_Node", bound=TextNode)
+
+
 def set_context(
-    node: TextNode, context: str, position: ContextPosition = "before", separator: str = "\n\n"
-) -> TextNode:
+    node: _Node, context: str, position: ContextPosition = "before", separator: str = "\n\n"
+) -> _Node:
     """Lay `node` out with `context` (in place; see the module docstring). The node's own metadata
     stays as it is, for filters and display, and reaches the EMBED / LLM text through the
     rendered copies this layout adds (so a later change to a metadata value is not re-rendered)."""

@@ -66,7 +66,7 @@ def image_batch(nodes: Sequence[BaseNode]) -> CropBatch:
 def crop_nodes(result: ContextualizeResult, documents: Sequence[Any], position: ContextPosition, separator: str) -> list[ImageNode]:
     """An `ImageNode` per contextual crop (see the module docstring)."""
     frames = {d.id: d.metadata[FRAME_KEY] for d in documents}
-    out = []
+    out: list[ImageNode] = []
     for chunk in result.chunks:
         crop = chunk.chunk.metadata[CROP_KEY]
         frame = frames[chunk.document_id]
@@ -101,7 +101,8 @@ def _decoded(data: bytes | str) -> bytes:
         return raw
 
 
-def _document_image(doc: Document) -> Any:
+def _document_image(doc: Any) -> Any:
+    """The image of a frame node: an `ImageDocument` or a Document given an image resource."""
     resource = doc.image_resource
     if resource is None:
         return None

@@ -347,8 +347,9 @@ def _images_apart(nodes: Sequence[BaseNode]) -> tuple[list[BaseNode], list[BaseN
     return images, [n for n in nodes if not is_image_input(n)]
 
 
-def _distinct(nodes: Sequence[BaseNode]) -> list[BaseNode]:
-    """A document passed twice is split and situated once (the core's rule)."""
+def _distinct(nodes: Sequence[BaseNode]) -> list[Any]:
+    """A document passed twice is split and situated once (the core's rule). Typed loosely: a
+    NodeParser receives any nodes, though LlamaIndex types its input as Documents."""
     return distinct_documents(nodes, lambda d: d.node_id, lambda d: d.get_content(metadata_mode=MetadataMode.NONE))
 
 

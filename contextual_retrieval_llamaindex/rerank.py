@@ -46,7 +46,7 @@ def rerank_events(
         1
     """
     dispatcher.event(ReRankStartEvent(query=query_bundle, nodes=nodes, top_n=top_n, model_name=model_name))
-    payload = {
+    payload: dict[str, Any] = {  # EventPayload members are str
         EventPayload.NODES: nodes,
         EventPayload.MODEL_NAME: model_name,
         EventPayload.QUERY_STR: query_bundle.query_str,
@@ -63,15 +63,14 @@ _BACKENDS = ("cohere", "voyage")
 
 def _build(backend: str, model: Optional[str]) -> Reranker:
     """A hosted reranker by name, with the core's default model unless `model` is given."""
-    options = {"model": model} if model else {}
     if backend == "cohere":
         from contextual_retrieval_core.rerank.cohere import CohereReranker
 
-        return CohereReranker(**options)
+        return CohereReranker(model) if model else CohereReranker()
     if backend == "voyage":
         from contextual_retrieval_core.rerank.voyage import VoyageReranker
 
-        return VoyageReranker(**options)
+        return VoyageReranker(model) if model else VoyageReranker()
     raise ValueError(
         f"unknown reranker {backend!r}: use 'cohere' or 'voyage', or pass reranker=<a contextual_retrieval_core Reranker> "
         "(a saved ContextualRerank with a custom reranker needs it back: ContextualRerank.from_dict(data, reranker=...))"

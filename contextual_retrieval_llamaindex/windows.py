@@ -32,7 +32,9 @@ __all__ = ["add_windows", "windowed_vector_retriever", "index_nodes", "WindowedV
 def add_windows(index: Any, nodes: Sequence[BaseNode], windows: WindowConfig) -> int:
     """Write the windows of `nodes` (already in `index`, a `VectorStoreIndex`) into its vector
     store; returns the number of extra entries. Idempotent: a node's entries are replaced."""
-    windows = max_pooling_only(windows, "the LlamaIndex path")
+    checked = max_pooling_only(windows, "the LlamaIndex path")
+    assert checked is not None  # a config in, a config out
+    windows = checked
     model = index_embed_model(index)  # the model the index embedded the nodes (and embeds queries) with
     if model is None:
         raise TypeError(f"windows= needs a VectorStoreIndex (its embedding model embeds the windows), got {type(index).__name__}")

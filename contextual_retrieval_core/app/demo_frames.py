@@ -118,7 +118,7 @@ def write_demo_frames(directory: str | os.PathLike[str], size: tuple[int, int] =
         if night:
             draw.ellipse((int(560 * sx), int(20 * sy), int(600 * sx), int(60 * sy)), fill=(255, 240, 170))
         draw.text((8, 8), f"{camera.upper()}  {timestamp.replace('T', ' ')}", fill=(255, 255, 255))
-        records = []
+        records: list[dict[str, Any]] = []
         for label, x1, y1, x2, y2, confidence, track in objects:
             box = (round(x1 * sx), round(y1 * sy), round(x2 * sx), round(y2 * sy))
             _draw(draw, label, box, night)
@@ -129,7 +129,8 @@ def write_demo_frames(directory: str | os.PathLike[str], size: tuple[int, int] =
         for record in records:
             n += 1
             crop_path = os.path.join(root, "crops", f"crop_{n}.png")
-            img.crop(tuple(record["box"])).save(crop_path)
+            left, top, right, bottom = record["box"]
+            img.crop((left, top, right, bottom)).save(crop_path)
             out.crops.append(DemoCrop(crop_path, path, dict(record)))
     return out
 

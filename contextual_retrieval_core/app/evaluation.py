@@ -19,7 +19,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -241,7 +241,7 @@ class _EmbedOnce:
 
             self.embed_grouped = embed_grouped
 
-    def _embed(self, kind: str, texts: Sequence[str], compute) -> np.ndarray:
+    def _embed(self, kind: str, texts: Sequence[str], compute: Callable[[Sequence[str]], Any]) -> np.ndarray:
         todo = list(dict.fromkeys(t for t in texts if (kind, t) not in self._seen))
         if todo:
             for text, vector in zip(todo, np.asarray(compute(todo), dtype=np.float32)):
@@ -255,6 +255,12 @@ class _EmbedOnce:
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         return self._embed("query", texts, self.embedder.embed_queries)
+
+    async def aembed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embed_documents(texts)
+
+    async def aembed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embed_queries(texts)
 
 
 def structural_contexts(dataset: EvalDataset, *, show_progress: bool = False) -> dict[str, str]:

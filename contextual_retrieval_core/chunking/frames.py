@@ -260,8 +260,8 @@ def crop_chunks(frames: Sequence[FrameInput], crops: Sequence[CropInput] = ()) -
         raise TypeError("pass lists: crop_chunks([FrameInput(...), ...], [CropInput(...), ...])")
     problems: list[str] = []
     given: dict[str, list[CropInput]] = {}
-    for crop in crops:
-        given.setdefault(str(crop.frame_id), []).append(crop)
+    for given_crop in crops:
+        given.setdefault(str(given_crop.frame_id), []).append(given_crop)
     seen: set[str] = set()
     documents: list[Document] = []
     chunks: list[Chunk] = []

@@ -171,17 +171,17 @@ class BatchRunner:
                           chunk_id=entry["chunk_id"], original_index=entry.get("index"), usage=usage.to_dict())
             return
         found = gen.parse_group(text, entry["items"])
-        state = self.states.get(entry["doc_id"]) if run is not None else None
-        if run is not None and state is not None:
+        group_state = self.states.get(entry["doc_id"]) if run is not None else None
+        if run is not None and group_state is not None:
             run.report.grouped_requests += 1
-            run.account(state, usage, first=True)
+            run.account(group_state, usage, first=True)
         for marked, item in entry["items"].items():
             context = found.get(marked)
             if context is None:
                 self._missed({"kind": "chunk", "key": item["key"], "chunk_id": item["chunk_id"], "doc_id": entry["doc_id"]})
                 continue
-            if run is not None and state is not None and item["chunk_id"] in self.chunks:
-                run.record(state, self.chunks[item["chunk_id"]], Generation(context, TokenUsage()), first=True, grouped=True)
+            if run is not None and group_state is not None and item["chunk_id"] in self.chunks:
+                run.record(group_state, self.chunks[item["chunk_id"]], Generation(context, TokenUsage()), first=True, grouped=True)
             else:
                 store.put(item["key"], context, generator=gen.name, model=gen.model, doc_id=entry["doc_id"],
                           chunk_id=item["chunk_id"], usage=None)

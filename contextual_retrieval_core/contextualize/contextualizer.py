@@ -469,7 +469,7 @@ def refresh_options(contextualizer: Contextualizer, part: Any) -> Contextualizer
     return contextualizer
 
 
-def contextualizer_for(generator: ContextGenerator, store: Any, part: Any) -> Contextualizer:
+def contextualizer_for(generator: ContextGenerator | None, store: Any, part: Any) -> Contextualizer:
     """The `Contextualizer` an ingestion part runs: `generator`, `store`, and the part's fields
     named in `SHARED_OPTIONS` (one place, so the two frameworks' parts never drift apart)."""
     return Contextualizer(generator, store, **{name: getattr(part, name) for name in SHARED_OPTIONS})

@@ -54,11 +54,11 @@ def validate_inputs(
         if chunk.id in seen:
             raise ValueError(f"duplicate chunk id {chunk.id!r}: every chunk needs a unique id")
         seen.add(chunk.id)
-        doc = docs.get(chunk.document_id)
-        if doc is None:
+        if chunk.document_id not in docs:
             raise ValueError(
                 f"chunk {chunk.id!r} names document {chunk.document_id!r}, which is not among the documents passed"
             )
+        doc = docs[chunk.document_id]
         if not chunk.text.strip():
             raise ValueError(f"chunk {chunk.id!r} is empty; drop empty chunks before contextualizing")
         if "\x00" in chunk.text:

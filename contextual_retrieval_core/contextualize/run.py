@@ -318,7 +318,8 @@ class Run:
         workers = asyncio.gather(*tasks)
         watch = asyncio.create_task(self._watch_rate_limits())
         try:
-            done, _ = await asyncio.wait({workers, watch}, return_when=asyncio.FIRST_COMPLETED)
+            either: set[asyncio.Future[Any]] = {workers, watch}
+            done, _ = await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
             if watch in done:
                 self.fatal = self.fatal or watch.result()
             else:
@@ -336,6 +337,7 @@ class Run:
         gen = self.settings.generator
         if limit is None or not isinstance(gen, ReportsRateLimits):
             await asyncio.Event().wait()  # never
+            raise AssertionError("unreachable")
         gen.stop_retrying(False)  # a run after one that gave up may send again
         started = time.monotonic()
         while True:

@@ -28,7 +28,7 @@ import json
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -68,7 +68,7 @@ class HNSWParams:
                 raise ValueError(f"HNSWParams.{name} must be an integer >= 2, got {value!r}")
 
 
-def _faiss():
+def _faiss() -> Any:  # faiss ships no type information
     try:
         import faiss
     except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -103,7 +103,7 @@ class HNSWIndex:
         *,
         params: HNSWParams | None = None,
         normalize: bool = True,
-        _graph: object = None,
+        _graph: Any = None,
     ) -> None:
         exact = VectorIndex(ids, vectors, normalize=normalize)  # one validation, one normalisation
         self.ids, self.vectors = exact.ids, exact.vectors
@@ -118,13 +118,13 @@ class HNSWIndex:
     def dim(self) -> int:
         return int(self.vectors.shape[1])
 
-    def _new_graph(self):
+    def _new_graph(self) -> Any:
         faiss = _faiss()
         graph = faiss.IndexHNSWSQ(self.dim, faiss.ScalarQuantizer.QT_fp16, self.params.connectivity, faiss.METRIC_INNER_PRODUCT)
         graph.hnsw.efConstruction = self.params.expansion_add
         return graph
 
-    def _build(self, vectors: np.ndarray, start: int, graph=None):
+    def _build(self, vectors: np.ndarray, start: int, graph: Any = None) -> Any:
         graph = graph if graph is not None else self._new_graph()
         if len(vectors):
             assert graph.ntotal == start, "graph rows and vector rows out of step"

@@ -82,7 +82,7 @@ def macro_windows(n_tokens: int, *, window: int, overlap: int) -> list[MacroWind
         return [MacroWindow(0, n_tokens, 0, n_tokens)]
     step = size - overlap
     starts = sorted(set(range(0, n_tokens - size, step)) | {n_tokens - size})
-    out = []
+    out: list[MacroWindow] = []
     for i, start in enumerate(starts):
         end = start + size
         keep_start = 0 if i == 0 else out[-1].keep_end
@@ -188,8 +188,8 @@ class LateChunkingEmbedder:
                 options.intra_op_num_threads = self.threads
             session = ort.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"])
             self._inputs = {i.name for i in session.get_inputs()}
-            self._cls = tokenizer.token_to_id("[CLS]")
-            self._sep = tokenizer.token_to_id("[SEP]")
+            self._cls = _special(tokenizer, "[CLS]")
+            self._sep = _special(tokenizer, "[SEP]")
             self._tokenizer = tokenizer
             self._session = session
 
@@ -357,3 +357,11 @@ def _consecutive(docs: list[list[str]]) -> list[list[int]]:
         groups.append(list(range(start, start + len(doc))))
         start += len(doc)
     return groups
+
+
+def _special(tokenizer: Any, token: str) -> int:
+    """The id of a special token the MiniLM vocabulary has."""
+    found = tokenizer.token_to_id(token)
+    if found is None:
+        raise ValueError(f"the tokenizer has no {token} token; late chunking needs a BERT-style vocabulary")
+    return int(found)

@@ -206,8 +206,11 @@ class ContextGenerator(Protocol):
     model: str
     prompt_identity: str
     is_llm: bool
-    #: how usage reports name the generator (e.g. "structural (no LLM)"); `name` when absent
-    label: str
+
+    @property
+    def label(self) -> str:
+        """How usage reports name the generator (e.g. "structural (no LLM)"); `name` when absent."""
+        ...
 
     def generate(self, document: Document, chunk: Chunk) -> Generation:
         ...

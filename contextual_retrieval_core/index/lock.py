@@ -8,6 +8,7 @@ releases it when the process ends, so a killed run never leaves a stale lock beh
 from __future__ import annotations
 
 import os
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,32 +25,29 @@ class IndexLockedError(RuntimeError):
 
 def _try_lock(fd: int) -> bool:
     try:
-        import fcntl
-    except ImportError:  # Windows
-        import msvcrt
+        if sys.platform == "win32":
+            import msvcrt
 
-        try:
             msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-            return True
-        except OSError:
-            return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
+        else:
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return False
+    return True
 
 
 def _unlock(fd: int) -> None:
-    try:
-        import fcntl
-    except ImportError:  # Windows
+    if sys.platform == "win32":
         import msvcrt
 
         os.lseek(fd, 0, os.SEEK_SET)
         msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
-        return
-    fcntl.flock(fd, fcntl.LOCK_UN)
+    else:
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 @contextmanager

@@ -9,6 +9,7 @@ with ``allow_pickle=False``: loading an index never executes code.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Callable, Iterable, Literal, Sequence
 
@@ -292,7 +293,7 @@ _SETTINGS_FILE = "settings.json"
 
 
 def save_with_records(
-    path: str | Path, index: BM25Index, records: Iterable[dict], settings: dict | None = None
+    path: str | os.PathLike[str], index: BM25Index, records: Iterable[dict], settings: dict | None = None
 ) -> Path:
     """A retriever on disk: `index` (JSON + .npy), one JSON record per indexed text (the framework's
     node or document, as a dict) and the retriever's settings. No pickle anywhere."""
@@ -305,7 +306,7 @@ def save_with_records(
     return path
 
 
-def load_with_records(path: str | Path) -> tuple[BM25Index, list[dict], dict]:
+def load_with_records(path: str | os.PathLike[str]) -> tuple[BM25Index, list[dict], dict]:
     """What `save_with_records` wrote: (index, records, settings)."""
     path = Path(path)
     if not (path / _RECORDS_FILE).is_file():

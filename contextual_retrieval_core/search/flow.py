@@ -60,13 +60,13 @@ class DenseSide(Source, Protocol):
     """A source searched by query vector that reads back the vectors it holds: dense feedback
     moves the query toward its stored rows of the fused top chunks and searches it again."""
 
-    def embed_queries(self, queries: Sequence[str]) -> Sequence[Any]: ...
+    def embed_queries(self, queries: Sequence[str]) -> Any: ...
 
-    async def aembed_queries(self, queries: Sequence[str]) -> Sequence[Any]: ...
+    async def aembed_queries(self, queries: Sequence[str]) -> Any: ...
 
-    def search_vectors(self, vectors: Sequence[Any]) -> list[Hits]: ...
+    def search_vectors(self, vectors: Any) -> list[Hits]: ...
 
-    async def asearch_vectors(self, vectors: Sequence[Any]) -> list[Hits]: ...
+    async def asearch_vectors(self, vectors: Any) -> list[Hits]: ...
 
     def feedback_rows(self, top: Sequence[str]) -> FeedbackRows: ...
 
@@ -88,10 +88,10 @@ class SyncSource:
 class SyncDenseSide(SyncSource):
     """Base for a `DenseSide` with sync methods only; `search` embeds, then searches by vector."""
 
-    def embed_queries(self, queries: Sequence[str]) -> Sequence[Any]:
+    def embed_queries(self, queries: Sequence[str]) -> Any:
         raise NotImplementedError
 
-    def search_vectors(self, vectors: Sequence[Any]) -> list[Hits]:
+    def search_vectors(self, vectors: Any) -> list[Hits]:
         raise NotImplementedError
 
     def feedback_rows(self, top: Sequence[str]) -> FeedbackRows:
@@ -100,10 +100,10 @@ class SyncDenseSide(SyncSource):
     def search(self, queries: Sequence[str]) -> list[Hits]:
         return self.search_vectors(self.embed_queries(queries))
 
-    async def aembed_queries(self, queries: Sequence[str]) -> Sequence[Any]:
+    async def aembed_queries(self, queries: Sequence[str]) -> Any:
         return await asyncio.to_thread(self.embed_queries, queries)
 
-    async def asearch_vectors(self, vectors: Sequence[Any]) -> list[Hits]:
+    async def asearch_vectors(self, vectors: Any) -> list[Hits]:
         return await asyncio.to_thread(self.search_vectors, vectors)
 
     async def afeedback_rows(self, top: Sequence[str]) -> FeedbackRows:

@@ -11,7 +11,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -40,7 +40,7 @@ class InMemoryDenseSide(SyncDenseSide):
     batch; feedback reads `rows` (the index's normalised rows, or a copy)."""
 
     def __init__(
-        self, name: str, embedder: Embedder, index: Any, depth: int, owners: Mapping[str, str], extra_rows: int,
+        self, name: str, embedder: Embedder, index: Any, depth: int, owners: dict[str, str], extra_rows: int,
         chunk_count: int, rows: Optional[FeedbackRows],
     ) -> None:
         self.name, self.embedder, self.index, self.depth = name, embedder, index, depth
@@ -49,7 +49,7 @@ class InMemoryDenseSide(SyncDenseSide):
     def embed_queries(self, queries: Sequence[str]) -> np.ndarray:
         return np.asarray(self.embedder.embed_queries(list(queries)))
 
-    def search_vectors(self, vectors: Sequence[Any]) -> list[Hits]:
+    def search_vectors(self, vectors: Any) -> list[Hits]:
         """Each query's top-`depth` chunks. With window rows, the rows come best first, so the
         first `depth` distinct chunks among the top rows are the answer: fetch `depth` more rows
         than chunks wanted, and all `depth + extra` only for a query whose rows did not reach

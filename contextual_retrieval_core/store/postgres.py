@@ -343,6 +343,3 @@ for _name in ("check_writable", "get", "get_many", "record", "__contains__", "__
               "renew_claims", "release_claims", "claims", "add_batch", "pending_batches", "batch_status",
               "_set_batch_status"):
     setattr(PostgresContextStore, _name, _reconnecting(getattr(PostgresContextStore, _name)))
-
-    def __repr__(self) -> str:
-        return f"ContextStore({self.path!r}{', read_only=True' if self.read_only else ''})"
