@@ -14,13 +14,12 @@ import uuid
 from pathlib import Path
 
 import pytest
-from tests.fakes.anthropic_server import FakeAnthropicServer
 
 from contextual_retrieval_core import Chunk, Document
 from contextual_retrieval_core.store.context_store import ContextStore
-
 from tests import claims_worker
 from tests.claims_worker import finish
+from tests.fakes.anthropic_server import FakeAnthropicServer
 
 TESTS = Path(__file__).resolve().parents[1]
 

@@ -23,7 +23,6 @@ from contextual_retrieval_langchain import (
     RerankCompressor,
     chroma_from_documents,
 )
-
 from tests.langchain_corpus import chunk_documents, context_generator, whole_documents
 
 
