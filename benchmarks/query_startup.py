@@ -5,7 +5,8 @@
 
 The demo corpus (`contextual-retrieval demo --save-corpus`) is indexed once with this checkout
 (offline: structural contexts, the local embedder), then `contextual-retrieval query INDEX QUESTION`
-runs `--runs` times per tree, the trees alternating so both see the same machine load: "before"
+runs `--runs` times per tree, the trees alternating (in ABBA order, so a rising or falling machine
+load favours neither): "before"
 with the code and .venv of `--before-tree` (a checkout of the commit before the change), "after"
 with this checkout. Each run is a fresh process under /usr/bin/time: wall seconds (as the user
 waits, interpreter start included) and peak resident memory. Reported per tree: median, min and
@@ -91,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
             build_index(index_dir, work)
         runs: dict[str, list[dict]] = {tree: [] for tree in trees}
         for i in range(args.runs):
-            for tree, (python, path) in trees.items():
+            order = list(trees.items())
+            for tree, (python, path) in order if i % 2 == 0 else order[::-1]:  # ABBA: a load trend favours neither
                 row = run_query(python, path, index_dir, args.question, work)
                 runs[tree].append(row)
                 print(f"{i} {tree:6s} {row['wall_s']:.2f} s  {row['rss_peak_mb']} MB", flush=True)

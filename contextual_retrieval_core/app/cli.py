@@ -19,10 +19,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
-
-if TYPE_CHECKING:  # pragma: no cover
-    import threading
+from typing import Sequence
 
 from contextual_retrieval_core.app.errors import describe, error_classes, gathered_warnings, quiet_broken_pipe
 from contextual_retrieval_core.contextualize.interrupts import TERMINATED_EXIT_CODE, Terminated, sigterm_as_interrupt
@@ -383,7 +380,6 @@ def _cmd_query(args: argparse.Namespace) -> int:
         raise ValueError('the question is empty; ask one in quotes, e.g. "how are contexts cached?"')
     manifest = IndexManifest.read(args.index)
     embedder = choose_embedder(manifest.embedder["kind"], manifest.embedder["model"])
-    _load_in_background(embedder)  # the model loads while the index's code and Chroma import
     from contextual_retrieval_core.index.contextual_index import ContextualIndex
     from contextual_retrieval_core.search.config import FusionConfig
     from contextual_retrieval_core.types import labelled
@@ -425,28 +421,6 @@ def _cmd_query(args: argparse.Namespace) -> int:
     if not hits:
         print("nothing matched; try other words, or check what was indexed")
     return 0
-
-
-def _load_in_background(embedder: object) -> "threading.Thread | None":
-    """Start loading a `Loadable` embedder's model in a daemon thread (its native work overlaps the
-    imports that follow) and return the thread; None for another embedder. A failure is left for
-    the first real call to raise."""
-    import threading
-
-    from contextual_retrieval_core.embeddings.base import Loadable
-
-    if not isinstance(embedder, Loadable):
-        return None
-
-    def load() -> None:
-        try:
-            embedder.load()
-        except Exception:  # noqa: BLE001 - the first embedding call raises it, with its fix
-            pass
-
-    thread = threading.Thread(target=load, name="load-embedder", daemon=True)
-    thread.start()
-    return thread
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,7 +7,7 @@ from typing import Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Embedder", "Loadable", "aembed_documents", "aembed_queries", "as_texts"]
+__all__ = ["Embedder", "aembed_documents", "aembed_queries", "as_texts"]
 
 
 @runtime_checkable
@@ -35,16 +35,6 @@ class Embedder(Protocol):
         ...
 
     async def aembed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        ...
-
-
-@runtime_checkable
-class Loadable(Protocol):
-    """An embedder whose model can be loaded before its first call (a command line can then load
-    it while it does other start-up work); loading twice loads once."""
-
-    def load(self) -> None:
-        """Load the model now (thread-safe)."""
         ...
 
 

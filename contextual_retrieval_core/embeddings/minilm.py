@@ -169,10 +169,6 @@ class LocalMiniLMEmbedder:
 
     # -- loading ----------------------------------------------------------------------------
 
-    def load(self) -> None:
-        """Load the model and tokenizer now (otherwise the first call does); thread-safe."""
-        self._load()
-
     def _load(self) -> None:
         if self._session is not None:
             return

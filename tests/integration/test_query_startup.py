@@ -6,9 +6,6 @@ import json
 import subprocess
 import sys
 
-from contextual_retrieval_core.app.cli import _load_in_background
-from contextual_retrieval_core.embeddings.base import Loadable
-from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
 
 
 def _loaded_after(code: str) -> set[str]:
@@ -29,12 +26,3 @@ def test_the_command_line_parser_loads_no_search_generator_or_model():
     heavy = {"bm25s", "scipy", "chromadb", "onnxruntime", "markdown_it", "contextual_retrieval_core.search.hybrid",
              "contextual_retrieval_core.generators.structural"}
     assert not heavy & loaded
-
-
-def test_the_model_loads_in_the_background():
-    embedder = LocalMiniLMEmbedder(threads=1)
-    assert isinstance(embedder, Loadable)
-    thread = _load_in_background(embedder)
-    thread.join()
-    assert embedder._session is not None
-    assert _load_in_background(object()) is None  # not Loadable: nothing to do
