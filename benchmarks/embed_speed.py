@@ -16,7 +16,7 @@ the resident memory after loading and at peak, and a sha256 of the vectors. Mixe
 
 "before" runs the same measurement with the code of `--before-tree` (a checkout of the commit
 before the change, with its own .venv), "after" with this checkout; the two alternate, `--repeats`
-times, so both see the same machine load. Reported per tree and mix: median tokens/s, peak RSS
+times, in ABBA order, so both see the same machine load and a load trend favours neither. Reported per tree and mix: median tokens/s, peak RSS
 (the largest), the after/before ratio of tokens/s, and whether the vectors are identical.
 `--index` also runs `contextual-retrieval index` over the cookbook documents (written as files, the
 offline structural contexts) once per tree, under /usr/bin/time, and reports its peak RSS.
@@ -128,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
                 files[name].write_text(json.dumps(texts), encoding="utf-8")
         for repeat in range(args.repeats):
             for mix in wanted:
-                for tree, (python, path, options) in trees.items():
+                order = list(trees.items())
+                for tree, (python, path, options) in order if repeat % 2 == 0 else order[::-1]:  # ABBA
                     row = measure(python, path, files[mix], options)
                     runs[tree][mix].append(row)
                     print(f"{repeat} {mix:9s} {tree:6s} {row['tokens_per_s']:8.0f} tokens/s  peak {row['rss_peak_mb']:6.0f} MB", flush=True)
