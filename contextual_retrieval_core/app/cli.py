@@ -390,15 +390,10 @@ def _cmd_query(args: argparse.Namespace) -> int:
     config = FusionConfig.from_settings(None, {"reranker": reranker, "dense_prf": args.dense_prf})
     hits = index.search(args.question, top_k=args.k, config=config)
     if args.prune or args.budget is not None:
-        from contextual_retrieval_core.index.storage import open_embedding_cache
         from contextual_retrieval_core.pruning.evidence import evidence_records, format_evidence, prune_hits
 
-        # the units' vectors go to the index's embedding cache: a later query pruning these chunks embeds none
-        cached = open_embedding_cache(Path(args.index) / "embeddings.sqlite3", embedder)
-        try:
-            result = prune_hits(args.question, hits, cached, args.budget)
-        finally:
-            cached.close()
+        # a query never writes to the index folder: the units are embedded in this process only
+        result = prune_hits(args.question, hits, embedder, args.budget)
         print(json.dumps(evidence_records(hits, result), indent=2, ensure_ascii=False) if args.json
               else format_evidence(args.question, hits, result))
         return 0

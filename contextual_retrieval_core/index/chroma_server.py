@@ -65,8 +65,8 @@ class ServerCollection:
     Thread-safe as the wrapped collection is: it holds no state of its own.
 
     Example:
-        >>> import chromadb
-        >>> inner = chromadb.EphemeralClient().get_or_create_collection("doc-server-collection")
+        >>> import chromadb, uuid
+        >>> inner = chromadb.EphemeralClient().create_collection(f"doc-{uuid.uuid4().hex}")
         >>> ServerCollection(inner, "http://127.0.0.1:8000").count()
         0
     """
