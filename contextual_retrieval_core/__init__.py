@@ -46,6 +46,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 _install_legacy_paths()
 
 __all__ = [
+    "__version__",
     "BM25Index",
     "Chunk",
     "ContextStore",

@@ -21,8 +21,8 @@ import importlib.abc
 import importlib.machinery
 import sys
 import warnings
+from collections.abc import Sequence
 from types import ModuleType
-from typing import Optional, Sequence
 
 __all__ = ["MOVED", "install"]
 
@@ -93,8 +93,8 @@ class _Alias(importlib.abc.Loader):
 
 class _Finder(importlib.abc.MetaPathFinder):
     def find_spec(
-        self, fullname: str, path: Optional[Sequence[str]], target: Optional[ModuleType] = None
-    ) -> Optional[importlib.machinery.ModuleSpec]:
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
         package, _, name = fullname.rpartition(".")
         if package != _PACKAGE or name not in MOVED:
             return None

@@ -5,9 +5,9 @@ installed, else the offline defaults)."""
 from __future__ import annotations
 
 from contextual_retrieval_core.embeddings.base import Embedder
-from contextual_retrieval_core.search.ranked import DEFAULT_WEIGHTS
 from contextual_retrieval_core.generators.base import ContextGenerator
 from contextual_retrieval_core.rerank.base import Reranker
+from contextual_retrieval_core.search.ranked import DEFAULT_WEIGHTS
 
 __all__ = ["choose_embedder", "choose_generator", "choose_reranker", "weights_for", "unused_keys", "installed",
            "embedder_kind"]

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 __all__ = [
     "Document",

@@ -13,7 +13,8 @@ scores without the public method's warning; nothing else reads another package's
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["chat_anthropic_clients", "retriever_ls_params", "relevance_function", "relevance_scores", "arelevance_scores"]
 
@@ -47,7 +48,7 @@ def retriever_ls_params(retriever: Any, **kwargs: Any) -> dict[str, Any]:
     return dict(retriever._get_ls_params(**kwargs))
 
 
-def relevance_function(store: Any) -> Optional[Callable[[float], float]]:
+def relevance_function(store: Any) -> Callable[[float], float] | None:
     """The function a langchain-core `VectorStore` (0.3 - 1.x) turns its raw scores into relevance
     with (``_select_relevance_score_fn``, what its public ``similarity_search_with_relevance_scores``
     applies); None when the store has none (`InMemoryVectorStore`)."""

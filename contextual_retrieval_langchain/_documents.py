@@ -6,7 +6,8 @@ The metadata keys every part of this package reads and writes are defined here o
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.documents import Document as LCDocument
 

@@ -4,21 +4,20 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Optional, Union
+from typing import Any
 
 import numpy as np
-
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document as LCDocument
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
-from contextual_retrieval_core.search.bm25 import BM25Index, load_with_records, save_with_records
 from contextual_retrieval_core.checks import not_a_string, positive_int
+from contextual_retrieval_core.search.bm25 import BM25Index, load_with_records, save_with_records
 from contextual_retrieval_core.search.ranked import DEFAULT_TOP_K
 from contextual_retrieval_core.search.where import where_predicate
-
 from contextual_retrieval_langchain._documents import CHUNK_ID_KEY, chunk_id_of
 
 __all__ = ["ContextualBM25Retriever", "BM25_SCORE_KEY", "MetadataFilter", "metadata_predicate"]
@@ -29,7 +28,7 @@ BM25_SCORE_KEY = "bm25_score"
 #: a metadata filter as LangChain vector stores take it in their ``filter`` search kwarg: a
 #: Chroma-style where dict (``{"team": "web"}``, ``{"year": {"$gte": 2023}}``, ``{"$and": [...]}``)
 #: or a predicate on the Document (as `InMemoryVectorStore` takes it)
-MetadataFilter = Union[Mapping[str, Any], Callable[[LCDocument], bool]]
+MetadataFilter = Mapping[str, Any] | Callable[[LCDocument], bool]
 
 def metadata_predicate(where: MetadataFilter) -> Callable[[LCDocument], bool]:
     """`where` as a predicate on Documents: a callable is returned as it is; a where dict is read
@@ -81,10 +80,10 @@ class ContextualBM25Retriever(BaseRetriever):
     index: BM25Index = Field(description="the core BM25Index over the documents' ids")
     documents: dict[str, LCDocument] = Field(repr=False, description="the indexed Documents by id")
     k: int = Field(default=DEFAULT_TOP_K, description="Documents returned per query")
-    filter: Optional[MetadataFilter] = Field(default=None, description="metadata filter applied to every query")
+    filter: MetadataFilter | None = Field(default=None, description="metadata filter applied to every query")
 
     #: (the where dict as JSON, its mask over `index.ids`): the last dict filter's mask
-    _mask: Optional[tuple[str, np.ndarray]] = PrivateAttr(default=None)
+    _mask: tuple[str, np.ndarray] | None = PrivateAttr(default=None)
 
     @field_validator("k", mode="before")
     @classmethod
@@ -105,9 +104,9 @@ class ContextualBM25Retriever(BaseRetriever):
         *,
         k: int = DEFAULT_TOP_K,
         id_key: str = CHUNK_ID_KEY,
-        bm25: Optional[BM25Index] = None,
+        bm25: BM25Index | None = None,
         **kwargs: Any,
-    ) -> "ContextualBM25Retriever":
+    ) -> ContextualBM25Retriever:
         """Index `documents` (their page_content) with a new `BM25Index` (or the empty `bm25` given)."""
         docs = list(not_a_string("documents", documents, "Documents"))
         if not docs:
@@ -122,18 +121,18 @@ class ContextualBM25Retriever(BaseRetriever):
         return cls(index=index, documents=by_id, k=k, **kwargs)
 
     def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: Optional[int] = None,
-        filter: Optional[MetadataFilter] = None,
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int | None = None,
+        filter: MetadataFilter | None = None,
     ) -> list[LCDocument]:
         return self._search(query, k, filter)
 
     async def _aget_relevant_documents(
-        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, k: Optional[int] = None,
-        filter: Optional[MetadataFilter] = None,
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, k: int | None = None,
+        filter: MetadataFilter | None = None,
     ) -> list[LCDocument]:
         return self._search(query, k, filter)  # in-process and vectorised: no I/O to await
 
-    def _allowed(self, where: Optional[MetadataFilter]) -> Optional[np.ndarray]:
+    def _allowed(self, where: MetadataFilter | None) -> np.ndarray | None:
         """`where` as a mask over the indexed Documents (a dict filter's mask is kept for the next
         query with the same dict)."""
         if where is None:
@@ -147,7 +146,7 @@ class ContextualBM25Retriever(BaseRetriever):
             self._mask = (key, mask)
         return mask
 
-    def _search(self, query: str, k: Optional[int], where: Optional[MetadataFilter] = None) -> list[LCDocument]:
+    def _search(self, query: str, k: int | None, where: MetadataFilter | None = None) -> list[LCDocument]:
         k = self.k if k is None else positive_int("k", k)
         out = []
         for cid, score in self.index.search(query, k, allowed=self._allowed(self.filter if where is None else where)):
@@ -157,7 +156,7 @@ class ContextualBM25Retriever(BaseRetriever):
 
     # -- persistence ------------------------------------------------------------------------------
 
-    def save(self, path: Union[str, "os.PathLike[str]"]) -> Path:
+    def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the index, its documents, `k` and a where-dict `filter` to directory `path` (JSON and
         .npy; no pickle). A callable filter cannot be written: ValueError."""
         if self.filter is not None and not isinstance(self.filter, Mapping):
@@ -173,7 +172,7 @@ class ContextualBM25Retriever(BaseRetriever):
         return save_with_records(path, self.index, records, settings)
 
     @classmethod
-    def load(cls, path: Union[str, "os.PathLike[str]"], **kwargs: Any) -> "ContextualBM25Retriever":
+    def load(cls, path: str | os.PathLike[str], **kwargs: Any) -> ContextualBM25Retriever:
         """Load a retriever written by `save`, with its saved `k` and `filter` (keyword arguments override them)."""
         index, records, settings = load_with_records(path)
         documents = {r["id"]: LCDocument(page_content=r["page_content"], metadata=r["metadata"], id=r["id"]) for r in records}

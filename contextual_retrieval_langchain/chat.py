@@ -67,7 +67,6 @@ def chat_model_generator(
         # URL, retries, timeout, headers, proxy): verified caching, spend-limit stop, Message Batches, and the same store key
         # as the core and the LlamaIndex path, so a corpus is never paid for twice across them
         from contextual_retrieval_core.generators.anthropic import AnthropicContextGenerator
-
         from contextual_retrieval_langchain._compat import chat_anthropic_clients
 
         client, async_client = chat_anthropic_clients(llm)

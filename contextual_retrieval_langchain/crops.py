@@ -21,13 +21,21 @@ metadata (Chroma) needs `langchain_community`'s ``filter_complex_metadata`` firs
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.documents import Document as LCDocument
 
-from contextual_retrieval_core.chunking.frames import CROP_KEY, FRAME_KEY, CropBatch, CropInput, FrameInput, crop_chunks, crop_metadata
+from contextual_retrieval_core.chunking.frames import (
+    CROP_KEY,
+    FRAME_KEY,
+    CropBatch,
+    CropInput,
+    FrameInput,
+    crop_chunks,
+    crop_metadata,
+)
 from contextual_retrieval_core.contextualize.contextualizer import ContextualizeResult
-
 from contextual_retrieval_langchain._documents import contextual_document
 
 __all__ = ["IMAGE_PATH_KEY", "IMAGE_BYTES_KEY", "FRAME_ID_KEY", "is_image_document", "image_batch", "crop_documents"]

@@ -8,7 +8,7 @@ the model distinguishes them); `LocalMiniLMEmbeddings` (offline default) and `Co
 from __future__ import annotations
 
 import os
-from typing import Any, Optional, Union
+from typing import Any
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -64,7 +64,7 @@ class EmbedderEmbeddings(BaseModel, Embeddings):
         return np.asarray(await aembed_queries(self.embedder, [text]), dtype=float)[0].tolist()
 
 
-def _cached(embedder: Any, cache_path: Optional[Union[str, os.PathLike]]) -> Any:
+def _cached(embedder: Any, cache_path: str | os.PathLike | None) -> Any:
     if cache_path is None:
         return embedder
     from contextual_retrieval_core.embeddings.cache import CachedEmbedder
@@ -85,7 +85,7 @@ class LocalMiniLMEmbeddings(EmbedderEmbeddings):
         2
     """
 
-    def __init__(self, *, cache_path: Optional[Union[str, os.PathLike]] = None, batch_size: int = 32, **kwargs: Any) -> None:
+    def __init__(self, *, cache_path: str | os.PathLike | None = None, batch_size: int = 32, **kwargs: Any) -> None:
         if "embedder" not in kwargs:
             from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
 
@@ -121,7 +121,7 @@ class ContextualVoyageEmbeddings(EmbedderEmbeddings):
         *,
         client: Any = None,
         async_client: Any = None,
-        cache_path: Optional[Union[str, os.PathLike]] = None,
+        cache_path: str | os.PathLike | None = None,
         embedder: Any = None,
         **voyage_kwargs: Any,
     ) -> None:

@@ -10,7 +10,8 @@ cookbook's ``w / rank``), results are deduplicated by chunk id and cut to `k`.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Optional, Sequence, Union, get_type_hints
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, get_type_hints
 
 from langchain_core.callbacks import (
     AsyncCallbackManager,
@@ -62,7 +63,7 @@ __all__ = [
 #: retrievers); every other setting keeps its `FusionConfig` name
 SETTING_NAMES = {"k": "top_k"}
 #: field types wider than the core's: a weights list, a reranker that may be a compressor
-_FIELD_TYPES: dict[str, Any] = {"weights": list[float], "reranker": Union[Reranker, RerankCompressor, None]}
+_FIELD_TYPES: dict[str, Any] = {"weights": list[float], "reranker": Reranker | RerankCompressor | None}
 
 #: {source name: the source's own score (cosine, BM25, ...)} for the sources that returned it
 SOURCE_SCORES_KEY = "source_scores"
@@ -143,11 +144,11 @@ class ContextualEnsembleRetriever(_WithFusionFields):
 
     retrievers: list[RetrieverLike] = Field(description="the sources: retrievers or runnables str -> list[Document]")
     names: list[str] = Field(default_factory=list, description="one unique name per source (set from the sources when not given)")
-    config: Optional[FusionConfig] = Field(default=None, description="the core FusionConfig in force (built from the fields when not given)")
+    config: FusionConfig | None = Field(default=None, description="the core FusionConfig in force (built from the fields when not given)")
     id_key: str = Field(default=CHUNK_ID_KEY, description="metadata key of the chunk id for Documents without Document.id")
-    candidates_kwarg: Optional[str] = Field(default="k", description="the invoke keyword that sets a BaseRetriever's result count")
-    filter: Optional[MetadataFilter] = Field(default=None, description="a metadata filter applied to every source")
-    _top_n: Optional[int] = PrivateAttr(default=None)
+    candidates_kwarg: str | None = Field(default="k", description="the invoke keyword that sets a BaseRetriever's result count")
+    filter: MetadataFilter | None = Field(default=None, description="a metadata filter applied to every source")
+    _top_n: int | None = PrivateAttr(default=None)
 
     @property
     def config_specs(self) -> list[ConfigurableFieldSpec]:
@@ -199,13 +200,13 @@ class ContextualEnsembleRetriever(_WithFusionFields):
     def from_documents(
         cls,
         documents: Sequence[LCDocument],
-        embeddings: Optional[Embeddings] = None,
+        embeddings: Embeddings | None = None,
         *,
-        vectorstore: Optional[VectorStore] = None,
+        vectorstore: VectorStore | None = None,
         id_key: str = CHUNK_ID_KEY,
-        windows: Optional[WindowConfig] = None,
+        windows: WindowConfig | None = None,
         **kwargs: Any,
-    ) -> "ContextualEnsembleRetriever":
+    ) -> ContextualEnsembleRetriever:
         """The default pair: a vector store retriever ("dense") and a `ContextualBM25Retriever` ("bm25").
 
         Args:
@@ -248,7 +249,7 @@ class ContextualEnsembleRetriever(_WithFusionFields):
     # -- retrieval --------------------------------------------------------------------------------
 
     @override
-    def invoke(self, input: str, config: Optional[RunnableConfig] = None, **kwargs: Any) -> list[LCDocument]:
+    def invoke(self, input: str, config: RunnableConfig | None = None, **kwargs: Any) -> list[LCDocument]:
         """`BaseRetriever.invoke`, keeping `config` for the sources (as `EnsembleRetriever` does).
         Keywords: ``k`` (Documents returned) and ``filter`` (a metadata filter) for this call."""
         config = ensure_config(config)
@@ -264,7 +265,7 @@ class ContextualEnsembleRetriever(_WithFusionFields):
         return result
 
     @override
-    async def ainvoke(self, input: str, config: Optional[RunnableConfig] = None, **kwargs: Any) -> list[LCDocument]:
+    async def ainvoke(self, input: str, config: RunnableConfig | None = None, **kwargs: Any) -> list[LCDocument]:
         """Async `invoke`: the sources run concurrently."""
         config = ensure_config(config)
         run_manager = await self._callback_manager(AsyncCallbackManager, config, kwargs).on_retriever_start(
@@ -287,20 +288,20 @@ class ContextualEnsembleRetriever(_WithFusionFields):
         )
 
     def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: Optional[int] = None,
-        filter: Optional[MetadataFilter] = None,
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int | None = None,
+        filter: MetadataFilter | None = None,
     ) -> list[LCDocument]:
         return self._fused(query, ensure_config(None), run_manager, k=k, filter=filter)
 
     async def _aget_relevant_documents(
-        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, k: Optional[int] = None,
-        filter: Optional[MetadataFilter] = None,
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, k: int | None = None,
+        filter: MetadataFilter | None = None,
     ) -> list[LCDocument]:
         return await self._afused(query, ensure_config(None), run_manager, k=k, filter=filter)
 
     def _fused(
         self, query: str, config: RunnableConfig, run_manager: CallbackManagerForRetrieverRun, *,
-        k: Optional[int] = None, filter: Optional[MetadataFilter] = None,
+        k: int | None = None, filter: MetadataFilter | None = None,
     ) -> list[LCDocument]:
         k, where = self._check_k(k), self._where(filter)
         if is_blank(query):
@@ -313,7 +314,7 @@ class ContextualEnsembleRetriever(_WithFusionFields):
 
     async def _afused(
         self, query: str, config: RunnableConfig, run_manager: AsyncCallbackManagerForRetrieverRun, *,
-        k: Optional[int] = None, filter: Optional[MetadataFilter] = None,
+        k: int | None = None, filter: MetadataFilter | None = None,
     ) -> list[LCDocument]:
         k, where = self._check_k(k), self._where(filter)
         if is_blank(query):
@@ -332,7 +333,7 @@ class ContextualEnsembleRetriever(_WithFusionFields):
     def _flow(self, sources: Sequence[SourceRun]) -> QueryFlow:
         return QueryFlow(self._cfg, sources)  # type: ignore[arg-type]
 
-    def _sources(self, query: str, config: RunnableConfig, run_manager: Any, where: Optional[MetadataFilter]) -> list[SourceRun]:
+    def _sources(self, query: str, config: RunnableConfig, run_manager: Any, where: MetadataFilter | None) -> list[SourceRun]:
         """This invocation's sources, each with a child config tagged ``retriever_1``, ... (as
         `EnsembleRetriever` tags them); the vector stores dense feedback moves as `VectorStoreSide`s."""
         fed = {i for i, _ in self._feedback_sides()}
@@ -375,11 +376,11 @@ class ContextualEnsembleRetriever(_WithFusionFields):
             out.append(doc.model_copy(update={"metadata": meta, "id": hit.id}))
         return out
 
-    def _check_k(self, k: Optional[int]) -> int:
+    def _check_k(self, k: int | None) -> int:
         k = self._cfg.top_k if k is None else positive_int("k", k)
         return min(k, self._top_n) if self._top_n else k
 
-    def _where(self, where: Optional[MetadataFilter]) -> Optional[MetadataFilter]:
+    def _where(self, where: MetadataFilter | None) -> MetadataFilter | None:
         if where is None:
             return self.filter
         metadata_predicate(where)  # a bad where dict fails before any source runs

@@ -12,14 +12,14 @@ per query). The async paths read the store in a worker thread and embed with the
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.documents import Document
 from langchain_core.runnables.config import run_in_executor
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
 from contextual_retrieval_core.search.feedback import FeedbackRows, StoreRead
-
 from contextual_retrieval_langchain.relevance import is_chroma
 from contextual_retrieval_langchain.windows import WindowedVectorStore
 

@@ -11,7 +11,8 @@ Document's page_content becomes the kept text. ``metadata["pruned_spans"]`` hold
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor
@@ -20,7 +21,6 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 from contextual_retrieval_core.pruning import PRUNED_SPANS_KEY, ContextPruner, PruningResult, kind_for_path
 from contextual_retrieval_core.types import Chunk, ContextualChunk, compose_indexed_text
-
 from contextual_retrieval_langchain._documents import CHUNK_ID_KEY, CONTEXT_KEY, ORIGINAL_CONTENT_KEY, PARENT_ID_KEY
 
 __all__ = ["ContextPruningCompressor"]
@@ -76,11 +76,11 @@ class ContextPruningCompressor(BaseDocumentCompressor):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    embedder: Optional[Any] = Field(default=None, exclude=True)
-    budget: Optional[int] = None
+    embedder: Any | None = Field(default=None, exclude=True)
+    budget: int | None = None
     budget_share: float = 0.3
     settings: dict[str, Any] = Field(default_factory=dict)
-    pruner: Optional[Any] = Field(default=None, exclude=True)
+    pruner: Any | None = Field(default=None, exclude=True)
     _pruner: ContextPruner = PrivateAttr()
 
     def model_post_init(self, context: Any) -> None:
@@ -102,12 +102,12 @@ class ContextPruningCompressor(BaseDocumentCompressor):
         chunks, kinds = _chunks(list(documents))
         return self._pruner.prepare(chunks, kinds=kinds)
 
-    def compress_documents(self, documents: Sequence[LCDocument], query: str, callbacks: Optional[Callbacks] = None) -> list[LCDocument]:
+    def compress_documents(self, documents: Sequence[LCDocument], query: str, callbacks: Callbacks | None = None) -> list[LCDocument]:
         docs = list(documents)
         chunks, kinds = _chunks(docs)
         return _documents(docs, self._pruner.prune(query, chunks, kinds=kinds))
 
-    async def acompress_documents(self, documents: Sequence[LCDocument], query: str, callbacks: Optional[Callbacks] = None) -> list[LCDocument]:
+    async def acompress_documents(self, documents: Sequence[LCDocument], query: str, callbacks: Callbacks | None = None) -> list[LCDocument]:
         docs = list(documents)
         chunks, kinds = _chunks(docs)
         return _documents(docs, await self._pruner.aprune(query, chunks, kinds=kinds))

@@ -8,7 +8,8 @@ chunk. A store with no relevance function has its raw scores read by their order
 
 from __future__ import annotations
 
-from typing import Any, Optional, Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
@@ -23,7 +24,7 @@ __all__ = ["ScoresByVector", "relevance_scored", "arelevance_scored", "relevance
 class ScoresByVector(Protocol):
     """A store that scores a search by vector itself (`WindowedVectorStore`: each chunk once)."""
 
-    def scored_by_vector(self, vector: Sequence[float], k: int = 4, **kwargs: Any) -> list[tuple[Document, Optional[float]]]: ...
+    def scored_by_vector(self, vector: Sequence[float], k: int = 4, **kwargs: Any) -> list[tuple[Document, float | None]]: ...
 
 
 # No warning filters are changed here: `warnings.catch_warnings` swaps the process's filter list,
@@ -32,7 +33,7 @@ class ScoresByVector(Protocol):
 # that warns (its warning prints the retrieved documents).
 
 
-def relevance_scored(store: VectorStore, query: str, **kwargs: Any) -> list[tuple[Document, Optional[float]]]:
+def relevance_scored(store: VectorStore, query: str, **kwargs: Any) -> list[tuple[Document, float | None]]:
     """(document, relevance) best first: what the store's public
     ``similarity_search_with_relevance_scores`` returns, its ``score_threshold`` applied the same
     way, without that method's warning for scores outside [0, 1] (fusion scales the scores). A
@@ -40,7 +41,7 @@ def relevance_scored(store: VectorStore, query: str, **kwargs: Any) -> list[tupl
     ``similarity_search_with_score``, its scores read by their order (`oriented`) and the
     threshold applied to them, as `scored_by_vector` does."""
     threshold = kwargs.pop("score_threshold", None)
-    pairs: list[tuple[Document, Optional[float]]]
+    pairs: list[tuple[Document, float | None]]
     if _scores_by_order(store, "similarity_search_with_relevance_scores"):
         pairs = oriented(store.similarity_search_with_score(query, **kwargs))
     else:
@@ -48,10 +49,10 @@ def relevance_scored(store: VectorStore, query: str, **kwargs: Any) -> list[tupl
     return _at_or_above(pairs, threshold)
 
 
-async def arelevance_scored(store: VectorStore, query: str, **kwargs: Any) -> list[tuple[Document, Optional[float]]]:
+async def arelevance_scored(store: VectorStore, query: str, **kwargs: Any) -> list[tuple[Document, float | None]]:
     """Async `relevance_scored`."""
     threshold = kwargs.pop("score_threshold", None)
-    pairs: list[tuple[Document, Optional[float]]]
+    pairs: list[tuple[Document, float | None]]
     if _scores_by_order(store, "asimilarity_search_with_relevance_scores"):
         pairs = oriented(await store.asimilarity_search_with_score(query, **kwargs))
     else:
@@ -59,7 +60,7 @@ async def arelevance_scored(store: VectorStore, query: str, **kwargs: Any) -> li
     return _at_or_above(pairs, threshold)
 
 
-def relevance_pairs(store: VectorStore, query: str, threshold: Optional[float] = None, **kwargs: Any) -> list[tuple[Document, float]]:
+def relevance_pairs(store: VectorStore, query: str, threshold: float | None = None, **kwargs: Any) -> list[tuple[Document, float]]:
     """The relevance scores of a search: the store's own public relevance search where it has one
     (given `threshold`), else the scoring step LangChain's public method wraps, before its
     threshold (which raises NotImplementedError for a store without a relevance function, as the
@@ -69,7 +70,7 @@ def relevance_pairs(store: VectorStore, query: str, threshold: Optional[float] =
     return relevance_scores(store, query, **kwargs)
 
 
-async def arelevance_pairs(store: VectorStore, query: str, threshold: Optional[float] = None, **kwargs: Any) -> list[tuple[Document, float]]:
+async def arelevance_pairs(store: VectorStore, query: str, threshold: float | None = None, **kwargs: Any) -> list[tuple[Document, float]]:
     """Async `relevance_pairs`."""
     if _overrides(store, "asimilarity_search_with_relevance_scores"):
         return await store.asimilarity_search_with_relevance_scores(query, **_with_threshold(kwargs, threshold))
@@ -85,17 +86,17 @@ def _overrides(store: VectorStore, method: str) -> bool:
     return getattr(type(store), method, None) is not getattr(VectorStore, method)
 
 
-def _with_threshold(kwargs: dict[str, Any], threshold: Optional[float]) -> dict[str, Any]:
+def _with_threshold(kwargs: dict[str, Any], threshold: float | None) -> dict[str, Any]:
     return kwargs if threshold is None else {**kwargs, "score_threshold": threshold}
 
 
-def _at_or_above(pairs: list, threshold: Optional[float]) -> list:
+def _at_or_above(pairs: list, threshold: float | None) -> list:
     if threshold is None:
         return pairs
     return [(d, s) for d, s in pairs if s is not None and s >= threshold]
 
 
-def scored_by_vector(store: VectorStore, vector: Sequence[float], **kwargs: Any) -> list[tuple[Document, Optional[float]]]:
+def scored_by_vector(store: VectorStore, vector: Sequence[float], **kwargs: Any) -> list[tuple[Document, float | None]]:
     """(document, relevance or None) best first for a search by `vector`: the scores the store's
     ``similarity_search_with_relevance_scores`` gives for a search by text, its
     ``score_threshold`` search kwarg applied the same way (relevance at or above it kept)."""
@@ -107,7 +108,7 @@ def scored_by_vector(store: VectorStore, vector: Sequence[float], **kwargs: Any)
     return _at_or_above(pairs, threshold)
 
 
-def _scored_by_vector(store: VectorStore, vector: list[float], **kwargs: Any) -> list[tuple[Document, Optional[float]]]:
+def _scored_by_vector(store: VectorStore, vector: list[float], **kwargs: Any) -> list[tuple[Document, float | None]]:
     # langchain-chroma names its raw search by vector "..._with_relevance_scores" but returns
     # distances (as its similarity_search_with_score does); other stores give raw scores from
     # similarity_search_with_score_by_vector (InMemoryVectorStore, FAISS, ...)
@@ -120,7 +121,7 @@ def _scored_by_vector(store: VectorStore, vector: list[float], **kwargs: Any) ->
     return [(d, None) for d in store.similarity_search_by_vector(vector, **kwargs)]
 
 
-def oriented(pairs: list[tuple[Document, float]]) -> list[tuple[Document, Optional[float]]]:
+def oriented(pairs: list[tuple[Document, float]]) -> list[tuple[Document, float | None]]:
     """A store returns its best match first, so scores that rise down the list are distances
     (negated: higher is better), scores that fall are similarities (kept); scores in no order say
     nothing of their direction and are dropped (fusion then uses 1 / rank)."""

@@ -6,15 +6,16 @@ cross-encoder too; use it in `ContextualCompressionRetriever` or as the ensemble
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor
 from langchain_core.documents import Document as LCDocument
 from pydantic import ConfigDict, Field
 
-from contextual_retrieval_core.search.ranked import DEFAULT_TOP_K
 from contextual_retrieval_core.rerank.base import Reranker, RerankResult
+from contextual_retrieval_core.search.ranked import DEFAULT_TOP_K
 
 __all__ = ["RerankCompressor", "RELEVANCE_SCORE_KEY"]
 
@@ -47,11 +48,11 @@ class RerankCompressor(BaseDocumentCompressor):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    reranker: Optional[Any] = None
+    reranker: Any | None = None
     model: str = "rerank-v3.5"
-    client: Optional[Any] = Field(default=None, exclude=True)
-    async_client: Optional[Any] = Field(default=None, exclude=True)
-    top_n: Optional[int] = Field(default=DEFAULT_TOP_K, gt=0)
+    client: Any | None = Field(default=None, exclude=True)
+    async_client: Any | None = Field(default=None, exclude=True)
+    top_n: int | None = Field(default=DEFAULT_TOP_K, gt=0)
 
     def model_post_init(self, context: Any) -> None:
         if self.reranker is None:
@@ -67,7 +68,7 @@ class RerankCompressor(BaseDocumentCompressor):
             self.model = str(getattr(self.reranker, "model_name", None) or type(self.reranker).__name__)
 
     @classmethod
-    def voyage(cls, model: str = "rerank-2.5", *, client: Any = None, async_client: Any = None, top_n: Optional[int] = DEFAULT_TOP_K, **kwargs: Any) -> "RerankCompressor":
+    def voyage(cls, model: str = "rerank-2.5", *, client: Any = None, async_client: Any = None, top_n: int | None = DEFAULT_TOP_K, **kwargs: Any) -> RerankCompressor:
         """Rerank with Voyage (`VoyageReranker`; the key from VOYAGE_API_KEY when no client is given)."""
         from contextual_retrieval_core.rerank.voyage import VoyageReranker
 
@@ -79,7 +80,7 @@ class RerankCompressor(BaseDocumentCompressor):
         return self.reranker
 
     def compress_documents(
-        self, documents: Sequence[LCDocument], query: str, callbacks: Optional[Callbacks] = None
+        self, documents: Sequence[LCDocument], query: str, callbacks: Callbacks | None = None
     ) -> list[LCDocument]:
         docs = list(documents)
         if not docs:
@@ -87,7 +88,7 @@ class RerankCompressor(BaseDocumentCompressor):
         return _pick(docs, self._core().rerank(query, [d.page_content for d in docs], top_n=self.top_n))
 
     async def acompress_documents(
-        self, documents: Sequence[LCDocument], query: str, callbacks: Optional[Callbacks] = None
+        self, documents: Sequence[LCDocument], query: str, callbacks: Callbacks | None = None
     ) -> list[LCDocument]:
         docs = list(documents)
         if not docs:

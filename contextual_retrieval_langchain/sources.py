@@ -17,7 +17,8 @@ Each source keeps what it returned (`found`: chunk id, its own score or None, Do
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from langchain_core.callbacks import AsyncCallbackManager, CallbackManager
@@ -41,7 +42,7 @@ from contextual_retrieval_langchain.rerank import RELEVANCE_SCORE_KEY
 __all__ = ["Scored", "SourceRun", "VectorStoreSide", "documents_by_id", "scored_vectorstore"]
 
 #: (chunk id, the source's own score or None, Document), best first
-Scored = list[tuple[str, Optional[float], Document]]
+Scored = list[tuple[str, float | None, Document]]
 
 #: metadata keys a source's own score may come in, first found wins
 _SCORE_KEYS = (BM25_SCORE_KEY, RELEVANCE_SCORE_KEY, "similarity_score", SCORE_KEY)
@@ -51,8 +52,8 @@ class SourceRun:
     """One source of one invocation, as a flow `Source`."""
 
     def __init__(
-        self, name: str, retriever: Any, query: str, config: RunnableConfig, where: Optional[MetadataFilter], *,
-        depth: int, id_key: str, candidates_kwarg: Optional[str], sources: list["SourceRun"],
+        self, name: str, retriever: Any, query: str, config: RunnableConfig, where: MetadataFilter | None, *,
+        depth: int, id_key: str, candidates_kwarg: str | None, sources: list[SourceRun],
     ) -> None:
         self.name, self.retriever, self.query, self.config, self.where = name, retriever, query, config, where
         self.depth, self.id_key, self.candidates_kwarg = depth, id_key, candidates_kwarg
@@ -69,7 +70,7 @@ class SourceRun:
     async def asearch(self, queries: Sequence[str]) -> list[Hits]:
         return self._keep(await self._arun(None))
 
-    def _run(self, vector: Optional[list[float]]) -> Scored:
+    def _run(self, vector: list[float] | None) -> Scored:
         retriever = self.retriever
         if scored_vectorstore(retriever):
             # the store's scored search keeps the scores; a child run configured as
@@ -86,7 +87,7 @@ class SourceRun:
             return self._from_pairs(pairs)
         return self._from_docs(retriever.invoke(self.query, self.config, **self._invoke_kwargs()))
 
-    async def _arun(self, vector: Optional[list[float]]) -> Scored:
+    async def _arun(self, vector: list[float] | None) -> Scored:
         retriever = self.retriever
         if scored_vectorstore(retriever):
             kwargs = self._search_kwargs()
@@ -119,7 +120,7 @@ class SourceRun:
             kwargs["filter"] = self.where
         return kwargs
 
-    def _from_pairs(self, pairs: list[tuple[Document, Optional[float]]]) -> Scored:
+    def _from_pairs(self, pairs: list[tuple[Document, float | None]]) -> Scored:
         return [(chunk_id_of(d, self.id_key), s, d) for d, s in pairs]
 
     def _from_docs(self, docs: Sequence[Document]) -> Scored:

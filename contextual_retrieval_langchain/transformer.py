@@ -9,18 +9,23 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any, Literal, Mapping, Optional, Sequence, Union
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 from langchain_core.documents import BaseDocumentTransformer
 from langchain_core.documents import Document as LCDocument
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from contextual_retrieval_core.contextualize.contextualizer import Contextualizer, ContextualizeResult, contextualizer_for, refresh_options
+from contextual_retrieval_core.contextualize.contextualizer import (
+    Contextualizer,
+    ContextualizeResult,
+    contextualizer_for,
+    refresh_options,
+)
 from contextual_retrieval_core.generators.prompts import DEFAULT_PROMPT, ContextPrompt
+from contextual_retrieval_core.generators.usage import UsageReport
 from contextual_retrieval_core.store.context_store import ContextStore
 from contextual_retrieval_core.types import Chunk, ContextPosition, Document, distinct_documents, number_chunks, stable_chunk_id
-from contextual_retrieval_core.generators.usage import UsageReport
-
 from contextual_retrieval_langchain._documents import CHUNK_INDEX_KEY, contextual_document, document_id_of
 from contextual_retrieval_langchain.chat import chat_model_generator
 from contextual_retrieval_langchain.crops import FRAME_ID_KEY, crop_documents, image_batch, is_image_document
@@ -31,7 +36,7 @@ __all__ = ["ContextualDocumentTransformer"]
 #: header splitters (MarkdownHeaderTextSplitter, HTMLHeaderTextSplitter) whose split_text returns Documents
 _SPLIT_METHODS = ("split_documents", "transform_documents", "split_text")
 
-Parents = Union[Mapping[str, Union[LCDocument, str]], Sequence[LCDocument]]
+Parents = Mapping[str, LCDocument | str] | Sequence[LCDocument]
 
 
 class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
@@ -116,13 +121,13 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    text_splitter: Optional[Any] = None
-    generator: Optional[Any] = None
-    llm: Optional[Any] = None
+    text_splitter: Any | None = None
+    generator: Any | None = None
+    llm: Any | None = None
     prompt: ContextPrompt = DEFAULT_PROMPT
-    prompt_caching: Optional[bool] = None
+    prompt_caching: bool | None = None
     cache_ttl: Literal["5m", "1h"] = "5m"
-    store: Optional[Union[str, os.PathLike, ContextStore]] = None
+    store: str | os.PathLike | ContextStore | None = None
     parent_id_key: str = "source"
     concurrency: int = Field(default=8, ge=1)
     mode: Literal["realtime", "batch"] = "realtime"
@@ -130,18 +135,18 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
     position: ContextPosition = "before"
     separator: str = "\n\n"
     show_progress: bool = True
-    give_up_after_rate_limited_s: Optional[float] = Field(default=120.0, gt=0)
+    give_up_after_rate_limited_s: float | None = Field(default=120.0, gt=0)
     retry_backoff_s: float = Field(default=1.0, gt=0)
     claim_lease_s: float = Field(default=60.0, gt=0)
-    claim_renew_s: Optional[float] = Field(default=None, gt=0)
+    claim_renew_s: float | None = Field(default=None, gt=0)
     claim_poll_s: float = Field(default=1.0, gt=0)
     structural_header: bool = True
-    crop_generator: Optional[Any] = None
+    crop_generator: Any | None = None
 
-    _contextualizer: Optional[Contextualizer] = PrivateAttr(default=None)
-    _last_report: Optional[UsageReport] = PrivateAttr(default=None)
-    _crop_contextualizer: Optional[Contextualizer] = PrivateAttr(default=None)
-    _last_crop_report: Optional[UsageReport] = PrivateAttr(default=None)
+    _contextualizer: Contextualizer | None = PrivateAttr(default=None)
+    _last_report: UsageReport | None = PrivateAttr(default=None)
+    _crop_contextualizer: Contextualizer | None = PrivateAttr(default=None)
+    _last_crop_report: UsageReport | None = PrivateAttr(default=None)
 
     @field_validator("text_splitter")
     @classmethod
@@ -154,7 +159,7 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _one_generator(self) -> "ContextualDocumentTransformer":
+    def _one_generator(self) -> ContextualDocumentTransformer:
         if self.generator is not None and self.llm is not None:
             raise ValueError("pass generator= or llm=, not both")
         return self
@@ -174,12 +179,12 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
         return refresh_options(self._contextualizer, self)  # a field set later still counts
 
     @property
-    def last_report(self) -> Optional[UsageReport]:
+    def last_report(self) -> UsageReport | None:
         """The core's `UsageReport` of the last run: contexts generated, store hits, tokens, cost."""
         return self._last_report
 
     @property
-    def last_crop_report(self) -> Optional[UsageReport]:
+    def last_crop_report(self) -> UsageReport | None:
         """The core's `UsageReport` of the last run's image crops (None when it had none)."""
         return self._last_crop_report
 
@@ -196,7 +201,7 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
         return refresh_options(self._crop_contextualizer, self)
 
     def transform_documents(
-        self, documents: Sequence[LCDocument], *, parents: Optional[Parents] = None, **kwargs: Any
+        self, documents: Sequence[LCDocument], *, parents: Parents | None = None, **kwargs: Any
     ) -> list[LCDocument]:
         """Contextual chunks of `documents` (whole documents, or chunks when `parents` is given),
         then their image crops."""
@@ -211,7 +216,7 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
         return out
 
     async def atransform_documents(
-        self, documents: Sequence[LCDocument], *, parents: Optional[Parents] = None, **kwargs: Any
+        self, documents: Sequence[LCDocument], *, parents: Parents | None = None, **kwargs: Any
     ) -> list[LCDocument]:
         """Async `transform_documents`: generation requests run concurrently on the caller's loop
         (splitting runs in a worker thread, so a splitter that calls a model never blocks it)."""
@@ -239,7 +244,7 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
         return [contextual_document(c, metadata[c.id]) for c in result.chunks]
 
     def _to_core(
-        self, documents: Sequence[LCDocument], parents: Optional[Parents]
+        self, documents: Sequence[LCDocument], parents: Parents | None
     ) -> tuple[list[Document], list[Chunk], dict[str, dict[str, Any]]]:
         if isinstance(documents, LCDocument):
             raise TypeError("pass a list of Documents, not a single Document")
@@ -306,7 +311,7 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
         return [d for pid, d in by_id.items() if pid in used], chunks, metadata
 
 
-def _images_apart(documents: Sequence[LCDocument], parents: Optional[Parents], parent_id_key: str) -> tuple[Any, Any, Any]:
+def _images_apart(documents: Sequence[LCDocument], parents: Parents | None, parent_id_key: str) -> tuple[Any, Any, Any]:
     """(the image inputs as a core `CropBatch` or None, the text documents, the text parents).
     Frames and crops are read, and bad ones refused, here: before any context is generated."""
     if isinstance(documents, LCDocument):

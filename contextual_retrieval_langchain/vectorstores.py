@@ -7,13 +7,13 @@ and always the embeddings you pass: never Chroma's default embedding function.
 from __future__ import annotations
 
 import os
-from typing import Any, Optional, Sequence, Union
+from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.documents import Document as LCDocument
 from langchain_core.embeddings import Embeddings
 
 from contextual_retrieval_core.dense.chroma import CHROMA_HNSW, chroma_client, chroma_collection
-
 from contextual_retrieval_langchain._documents import CHUNK_ID_KEY, chunk_id_of
 
 __all__ = ["chroma_from_documents", "CHROMA_HNSW"]
@@ -22,12 +22,12 @@ def chroma_from_documents(
     documents: Sequence[LCDocument],
     embeddings: Embeddings,
     *,
-    collection_name: Optional[str] = None,
-    persist_directory: Optional[Union[str, os.PathLike]] = None,
+    collection_name: str | None = None,
+    persist_directory: str | os.PathLike | None = None,
     client: Any = None,
     id_key: str = CHUNK_ID_KEY,
     batch_size: int = 256,
-    hnsw: Optional[dict[str, Any]] = None,
+    hnsw: dict[str, Any] | None = None,
 ) -> Any:
     """A langchain-chroma `Chroma` holding `documents` under their ids, embedded with `embeddings`.
 

@@ -9,12 +9,12 @@ grouped by a metadata key. Queries go out with ``input_type="query"``.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.documents import Document
 
 from contextual_retrieval_core.embeddings.voyage_context import VoyageContextualizedEmbedder
-
 from contextual_retrieval_langchain.embeddings import EmbedderEmbeddings
 
 __all__ = ["VoyageContextualizedEmbeddings"]

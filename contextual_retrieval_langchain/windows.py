@@ -25,16 +25,25 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import uuid
-from typing import Any, Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
-from contextual_retrieval_core.dense.window_rows import WINDOW_OF_KEY, RowLedger, WindowRow, max_pooling_only, plan_rows, row_owner, windowable
+from contextual_retrieval_core.dense.window_rows import (
+    WINDOW_OF_KEY,
+    RowLedger,
+    WindowRow,
+    max_pooling_only,
+    plan_rows,
+    row_owner,
+    windowable,
+)
 from contextual_retrieval_core.dense.windows import WindowConfig, first_per_owner
-
 from contextual_retrieval_langchain._compat import relevance_function
 from contextual_retrieval_langchain._documents import CHUNK_ID_KEY, ORIGINAL_CONTENT_KEY, chunk_id_of
 from contextual_retrieval_langchain.relevance import arelevance_pairs, relevance_pairs, scored_by_vector
@@ -52,10 +61,8 @@ def _row_document(row: WindowRow, doc: Document, alone: bool, id_key: str) -> Do
 
 
 def _delete(store: VectorStore, ids: list[str]) -> None:
-    try:
+    with contextlib.suppress(NotImplementedError):  # a store that cannot delete: its rows are overwritten or kept
         store.delete(ids=ids)
-    except NotImplementedError:  # a store that cannot delete: its rows are overwritten or kept
-        pass
 
 
 class WindowedVectorStore(VectorStore):
@@ -76,7 +83,7 @@ class WindowedVectorStore(VectorStore):
         self._ledger = RowLedger()  # each chunk's rows and store id; the payload is its Document
 
     @property
-    def embeddings(self) -> Optional[Embeddings]:
+    def embeddings(self) -> Embeddings | None:
         return self.vectorstore.embeddings
 
     @property
@@ -125,14 +132,14 @@ class WindowedVectorStore(VectorStore):
             _delete(self.vectorstore, change.after)
         return list(keys)
 
-    def add_texts(self, texts: Iterable[str], metadatas: Optional[list[dict]] = None, *, ids: Optional[list[str]] = None,
+    def add_texts(self, texts: Iterable[str], metadatas: list[dict] | None = None, *, ids: list[str] | None = None,
                   **kwargs: Any) -> list[str]:
         texts = list(texts)
         metadatas = metadatas or [{} for _ in texts]
         docs = [Document(t, metadata=m) for t, m in zip(texts, metadatas)]
         return self.add_documents(docs, ids=ids, **kwargs)
 
-    def delete(self, ids: Optional[list[str]] = None, **kwargs: Any) -> Optional[bool]:
+    def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
         """Delete chunks by store id (the chunk id unless `add_documents` was given ``ids=``), with
         their windows; an id no chunk is stored under is passed to the inner store as it is."""
         return self.vectorstore.delete(ids=self._ledger.remove(ids or []), **kwargs)
@@ -142,7 +149,7 @@ class WindowedVectorStore(VectorStore):
         return [self._ledger.payload(c) for c in (self._ledger.chunk_of(key) for key in ids) if c is not None]
 
     @classmethod
-    def from_texts(cls, texts: list[str], embedding: Embeddings, metadatas: Optional[list[dict]] = None, **kwargs: Any) -> "WindowedVectorStore":
+    def from_texts(cls, texts: list[str], embedding: Embeddings, metadatas: list[dict] | None = None, **kwargs: Any) -> WindowedVectorStore:
         raise NotImplementedError("wrap a store: WindowedVectorStore(Chroma(...) or InMemoryVectorStore(embeddings), "
                                   "windows=WindowConfig()), then add_documents(...)")
 
@@ -178,7 +185,7 @@ class WindowedVectorStore(VectorStore):
         """The row ids of a chunk: its own, then its windows'."""
         return self._ledger.rows_of(chunk_id)
 
-    def scored_by_vector(self, vector: Sequence[float], k: int = 4, **kwargs: Any) -> list[tuple[Document, Optional[float]]]:
+    def scored_by_vector(self, vector: Sequence[float], k: int = 4, **kwargs: Any) -> list[tuple[Document, float | None]]:
         """Each chunk once, best first, for a search by `vector` (dense PRF's second search), with
         the relevance scores `similarity_search_with_relevance_scores` gives."""
         return list(self._collapse(scored_by_vector(self.vectorstore, vector, k=k + self.extra, **kwargs), k))  # type: ignore[arg-type]

@@ -17,24 +17,24 @@ else in this package uses public API only.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 __all__ = ["anthropic_llm_clients", "index_embed_model", "vector_retriever_parts"]
 
 
-def anthropic_llm_clients(llm: Any) -> tuple[Optional[Any], Optional[Any]]:
+def anthropic_llm_clients(llm: Any) -> tuple[Any | None, Any | None]:
     """(sync, async) anthropic SDK clients of llama-index's `Anthropic` LLM; (None, None) when the
     installed version keeps them elsewhere."""
     return getattr(llm, "_client", None), getattr(llm, "_aclient", None)
 
 
-def index_embed_model(index: Any) -> Optional[Any]:
+def index_embed_model(index: Any) -> Any | None:
     """The embedding model of a llama-index `VectorStoreIndex`; None when the installed version
     keeps it elsewhere."""
     return getattr(index, "_embed_model", None)
 
 
-def vector_retriever_parts(retriever: Any) -> tuple[Optional[Any], Optional[Any]]:
+def vector_retriever_parts(retriever: Any) -> tuple[Any | None, Any | None]:
     """(vector store, embedding model) of a llama-index `VectorIndexRetriever` (llama-index-core
     0.12 - 0.14 keep them only as ``_vector_store`` and ``_embed_model``); what dense PRF reads the
     stored vectors from and embeds the query with. (None, None) when kept elsewhere."""

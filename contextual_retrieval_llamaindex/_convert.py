@@ -15,7 +15,8 @@ A node without a context is left exactly as its splitter made it.
 
 from __future__ import annotations
 
-from typing import Hashable, TypeVar
+from collections.abc import Hashable
+from typing import TypeVar
 
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, TextNode
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any
 
 import numpy as np
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -14,11 +15,10 @@ from llama_index.core.storage.docstore.utils import doc_to_json, json_to_doc
 from llama_index.core.vector_stores.types import MetadataFilters
 from llama_index.core.vector_stores.utils import build_metadata_filter_fn
 
-from contextual_retrieval_core.search.bm25 import BM25Index, load_with_records, save_with_records
 from contextual_retrieval_core.checks import not_a_string, positive_int
-from contextual_retrieval_core.search.ranked import DEFAULT_TOP_K
 from contextual_retrieval_core.chunking.tokenizer import Tokenizer
-
+from contextual_retrieval_core.search.bm25 import BM25Index, load_with_records, save_with_records
+from contextual_retrieval_core.search.ranked import DEFAULT_TOP_K
 from contextual_retrieval_llamaindex._convert import indexed_text
 
 __all__ = ["ContextualBM25Retriever"]
@@ -55,13 +55,13 @@ class ContextualBM25Retriever(BaseRetriever):
         nodes: Sequence[BaseNode],
         *,
         similarity_top_k: int = DEFAULT_TOP_K,
-        filters: Optional[MetadataFilters] = None,
-        tokenizer: Optional[Tokenizer] = None,
+        filters: MetadataFilters | None = None,
+        tokenizer: Tokenizer | None = None,
         k1: float = 1.2,
         b: float = 0.75,
         method: str = "lucene",
-        index: Optional[BM25Index] = None,
-        callback_manager: Optional[CallbackManager] = None,
+        index: BM25Index | None = None,
+        callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
         positive_int("similarity_top_k", similarity_top_k)
@@ -69,7 +69,7 @@ class ContextualBM25Retriever(BaseRetriever):
         nodes = list(nodes)
         if not nodes:
             raise ValueError("no nodes to index: pass the nodes from your node parser (or a docstore)")
-        self.nodes: Dict[str, BaseNode] = {n.node_id: n for n in nodes}
+        self.nodes: dict[str, BaseNode] = {n.node_id: n for n in nodes}
         if len(self.nodes) != len(nodes):
             raise ValueError(
                 "duplicate node ids: every node needs a unique id (ContextualNodeParser gives each chunk one; "
@@ -77,8 +77,8 @@ class ContextualBM25Retriever(BaseRetriever):
             )
         self.similarity_top_k = int(similarity_top_k)
         self.filters = filters
-        self._mask: Optional[np.ndarray] = None
-        self._mask_for: Optional[MetadataFilters] = None
+        self._mask: np.ndarray | None = None
+        self._mask_for: MetadataFilters | None = None
         ids = list(self.nodes)
         if index is None:
             index = BM25Index(tokenizer, k1=k1, b=b, method=method).index(ids, [indexed_text(n) for n in nodes])  # type: ignore[arg-type]
@@ -92,11 +92,11 @@ class ContextualBM25Retriever(BaseRetriever):
     @classmethod
     def from_defaults(
         cls,
-        nodes: Optional[Sequence[BaseNode]] = None,
-        docstore: Optional[BaseDocumentStore] = None,
+        nodes: Sequence[BaseNode] | None = None,
+        docstore: BaseDocumentStore | None = None,
         index: Any = None,
         **kwargs: Any,
-    ) -> "ContextualBM25Retriever":
+    ) -> ContextualBM25Retriever:
         """From nodes, a docstore, or a LlamaIndex index (its docstore). A docstore holding whole
         Documents (an `IngestionPipeline`'s, which keeps the pipeline's inputs) is refused: BM25
         would index whole documents instead of chunks; pass the pipeline's nodes."""
@@ -116,7 +116,7 @@ class ContextualBM25Retriever(BaseRetriever):
 
     # -- retrieval ----------------------------------------------------------------------------------
 
-    def _allowed(self) -> Optional[np.ndarray]:
+    def _allowed(self) -> np.ndarray | None:
         """The filters as a mask over the indexed nodes, computed once per `filters` object."""
         filters = self.filters
         if filters is None or not filters.filters:
@@ -127,11 +127,11 @@ class ContextualBM25Retriever(BaseRetriever):
             self._mask_for = filters
         return self._mask
 
-    def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         hits = self.index.search(query_bundle.query_str, self.similarity_top_k, allowed=self._allowed())
         return [NodeWithScore(node=self.nodes[i], score=score) for i, score in hits]
 
-    async def _aretrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return self._retrieve(query_bundle)  # in-process and fast: no I/O to await
 
     # -- persistence --------------------------------------------------------------------------------
@@ -143,7 +143,7 @@ class ContextualBM25Retriever(BaseRetriever):
         return save_with_records(path, self.index, nodes, settings)
 
     @classmethod
-    def from_persist_dir(cls, path: str | Path, **kwargs: Any) -> "ContextualBM25Retriever":
+    def from_persist_dir(cls, path: str | Path, **kwargs: Any) -> ContextualBM25Retriever:
         """Load what `persist` wrote; keyword arguments override the saved settings."""
         index, records, settings = load_with_records(path)
         if settings.get("filters"):

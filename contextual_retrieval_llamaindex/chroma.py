@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
+from typing import Any
 
 __all__ = ["chroma_vector_store"]
 
 
 def chroma_vector_store(
-    path: Optional[str | os.PathLike[str]] = None,
-    collection: Optional[str] = None,
+    path: str | os.PathLike[str] | None = None,
+    collection: str | None = None,
     *,
     client: Any = None,
 ) -> Any:

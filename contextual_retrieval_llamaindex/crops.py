@@ -21,15 +21,24 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from llama_index.core.schema import BaseNode, Document, ImageNode, NodeRelationship, RelatedNodeInfo
 
-from contextual_retrieval_core.chunking.frames import CROP_KEY, CROP_METADATA_KEYS, FRAME_KEY, CropBatch, CropInput, FrameInput, crop_chunks, crop_metadata
+from contextual_retrieval_core.chunking.frames import (
+    CROP_KEY,
+    CROP_METADATA_KEYS,
+    FRAME_KEY,
+    CropBatch,
+    CropInput,
+    FrameInput,
+    crop_chunks,
+    crop_metadata,
+)
 from contextual_retrieval_core.chunking.images import ImageData
 from contextual_retrieval_core.contextualize.contextualizer import ContextualizeResult
 from contextual_retrieval_core.types import ContextPosition
-
 from contextual_retrieval_llamaindex._convert import set_context
 
 __all__ = ["is_image_input", "image_batch", "crop_nodes"]
@@ -70,7 +79,7 @@ def crop_nodes(result: ContextualizeResult, documents: Sequence[Any], position: 
     for chunk in result.chunks:
         crop = chunk.chunk.metadata[CROP_KEY]
         frame = frames[chunk.document_id]
-        image: Optional[ImageData] = crop.image
+        image: ImageData | None = crop.image
         fields: dict[str, Any] = {}
         if image is not None and image.path:
             fields["image_path"] = image.path

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any, List, Optional
+from typing import Any
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -50,22 +50,22 @@ class CoreEmbedding(BaseEmbedding):
     def embedder(self) -> Embedder:
         return self._embedder
 
-    def _get_query_embedding(self, query: str) -> List[float]:
+    def _get_query_embedding(self, query: str) -> list[float]:
         return [float(x) for x in self._embedder.embed_queries([query])[0]]
 
-    async def _aget_query_embedding(self, query: str) -> List[float]:
+    async def _aget_query_embedding(self, query: str) -> list[float]:
         return [float(x) for x in (await aembed_queries(self._embedder, [query]))[0]]
 
-    def _get_text_embedding(self, text: str) -> List[float]:
+    def _get_text_embedding(self, text: str) -> list[float]:
         return self._get_text_embeddings([text])[0]
 
-    async def _aget_text_embedding(self, text: str) -> List[float]:
+    async def _aget_text_embedding(self, text: str) -> list[float]:
         return (await self._aget_text_embeddings([text]))[0]
 
-    def _get_text_embeddings(self, texts: List[str]) -> List[List[float]]:
+    def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
         return np.asarray(self._embedder.embed_documents(texts), dtype=float).tolist()
 
-    async def _aget_text_embeddings(self, texts: List[str]) -> List[List[float]]:
+    async def _aget_text_embeddings(self, texts: list[str]) -> list[list[float]]:
         return np.asarray(await aembed_documents(self._embedder, texts), dtype=float).tolist()
 
 
@@ -79,9 +79,9 @@ class LocalMiniLMEmbedding(CoreEmbedding):
         384
     """
 
-    cache_path: Optional[str] = Field(default=None, description="SQLite embedding cache (None: no cache).")
+    cache_path: str | None = Field(default=None, description="SQLite embedding cache (None: no cache).")
 
-    def __init__(self, cache_path: Optional[str] = None, **kwargs: Any) -> None:
+    def __init__(self, cache_path: str | None = None, **kwargs: Any) -> None:
         from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
 
         embedder: Any = LocalMiniLMEmbedder()

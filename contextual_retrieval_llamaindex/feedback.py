@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Sequence
 from itertools import count
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.indices.vector_store.retrievers import VectorIndexRetriever
 from llama_index.core.schema import BaseNode, MetadataMode, QueryBundle
 from llama_index.core.vector_stores.simple import SimpleVectorStore
 
-from contextual_retrieval_core.search.feedback import FeedbackRows, StoreRead, stored_read
 from contextual_retrieval_core.dense.window_rows import row_id
-
+from contextual_retrieval_core.search.feedback import FeedbackRows, StoreRead, stored_read
 from contextual_retrieval_llamaindex._compat import searches_by_vector, vector_retriever_parts
 
 __all__ = ["VectorSide", "vector_side"]
@@ -49,7 +49,7 @@ class VectorSide:
             return bundle
         return dataclasses.replace(bundle, embedding=await self.model.aget_agg_embedding_from_queries(bundle.embedding_strs))
 
-    def rows(self, top: Sequence[str], nodes: Dict[str, BaseNode]) -> FeedbackRows:
+    def rows(self, top: Sequence[str], nodes: dict[str, BaseNode]) -> FeedbackRows:
         """The stored rows of the `top` node ids; a node the store gives no vector for is
         embedded again from `nodes` with the retriever's model."""
         read = self._read(top)
@@ -57,7 +57,7 @@ class VectorSide:
         vectors = self.model.get_text_embedding_batch(list(texts.values())) if texts else []
         return read.rows(dict(zip(texts, vectors)))
 
-    async def arows(self, top: Sequence[str], nodes: Dict[str, BaseNode]) -> FeedbackRows:
+    async def arows(self, top: Sequence[str], nodes: dict[str, BaseNode]) -> FeedbackRows:
         """`rows` without blocking the event loop: the store read in a worker thread, the nodes a
         store gives no vector for embedded with the model's async call."""
         read = await asyncio.to_thread(self._read, top)
@@ -77,12 +77,12 @@ class VectorSide:
         return stored_read(collection, top) if collection is not None else StoreRead(top, {}, {})
 
 
-def _texts(node_ids: Sequence[str], nodes: Dict[str, BaseNode]) -> Dict[str, str]:
+def _texts(node_ids: Sequence[str], nodes: dict[str, BaseNode]) -> dict[str, str]:
     """{node id: the text its vector was embedded from} of the `node_ids` at hand."""
     return {n: nodes[n].get_content(metadata_mode=MetadataMode.EMBED) for n in node_ids if n in nodes}
 
 
-def vector_side(retriever: BaseRetriever) -> Optional[VectorSide]:
+def vector_side(retriever: BaseRetriever) -> VectorSide | None:
     """The `VectorSide` of a vector index retriever (or a `WindowedVectorRetriever` around one);
     None for any other retriever."""
     from contextual_retrieval_llamaindex.windows import WindowedVectorRetriever
@@ -96,7 +96,7 @@ def vector_side(retriever: BaseRetriever) -> Optional[VectorSide]:
     return VectorSide(retriever, store, model)
 
 
-def _held_rows(node_id: str, held: Dict[str, List[float]]) -> List[str]:
+def _held_rows(node_id: str, held: dict[str, list[float]]) -> list[str]:
     """A node's own row and its window rows (`row_id`, n = 1, 2, ...) as far as `held` has them."""
     rows = [node_id]
     for n in count(1):

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from contextlib import nullcontext
-from typing import Any, ContextManager, Dict, List, Mapping, Optional, Sequence, Union
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
@@ -17,11 +18,10 @@ from contextual_retrieval_core.rerank.base import Reranker
 from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_core.search.flow import QueryFlow
 from contextual_retrieval_core.search.ranked import RankedHit, fallback_hits, unique_names
-
-from contextual_retrieval_llamaindex._convert import indexed_text, scored_ids, with_result
+from contextual_retrieval_llamaindex._convert import indexed_text, with_result
 from contextual_retrieval_llamaindex.feedback import VectorSide, vector_side
-from contextual_retrieval_llamaindex.sources import bound_sources, first_nodes
 from contextual_retrieval_llamaindex.rerank import ContextualRerank, rerank_events
+from contextual_retrieval_llamaindex.sources import bound_sources, first_nodes
 
 __all__ = ["HybridRetriever", "SETTING_NAMES"]
 
@@ -88,14 +88,14 @@ class HybridRetriever(BaseRetriever):
 
     def __init__(
         self,
-        retrievers: Union[Sequence[BaseRetriever], Mapping[str, BaseRetriever]],
-        weights: Optional[Sequence[float]] = None,
+        retrievers: Sequence[BaseRetriever] | Mapping[str, BaseRetriever],
+        weights: Sequence[float] | None = None,
         *,
-        config: Optional[FusionConfig] = None,
-        reranker: Union[Reranker, BaseNodePostprocessor, None] = None,
-        callback_manager: Optional[CallbackManager] = None,
+        config: FusionConfig | None = None,
+        reranker: Reranker | BaseNodePostprocessor | None = None,
+        callback_manager: CallbackManager | None = None,
         verbose: bool = False,
-        candidates: Optional[int] = None,
+        candidates: int | None = None,
         **settings: Any,
     ) -> None:
         named = dict(retrievers) if isinstance(retrievers, Mapping) else _name(list(retrievers))
@@ -106,8 +106,8 @@ class HybridRetriever(BaseRetriever):
                 raise TypeError(f"retriever {name!r} is a {type(r).__name__}, not a LlamaIndex BaseRetriever")
         if candidates is not None:
             settings["depth"] = renamed_keyword("HybridRetriever", "candidates", "depth", candidates, settings.get("depth"))
-        self._top_n: Optional[int] = None
-        self._postprocessor: Optional[BaseNodePostprocessor] = None
+        self._top_n: int | None = None
+        self._postprocessor: BaseNodePostprocessor | None = None
         if isinstance(reranker, ContextualRerank):  # its core reranker, through the core's rerank_hits
             self._top_n, reranker = reranker.top_n, reranker.reranker
         elif isinstance(reranker, BaseNodePostprocessor):  # any other postprocessor runs as it is
@@ -117,10 +117,10 @@ class HybridRetriever(BaseRetriever):
         )
         self.weights = list(self.config.weights_for(len(named), per="retriever"))  # the count checked here, up front
         self._weighted = self.config.replace(weights=tuple(self.weights))
-        self.retrievers: Dict[str, BaseRetriever] = named
+        self.retrievers: dict[str, BaseRetriever] = named
         # dense PRF: the vector sides, when fused with another retriever and the weight is not 0
         sides = {name: vector_side(r) for name, r in named.items()} if self.config.dense_prf and len(named) > 1 else {}
-        self._feedback: Dict[str, VectorSide] = {name: side for name, side in sides.items() if side is not None}
+        self._feedback: dict[str, VectorSide] = {name: side for name, side in sides.items() if side is not None}
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     # the settings, read from `config` (one place)
@@ -138,15 +138,15 @@ class HybridRetriever(BaseRetriever):
         cls,
         index: Any,
         *,
-        nodes: Optional[Sequence[BaseNode]] = None,
-        bm25: Optional[BaseRetriever] = None,
-        depth: Optional[int] = None,
-        config: Optional[FusionConfig] = None,
-        filters: Optional[MetadataFilters] = None,
-        candidates: Optional[int] = None,
-        windows: Optional[WindowConfig] = None,
+        nodes: Sequence[BaseNode] | None = None,
+        bm25: BaseRetriever | None = None,
+        depth: int | None = None,
+        config: FusionConfig | None = None,
+        filters: MetadataFilters | None = None,
+        candidates: int | None = None,
+        windows: WindowConfig | None = None,
         **kwargs: Any,
-    ) -> "HybridRetriever":
+    ) -> HybridRetriever:
         """Vector retriever of `index` (a `VectorStoreIndex`, named "dense") + contextual BM25
         ("bm25"), each returning `depth` results (default: `config`'s, 150).
 
@@ -193,7 +193,7 @@ class HybridRetriever(BaseRetriever):
 
     # -- retrieval ----------------------------------------------------------------------------------
 
-    def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         if _blank(query_bundle):
             return []
         sources = bound_sources(self.retrievers, self._feedback, query_bundle)
@@ -210,7 +210,7 @@ class HybridRetriever(BaseRetriever):
             out.extend(with_result(nodes[h.id], h) for h in hits)  # type: ignore[index]
         return out
 
-    async def _aretrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         if _blank(query_bundle):
             return []
         sources = bound_sources(self.retrievers, self._feedback, query_bundle)
@@ -228,8 +228,8 @@ class HybridRetriever(BaseRetriever):
         return out
 
     def _rerank_events(
-        self, query_bundle: QueryBundle, fused: list[RankedHit], nodes: Dict[str, BaseNode]
-    ) -> ContextManager[List[NodeWithScore]]:
+        self, query_bundle: QueryBundle, fused: list[RankedHit], nodes: dict[str, BaseNode]
+    ) -> AbstractContextManager[list[NodeWithScore]]:
         """LlamaIndex's rerank events around the core reranker (none without a reranker)."""
         reranker = self.config.reranker
         if reranker is None:
@@ -239,7 +239,7 @@ class HybridRetriever(BaseRetriever):
             callback_manager=self.callback_manager,
         )
 
-    def _postprocessor_failed(self, exc: Exception, fused: list[RankedHit], nodes: Dict[str, BaseNode]) -> List[NodeWithScore]:
+    def _postprocessor_failed(self, exc: Exception, fused: list[RankedHit], nodes: dict[str, BaseNode]) -> list[NodeWithScore]:
         if self.config.on_rerank_error != "fused":
             raise exc
         return [with_result(nodes[h.id], h) for h in fallback_hits(exc, fused, self.similarity_top_k)]  # type: ignore[index]
@@ -247,13 +247,13 @@ class HybridRetriever(BaseRetriever):
     def _k(self) -> int:
         return min(self.similarity_top_k, self._top_n) if self._top_n else self.similarity_top_k
 
-    def _pool(self, fused: list[RankedHit], nodes: Dict[str, BaseNode]) -> List[NodeWithScore]:
+    def _pool(self, fused: list[RankedHit], nodes: dict[str, BaseNode]) -> list[NodeWithScore]:
         # copies: a postprocessor may rewrite what it is given, never the retrievers' own nodes
         return [with_result(nodes[h.id], h) for h in fused[: self.rerank_depth]]  # type: ignore[index]
 
     def _postprocess(
-        self, fused: list[RankedHit], nodes: Dict[str, BaseNode], reranked: List[NodeWithScore]
-    ) -> List[NodeWithScore]:
+        self, fused: list[RankedHit], nodes: dict[str, BaseNode], reranked: list[NodeWithScore]
+    ) -> list[NodeWithScore]:
         by_id = {h.id: h for h in fused}
         unranked = {name: None for name in self.retrievers}
         out = []
@@ -269,7 +269,7 @@ def _blank(query_bundle: QueryBundle) -> bool:
     return is_blank(query_bundle.query_str) and query_bundle.embedding is None
 
 
-def _name(retrievers: List[BaseRetriever]) -> Dict[str, BaseRetriever]:
+def _name(retrievers: list[BaseRetriever]) -> dict[str, BaseRetriever]:
     from llama_index.core.indices.vector_store.retrievers import VectorIndexRetriever
 
     from contextual_retrieval_llamaindex.bm25 import ContextualBM25Retriever

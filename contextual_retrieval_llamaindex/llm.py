@@ -11,7 +11,6 @@ from llama_index.core.llms import LLM
 from contextual_retrieval_core.generators.base import ContextGenerator, TokenUsage
 from contextual_retrieval_core.generators.chat import ChatContextGenerator, ContentBlocks
 from contextual_retrieval_core.generators.prompts import DEFAULT_PROMPT, ContextPrompt
-
 from contextual_retrieval_llamaindex._compat import anthropic_llm_clients
 
 __all__ = ["as_context_generator", "llm_context_generator"]

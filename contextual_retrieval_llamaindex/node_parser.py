@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Literal, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any, Literal
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, SerializeAsAny, field_validator
 from llama_index.core.callbacks import CBEventType, EventPayload
@@ -11,12 +12,16 @@ from llama_index.core.node_parser import NodeParser, SentenceSplitter
 from llama_index.core.node_parser.loading import load_parser
 from llama_index.core.schema import BaseNode, MetadataMode, TextNode
 
-from contextual_retrieval_core.contextualize.contextualizer import Contextualizer, ContextualizeResult, contextualizer_for, refresh_options
+from contextual_retrieval_core.contextualize.contextualizer import (
+    Contextualizer,
+    ContextualizeResult,
+    contextualizer_for,
+    refresh_options,
+)
 from contextual_retrieval_core.generators.prompts import DEFAULT_PROMPT, ContextPrompt
+from contextual_retrieval_core.generators.usage import UsageReport
 from contextual_retrieval_core.store.context_store import ContextStore
 from contextual_retrieval_core.types import Chunk, ContextPosition, Document, distinct_documents, number_chunks
-from contextual_retrieval_core.generators.usage import UsageReport
-
 from contextual_retrieval_llamaindex._convert import set_context
 from contextual_retrieval_llamaindex.crops import crop_nodes, image_batch, is_image_input
 from contextual_retrieval_llamaindex.llm import as_context_generator
@@ -103,7 +108,7 @@ class ContextualNodeParser(NodeParser):
     """
 
     node_parser: SerializeAsAny[NodeParser] = Field(default_factory=SentenceSplitter, description="The splitter run first.")
-    store_path: Optional[str] = Field(default=None, description="The context store's file (None: the default).")
+    store_path: str | None = Field(default=None, description="The context store's file (None: the default).")
     concurrency: int = Field(default=8, ge=1, description="Requests in flight at once.")
     mode: Literal["realtime", "batch"] = Field(default="realtime", description="'realtime' or 'batch'.")
     grouped: bool = Field(default=False, description="Situate small documents in one request each.")
@@ -112,12 +117,12 @@ class ContextualNodeParser(NodeParser):
     )
     separator: str = Field(default="\n\n", description="What joins context and chunk.")
     show_progress: bool = Field(default=True, description="Progress bar over generated contexts.")
-    give_up_after_rate_limited_s: Optional[float] = Field(
+    give_up_after_rate_limited_s: float | None = Field(
         default=120.0, gt=0, description="Stop once the API has answered only 429s for this long (None: never)."
     )
     retry_backoff_s: float = Field(default=1.0, gt=0, description="Seconds before the first retry round of transient failures.")
     claim_lease_s: float = Field(default=60.0, gt=0, description="Seconds a work claim lasts unless renewed.")
-    claim_renew_s: Optional[float] = Field(default=None, gt=0, description="Seconds between renewals (None: lease / 3).")
+    claim_renew_s: float | None = Field(default=None, gt=0, description="Seconds between renewals (None: lease / 3).")
     claim_poll_s: float = Field(default=1.0, gt=0, description="Seconds between looks at the store for other workers' contexts.")
     structural_header: bool = Field(
         default=True, description="Put each chunk's structural context (file, section, definitions) before the generator's."
@@ -131,15 +136,15 @@ class ContextualNodeParser(NodeParser):
 
     _generator: Any = PrivateAttr()
     _contextualizer: Contextualizer = PrivateAttr()
-    _last_report: Optional[UsageReport] = PrivateAttr(default=None)
+    _last_report: UsageReport | None = PrivateAttr(default=None)
     _crop_generator: Any = PrivateAttr(default=None)
-    _crop_contextualizer: Optional[Contextualizer] = PrivateAttr(default=None)
-    _last_crop_report: Optional[UsageReport] = PrivateAttr(default=None)
+    _crop_contextualizer: Contextualizer | None = PrivateAttr(default=None)
+    _last_crop_report: UsageReport | None = PrivateAttr(default=None)
 
     def __init__(
         self,
         generator: Any = None,
-        node_parser: Optional[NodeParser] = None,
+        node_parser: NodeParser | None = None,
         store: ContextStore | str | os.PathLike[str] | None = None,
         *,
         prompt: ContextPrompt = DEFAULT_PROMPT,
@@ -190,7 +195,7 @@ class ContextualNodeParser(NodeParser):
         return load_parser(_without_id_func(value)) if isinstance(value, dict) else value
 
     @classmethod
-    def from_dict(cls, data: Dict[str, Any], **kwargs: Any) -> "ContextualNodeParser":  # type: ignore[override]
+    def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> ContextualNodeParser:  # type: ignore[override]
         """Rebuild from `to_dict` output; pass ``generator=`` when it was an LLM generator."""
         return super().from_dict(_without_id_func(data), **kwargs)
 
@@ -209,13 +214,13 @@ class ContextualNodeParser(NodeParser):
         return self._contextualizer.store
 
     @property
-    def last_report(self) -> Optional[UsageReport]:
+    def last_report(self) -> UsageReport | None:
         """The usage report of the latest call, also one with nothing to do (None before the first);
         for a call with only image inputs, its crops' report."""
         return self._last_report
 
     @property
-    def last_crop_report(self) -> Optional[UsageReport]:
+    def last_crop_report(self) -> UsageReport | None:
         """The usage report of the latest call's crops (None when it had no image input)."""
         return self._last_crop_report
 
@@ -223,7 +228,7 @@ class ContextualNodeParser(NodeParser):
 
     def get_nodes_from_documents(
         self, documents: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any
-    ) -> List[BaseNode]:
+    ) -> list[BaseNode]:
         """Split `documents` with `node_parser`, then situate every chunk (see the class docstring)."""
         with self.callback_manager.event(CBEventType.NODE_PARSING, payload={EventPayload.DOCUMENTS: documents}) as event:
             nodes = self._parse_nodes(documents, show_progress=show_progress, **kwargs)
@@ -232,7 +237,7 @@ class ContextualNodeParser(NodeParser):
 
     async def aget_nodes_from_documents(
         self, documents: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any
-    ) -> List[BaseNode]:
+    ) -> list[BaseNode]:
         """Async `get_nodes_from_documents`: generation requests run concurrently on the caller's loop."""
         with self.callback_manager.event(CBEventType.NODE_PARSING, payload={EventPayload.DOCUMENTS: documents}) as event:
             nodes = await self._aparse_nodes(documents, show_progress=show_progress, **kwargs)
@@ -243,7 +248,7 @@ class ContextualNodeParser(NodeParser):
     # links); NodeParser's post-processing is not run again over them (it would link nodes of
     # different levels of a HierarchicalNodeParser as previous/next).
 
-    def _parse_nodes(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any) -> List[BaseNode]:
+    def _parse_nodes(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any) -> list[BaseNode]:
         images, nodes = _images_apart(nodes)
         crops = image_batch(images) if images else None  # bad frames refused before any generation
         documents = _distinct(nodes)
@@ -259,7 +264,7 @@ class ContextualNodeParser(NodeParser):
 
     async def _aparse_nodes(
         self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any
-    ) -> List[BaseNode]:
+    ) -> list[BaseNode]:
         images, nodes = _images_apart(nodes)
         crops = image_batch(images) if images else None  # bad frames refused before any generation
         documents = _distinct(nodes)
@@ -280,7 +285,7 @@ class ContextualNodeParser(NodeParser):
         refresh_options(self._crop_contextualizer, self).show_progress = self.show_progress or show_progress
         return self._crop_contextualizer
 
-    def _finish_crops(self, result: ContextualizeResult, documents: list[Document], had_text: bool) -> List[BaseNode]:
+    def _finish_crops(self, result: ContextualizeResult, documents: list[Document], had_text: bool) -> list[BaseNode]:
         self._last_crop_report = result.report
         if not had_text:
             self._last_report = result.report
@@ -298,7 +303,7 @@ class ContextualNodeParser(NodeParser):
                     "ContextualNodeParser needs splitters that keep the SOURCE relationship"
                 )
         numbered = number_chunks((node.ref_doc_id or node.source_node.node_id, node.text) for node in texts)  # type: ignore[union-attr]
-        renamed: Dict[str, str] = {}
+        renamed: dict[str, str] = {}
         core_chunks: list[Chunk] = []
         out: list[TextNode] = []
         for node, chunk in zip(texts, numbered):
@@ -320,14 +325,14 @@ class ContextualNodeParser(NodeParser):
         ]
         return docs, core_chunks, out
 
-    def _finish(self, result: ContextualizeResult, nodes: list[TextNode]) -> List[BaseNode]:
+    def _finish(self, result: ContextualizeResult, nodes: list[TextNode]) -> list[BaseNode]:
         self._last_report = result.report
         for node, chunk in zip(nodes, result.chunks):
             set_context(node, chunk.context, self.position, self.separator)
         return list(nodes)
 
 
-def _relink(node: BaseNode, renamed: Dict[str, str], dropped: set[str]) -> None:
+def _relink(node: BaseNode, renamed: dict[str, str], dropped: set[str]) -> None:
     """Point every relationship of `node` (previous, next, parent, children) at the new ids;
     links to dropped (blank) nodes are removed."""
     for rel, info in list(node.relationships.items()):
@@ -353,7 +358,7 @@ def _distinct(nodes: Sequence[BaseNode]) -> list[Any]:
     return distinct_documents(nodes, lambda d: d.node_id, lambda d: d.get_content(metadata_mode=MetadataMode.NONE))
 
 
-def _without_id_func(data: Dict[str, Any]) -> Dict[str, Any]:
+def _without_id_func(data: dict[str, Any]) -> dict[str, Any]:
     """LlamaIndex serializes a node parser's id_func as a name it cannot load back; drop it (the
     default applies, and ContextualNodeParser sets its own stable ids anyway)."""
     data = dict(data)

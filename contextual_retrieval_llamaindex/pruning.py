@@ -10,7 +10,7 @@ per kept piece of the original text (hidden from the LLM and the embedder). Node
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
@@ -24,7 +24,7 @@ __all__ = ["ContextPruningPostprocessor", "LLMCompressorPostprocessor"]
 _PATH_KEYS = ("file_path", "file_name", "path", "source")
 
 
-def _split(nodes: List[NodeWithScore]) -> tuple[list[int], list[ContextualChunk], list]:
+def _split(nodes: list[NodeWithScore]) -> tuple[list[int], list[ContextualChunk], list]:
     """Positions of the text nodes, their core chunks, and each chunk's text kind."""
     positions, chunks, kinds = [], [], []
     for i, n in enumerate(nodes):
@@ -43,7 +43,7 @@ def _split(nodes: List[NodeWithScore]) -> tuple[list[int], list[ContextualChunk]
     return positions, chunks, kinds
 
 
-def _rebuild(nodes: List[NodeWithScore], positions: list[int], result: PruningResult) -> List[NodeWithScore]:
+def _rebuild(nodes: list[NodeWithScore], positions: list[int], result: PruningResult) -> list[NodeWithScore]:
     """New nodes: pruned copies of the text nodes that kept something, in rank order, with the
     nodes that have no text left where they were."""
     by_position = {positions[c.rank]: c for c in result.chunks}
@@ -67,7 +67,7 @@ def _rebuild(nodes: List[NodeWithScore], positions: list[int], result: PruningRe
     return out
 
 
-def _query(query_bundle: Optional[QueryBundle]) -> str:
+def _query(query_bundle: QueryBundle | None) -> str:
     if query_bundle is None:
         raise ValueError("pruning needs the query: pass query_bundle= or query_str=")
     return query_bundle.query_str
@@ -94,13 +94,13 @@ class ContextPruningPostprocessor(BaseNodePostprocessor):
         'Revenue grew 3% to $412 million.'
     """
 
-    budget: Optional[int] = Field(default=None, description="Tokens of source text to keep (None: budget_share).")
+    budget: int | None = Field(default=None, description="Tokens of source text to keep (None: budget_share).")
     budget_share: float = Field(default=0.3, description="Share of the input's tokens to keep when budget is None.")
     _pruner: ContextPruner = PrivateAttr()
-    last_report: Optional[Any] = Field(default=None, exclude=True, description="The last call's PruningReport.")
+    last_report: Any | None = Field(default=None, exclude=True, description="The last call's PruningReport.")
 
-    def __init__(self, embedder: Any = None, *, budget: Optional[int] = None, budget_share: float = 0.3,
-                 pruner: Optional[ContextPruner] = None, **settings: Any) -> None:
+    def __init__(self, embedder: Any = None, *, budget: int | None = None, budget_share: float = 0.3,
+                 pruner: ContextPruner | None = None, **settings: Any) -> None:
         super().__init__(budget=budget, budget_share=budget_share)
         if pruner is None:
             if embedder is None:
@@ -118,7 +118,7 @@ class ContextPruningPostprocessor(BaseNodePostprocessor):
     def pruner(self) -> ContextPruner:
         return self._pruner
 
-    def prepare(self, nodes: List[Any]) -> int:
+    def prepare(self, nodes: list[Any]) -> int:
         """Compute ahead of any query what pruning `nodes` (nodes or NodeWithScore) needs: their
         units' vectors, terms and token counts (`ContextPruner.prepare`), at ingestion, say.
         Returns the texts embedded."""
@@ -126,14 +126,14 @@ class ContextPruningPostprocessor(BaseNodePostprocessor):
         _, chunks, kinds = _split(wrapped)
         return self._pruner.prepare(chunks, kinds=kinds)
 
-    def _postprocess_nodes(self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None) -> List[NodeWithScore]:
+    def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
         query = _query(query_bundle)
         positions, chunks, kinds = _split(nodes)
         result = self._pruner.prune(query, chunks, kinds=kinds)
         self.last_report = result.report
         return _rebuild(nodes, positions, result)
 
-    async def _apostprocess_nodes(self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None) -> List[NodeWithScore]:
+    async def _apostprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
         query = _query(query_bundle)
         positions, chunks, kinds = _split(nodes)
         result = await self._pruner.aprune(query, chunks, kinds=kinds)
@@ -159,9 +159,9 @@ class LLMCompressorPostprocessor(BaseNodePostprocessor):
 
     model: str = Field(default="claude-haiku-4-5", description="The Claude model.")
     _compressor: LLMContextCompressor = PrivateAttr()
-    last_report: Optional[Any] = Field(default=None, exclude=True, description="The last call's PruningReport.")
+    last_report: Any | None = Field(default=None, exclude=True, description="The last call's PruningReport.")
 
-    def __init__(self, compressor: Optional[LLMContextCompressor] = None, *, llm: Any = None, model: str = "claude-haiku-4-5",
+    def __init__(self, compressor: LLMContextCompressor | None = None, *, llm: Any = None, model: str = "claude-haiku-4-5",
                  client: Any = None, async_client: Any = None, **settings: Any) -> None:
         compressor = compressor or LLMContextCompressor(llm, model=model, client=client, async_client=async_client, **settings)
         super().__init__(model=compressor.model)
@@ -171,13 +171,13 @@ class LLMCompressorPostprocessor(BaseNodePostprocessor):
     def class_name(cls) -> str:
         return "LLMCompressorPostprocessor"
 
-    def _postprocess_nodes(self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None) -> List[NodeWithScore]:
+    def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
         positions, chunks, _ = _split(nodes)
         result = self._compressor.compress(_query(query_bundle), chunks)
         self.last_report = result.report
         return _rebuild(nodes, positions, result)
 
-    async def _apostprocess_nodes(self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None) -> List[NodeWithScore]:
+    async def _apostprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
         positions, chunks, _ = _split(nodes)
         result = await self._compressor.acompress(_query(query_bundle), chunks)
         self.last_report = result.report

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import Any, ContextManager, Iterator, List, Optional, Union
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
 
 import llama_index.core.instrumentation as instrument
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
@@ -12,9 +13,8 @@ from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRan
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from contextual_retrieval_core.search.ranked import DEFAULT_TOP_K
 from contextual_retrieval_core.rerank.base import Reranker, RerankResult
-
+from contextual_retrieval_core.search.ranked import DEFAULT_TOP_K
 from contextual_retrieval_llamaindex._convert import indexed_text
 
 __all__ = ["ContextualRerank", "rerank_events"]
@@ -25,12 +25,12 @@ dispatcher = instrument.get_dispatcher(__name__)
 @contextmanager
 def rerank_events(
     query_bundle: QueryBundle,
-    nodes: List[NodeWithScore],
+    nodes: list[NodeWithScore],
     *,
     top_n: int,
     model_name: str,
     callback_manager: CallbackManager,
-) -> Iterator[List[NodeWithScore]]:
+) -> Iterator[list[NodeWithScore]]:
     """LlamaIndex's rerank events around a rerank, as its own rerankers emit them:
     `ReRankStartEvent` on the instrumentation dispatcher and the RERANKING callback event on entry;
     on exit the callback event's end and `ReRankEndEvent`, both with the nodes the caller put in the
@@ -52,7 +52,7 @@ def rerank_events(
         EventPayload.QUERY_STR: query_bundle.query_str,
         EventPayload.TOP_K: top_n,
     }
-    out: List[NodeWithScore] = []
+    out: list[NodeWithScore] = []
     with callback_manager.event(CBEventType.RERANKING, payload=payload) as event:
         yield out
         event.on_end(payload={EventPayload.NODES: out})
@@ -61,7 +61,7 @@ def rerank_events(
 _BACKENDS = ("cohere", "voyage")
 
 
-def _build(backend: str, model: Optional[str]) -> Reranker:
+def _build(backend: str, model: str | None) -> Reranker:
     """A hosted reranker by name, with the core's default model unless `model` is given."""
     if backend == "cohere":
         from contextual_retrieval_core.rerank.cohere import CohereReranker
@@ -102,11 +102,11 @@ class ContextualRerank(BaseNodePostprocessor):
 
     top_n: int = Field(default=DEFAULT_TOP_K, gt=0, description="Nodes kept.")
     backend: str = Field(default="cohere", description="'cohere', 'voyage', or the class of a custom reranker.")
-    model: Optional[str] = Field(default=None, description="The reranking model.")
+    model: str | None = Field(default=None, description="The reranking model.")
 
     _reranker: Reranker = PrivateAttr()
 
-    def __init__(self, reranker: Union[str, Reranker, None] = None, top_n: int = DEFAULT_TOP_K, **kwargs: Any) -> None:
+    def __init__(self, reranker: str | Reranker | None = None, top_n: int = DEFAULT_TOP_K, **kwargs: Any) -> None:
         backend = kwargs.pop("backend", None)
         if reranker is None:
             reranker = backend or "cohere"
@@ -131,7 +131,7 @@ class ContextualRerank(BaseNodePostprocessor):
     def reranker(self) -> Reranker:
         return self._reranker
 
-    def _events(self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle]) -> ContextManager[List[NodeWithScore]]:
+    def _events(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None) -> AbstractContextManager[list[NodeWithScore]]:
         if query_bundle is None:
             raise ValueError("reranking needs the query: pass query_bundle= or query_str=")
         return rerank_events(
@@ -139,8 +139,8 @@ class ContextualRerank(BaseNodePostprocessor):
         )
 
     def _postprocess_nodes(
-        self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None
-    ) -> List[NodeWithScore]:
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
         with self._events(nodes, query_bundle) as out:
             query = query_bundle.query_str  # type: ignore[union-attr]
             results = self._reranker.rerank(query, [indexed_text(n.node) for n in nodes], top_n=self.top_n) if nodes else []
@@ -148,8 +148,8 @@ class ContextualRerank(BaseNodePostprocessor):
         return out
 
     async def _apostprocess_nodes(
-        self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None
-    ) -> List[NodeWithScore]:
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
         with self._events(nodes, query_bundle) as out:
             query = query_bundle.query_str  # type: ignore[union-attr]
             texts = [indexed_text(n.node) for n in nodes]
@@ -158,5 +158,5 @@ class ContextualRerank(BaseNodePostprocessor):
         return out
 
 
-def _reranked(nodes: List[NodeWithScore], results: List[RerankResult]) -> List[NodeWithScore]:
+def _reranked(nodes: list[NodeWithScore], results: list[RerankResult]) -> list[NodeWithScore]:
     return [NodeWithScore(node=nodes[r.index].node, score=float(r.score)) for r in results]

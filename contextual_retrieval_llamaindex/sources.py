@@ -10,7 +10,8 @@ reads back its store's vectors of the fused top nodes. Every source keeps the no
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -27,42 +28,42 @@ __all__ = ["RetrieverSource", "VectorRetrieverSide", "bound_sources", "first_nod
 class RetrieverSource:
     """A LlamaIndex retriever as a flow source, bound to one query bundle."""
 
-    def __init__(self, name: str, retriever: BaseRetriever, bundle: QueryBundle, sources: List["RetrieverSource"]) -> None:
+    def __init__(self, name: str, retriever: BaseRetriever, bundle: QueryBundle, sources: list[RetrieverSource]) -> None:
         self.name, self.retriever, self.bundle = name, retriever, bundle
         self.sources = sources  # every source of this query (their nodes feed re-embedding)
-        self.found: List[NodeWithScore] = []
+        self.found: list[NodeWithScore] = []
 
-    def _keep(self, found: List[NodeWithScore]) -> List[Hits]:
+    def _keep(self, found: list[NodeWithScore]) -> list[Hits]:
         self.found = found
         return [scored_ids(found)]
 
-    def search(self, queries: Sequence[str]) -> List[Hits]:
+    def search(self, queries: Sequence[str]) -> list[Hits]:
         return self._keep(self.retriever.retrieve(self.bundle))
 
-    async def asearch(self, queries: Sequence[str]) -> List[Hits]:
+    async def asearch(self, queries: Sequence[str]) -> list[Hits]:
         return self._keep(await self.retriever.aretrieve(self.bundle))
 
 
 class VectorRetrieverSide(RetrieverSource):
     """A vector index retriever as a flow `DenseSide`: searched by vector, its stored rows read back."""
 
-    def __init__(self, name: str, side: VectorSide, bundle: QueryBundle, sources: List[RetrieverSource]) -> None:
+    def __init__(self, name: str, side: VectorSide, bundle: QueryBundle, sources: list[RetrieverSource]) -> None:
         super().__init__(name, side.retriever, bundle, sources)
         self.side = side
 
-    def embed_queries(self, queries: Sequence[str]) -> List[Any]:
+    def embed_queries(self, queries: Sequence[str]) -> list[Any]:
         return [self.side.with_query_vector(self.bundle).embedding]
 
-    async def aembed_queries(self, queries: Sequence[str]) -> List[Any]:
+    async def aembed_queries(self, queries: Sequence[str]) -> list[Any]:
         return [(await self.side.awith_query_vector(self.bundle)).embedding]
 
     def _by(self, vector: Any) -> QueryBundle:
         return dataclasses.replace(self.bundle, embedding=vector.tolist() if isinstance(vector, np.ndarray) else list(vector))
 
-    def search_vectors(self, vectors: Sequence[Any]) -> List[Hits]:
+    def search_vectors(self, vectors: Sequence[Any]) -> list[Hits]:
         return self._keep(self.retriever.retrieve(self._by(vectors[0])))
 
-    async def asearch_vectors(self, vectors: Sequence[Any]) -> List[Hits]:
+    async def asearch_vectors(self, vectors: Sequence[Any]) -> list[Hits]:
         return self._keep(await self.retriever.aretrieve(self._by(vectors[0])))
 
     def feedback_rows(self, top: Sequence[str]) -> FeedbackRows:
@@ -71,24 +72,24 @@ class VectorRetrieverSide(RetrieverSource):
     async def afeedback_rows(self, top: Sequence[str]) -> FeedbackRows:
         return await self.side.arows(top, self._nodes())
 
-    def _nodes(self) -> Dict[str, BaseNode]:
+    def _nodes(self) -> dict[str, BaseNode]:
         return {r.node.node_id: r.node for source in self.sources for r in source.found}
 
 
-def first_nodes(sources: Sequence[RetrieverSource]) -> Dict[str, BaseNode]:
+def first_nodes(sources: Sequence[RetrieverSource]) -> dict[str, BaseNode]:
     """{node id: the first node returned under it}, sources in order."""
-    nodes: Dict[str, BaseNode] = {}
+    nodes: dict[str, BaseNode] = {}
     for source in sources:
         for r in source.found:
             nodes.setdefault(r.node.node_id, r.node)
     return nodes
 
 
-def bound_sources(retrievers: Dict[str, BaseRetriever], feedback: Dict[str, VectorSide], bundle: QueryBundle) -> List[RetrieverSource]:
+def bound_sources(retrievers: dict[str, BaseRetriever], feedback: dict[str, VectorSide], bundle: QueryBundle) -> list[RetrieverSource]:
     """Each retriever bound to `bundle`: the ones in `feedback` as `VectorRetrieverSide`s."""
-    sources: List[RetrieverSource] = []
+    sources: list[RetrieverSource] = []
     for name, retriever in retrievers.items():
-        side: Optional[VectorSide] = feedback.get(name)
+        side: VectorSide | None = feedback.get(name)
         sources.append(VectorRetrieverSide(name, side, bundle, sources) if side is not None
                        else RetrieverSource(name, retriever, bundle, sources))
     return sources

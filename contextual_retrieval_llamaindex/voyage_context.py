@@ -10,12 +10,12 @@ out with ``input_type="query"``.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from llama_index.core.schema import BaseNode, MetadataMode
 
 from contextual_retrieval_core.embeddings.voyage_context import VoyageContextualizedEmbedder
-
 from contextual_retrieval_llamaindex.embeddings import CoreEmbedding
 
 __all__ = ["VoyageContextualizedEmbedding"]

@@ -14,7 +14,8 @@ core embedder) is never windowed.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import BaseNode, MetadataMode, NodeRelationship, NodeWithScore, QueryBundle, TextNode
@@ -22,7 +23,6 @@ from llama_index.core.vector_stores.types import MetadataFilters
 
 from contextual_retrieval_core.dense.window_rows import WINDOW_OF_KEY, max_pooling_only, plan_rows, row_owner, windowable
 from contextual_retrieval_core.dense.windows import WindowConfig, first_per_owner
-
 from contextual_retrieval_llamaindex._compat import index_embed_model
 from contextual_retrieval_llamaindex._convert import indexed_text
 
@@ -44,7 +44,7 @@ def add_windows(index: Any, nodes: Sequence[BaseNode], windows: WindowConfig) ->
         return 0
     texts = [r.text for _, rows in long for r in rows]
     vectors = iter(model.get_text_embedding_batch(texts))
-    entries: List[BaseNode] = []
+    entries: list[BaseNode] = []
     for node, rows in long:
         own = node.model_copy()
         own.embedding = list(next(vectors))
@@ -63,14 +63,14 @@ def add_windows(index: Any, nodes: Sequence[BaseNode], windows: WindowConfig) ->
     return len(entries) - len(long)
 
 
-def windowed_vector_retriever(index: Any, nodes: Optional[Sequence[BaseNode]], windows: WindowConfig, depth: int,
-                              filters: Optional[MetadataFilters] = None) -> "WindowedVectorRetriever":
+def windowed_vector_retriever(index: Any, nodes: Sequence[BaseNode] | None, windows: WindowConfig, depth: int,
+                              filters: MetadataFilters | None = None) -> WindowedVectorRetriever:
     """Write the windows of `nodes` (default: the index's docstore) into `index`; its vector side."""
     nodes = list(nodes) if nodes else index_nodes(index)
     return WindowedVectorRetriever(index, nodes, add_windows(index, nodes, windows), depth, filters)
 
 
-def index_nodes(index: Any) -> List[BaseNode]:
+def index_nodes(index: Any) -> list[BaseNode]:
     """The nodes of `index`'s docstore, without window entries; ValueError when it keeps none."""
     nodes = [n for n in index.docstore.docs.values() if WINDOW_OF_KEY not in n.metadata]
     if not nodes:
@@ -95,13 +95,13 @@ class WindowedVectorRetriever(BaseRetriever):
     """
 
     def __init__(self, index: Any, nodes: Sequence[BaseNode], extra: int, depth: int,
-                 filters: Optional[MetadataFilters] = None, **kwargs: Any) -> None:
+                 filters: MetadataFilters | None = None, **kwargs: Any) -> None:
         self.vector_retriever = index.as_retriever(similarity_top_k=depth + extra, filters=filters)  # rows, not nodes
-        self._nodes: Dict[str, BaseNode] = {n.node_id: n for n in nodes}
+        self._nodes: dict[str, BaseNode] = {n.node_id: n for n in nodes}
         self.depth = depth
         super().__init__(**kwargs)
 
-    def _collapse(self, results: List[NodeWithScore]) -> List[NodeWithScore]:
+    def _collapse(self, results: list[NodeWithScore]) -> list[NodeWithScore]:
         """Each node once, at its best row's score (a window row stands for its node)."""
         rows = [(row_owner(r.node.node_id), r) for r in results]
         known = [(owner, r) for owner, r in rows if owner == r.node.node_id or owner in self._nodes]
@@ -109,8 +109,8 @@ class WindowedVectorRetriever(BaseRetriever):
         return [NodeWithScore(node=r.node if owner == r.node.node_id else self._nodes[owner], score=r.score)
                 for owner, (_, r) in picked]
 
-    def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return self._collapse(self.vector_retriever.retrieve(query_bundle))
 
-    async def _aretrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return self._collapse(await self.vector_retriever.aretrieve(query_bundle))

@@ -25,18 +25,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
 from contextual_retrieval_core.app.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES, DemoQuery
+from contextual_retrieval_core.checks import positive_int
+from contextual_retrieval_core.chunking.code_outline import chunk_boundaries
+from contextual_retrieval_core.chunking.split import split_text
+from contextual_retrieval_core.chunking.tokenizer import Tokenizer
+from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
+from contextual_retrieval_core.factories import (
+    choose_embedder,
+    choose_generator,
+    choose_reranker,
+    installed,
+    unused_keys,
+    weights_for,
+)
+from contextual_retrieval_core.generators.base import label_of
+from contextual_retrieval_core.generators.usage import UsageReport
 from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_core.search.hybrid import HybridSearcher, SearchHit
-from contextual_retrieval_core.chunking.split import split_text
-from contextual_retrieval_core.chunking.code_outline import chunk_boundaries
-from contextual_retrieval_core.factories import choose_embedder, choose_generator, choose_reranker, installed, unused_keys, weights_for
-from contextual_retrieval_core.generators.base import label_of
-from contextual_retrieval_core.chunking.tokenizer import Tokenizer
 from contextual_retrieval_core.types import Chunk, ContextualChunk, Document, labelled, stable_chunk_id
-from contextual_retrieval_core.generators.usage import UsageReport
-from contextual_retrieval_core.checks import positive_int
 
 __all__ = ["run_demo", "DemoResult", "QueryOutcome", "demo_chunks", "write_corpus", "DEMO_CHUNK_CHARS"]
 

@@ -7,8 +7,8 @@ import os
 import sqlite3
 import sys
 import warnings
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 __all__ = ["error_classes", "LIBRARY_ERRORS", "SDK_ERRORS", "gathered_warnings", "warnings_line", "quiet_broken_pipe", "describe"]
 

@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
+from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.embeddings.base import Embedder
 from contextual_retrieval_core.types import Chunk, ContextualChunk, Document
-from contextual_retrieval_core.checks import positive_int
 
 __all__ = [
     "DATASET_ENV",

@@ -19,8 +19,9 @@ import importlib
 import logging
 import threading
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any
 
 from contextual_retrieval_core.chunking.languages import CODE_LANGUAGES, GRAMMARS, language_for_path
 
@@ -49,9 +50,9 @@ class Definition:
     name: str
     start: int
     end: int
-    parent: Optional["Definition"] = None
-    owner: Optional[str] = None
-    type_name: Optional[str] = None
+    parent: Definition | None = None
+    owner: str | None = None
+    type_name: str | None = None
 
     def display(self) -> str:
         name = f"{self.owner}.{self.name}" if self.owner else self.name
@@ -138,7 +139,7 @@ def _text(node: Any) -> str:
     return node.text.decode("utf-8", "replace")
 
 
-def _base_type(node: Any) -> Optional[str]:
+def _base_type(node: Any) -> str | None:
     """`Foo` of `Foo`, `Foo<A, B>`, `a::b::Foo`, `*Foo`, `&'a Foo`."""
     while node is not None:
         if node.type in ("type_identifier", "identifier", "simple_identifier"):
@@ -153,7 +154,7 @@ def _base_type(node: Any) -> Optional[str]:
     return None
 
 
-def _plain_name(node: Any) -> Optional[str]:
+def _plain_name(node: Any) -> str | None:
     name = node.child_by_field_name("name")
     if name is None:
         name = next((c for c in node.named_children if c.type in _NAME_TYPES), None)
@@ -166,7 +167,7 @@ def _plain_name(node: Any) -> Optional[str]:
     return " ".join(_text(name).split())
 
 
-def _c_function_name(node: Any) -> Optional[str]:
+def _c_function_name(node: Any) -> str | None:
     """The declared name of a C/C++ function definition, through pointer / reference declarators."""
     todo = [node.child_by_field_name("declarator")]
     while todo:
@@ -180,7 +181,7 @@ def _c_function_name(node: Any) -> Optional[str]:
     return None
 
 
-def _describe(node: Any, kind: str, language: str) -> Optional[tuple[str, str, dict[str, str]]]:
+def _describe(node: Any, kind: str, language: str) -> tuple[str, str, dict[str, str]] | None:
     """(kind, name, extra fields) of a definition node, or None when it is not one after all."""
     t = node.type
     if language == "rust" and t == "impl_item":
@@ -274,7 +275,7 @@ def outline(text: str, language: str) -> tuple[list[Definition], bool]:
     out: list[Definition] = []
     broken: list[Definition] = []  # definitions whose own parse met an error
 
-    def visit(node: Any, parent: Optional[Definition]) -> None:
+    def visit(node: Any, parent: Definition | None) -> None:
         for child in node.named_children:
             here = parent
             kind = kinds.get(child.type)
@@ -350,7 +351,7 @@ def definition_boundaries(text: str, language: str) -> list[int]:
     return sorted(cuts)
 
 
-def chunk_boundaries(text: str, path: object) -> Optional[list[int]]:
+def chunk_boundaries(text: str, path: object) -> list[int] | None:
     """`definition_boundaries` for a file by its extension, or None where no grammar reads it
     (the chunker then uses its line rules). A grammar that cannot be loaded is logged."""
     language = language_for_path(path)
@@ -363,7 +364,7 @@ def chunk_boundaries(text: str, path: object) -> Optional[list[int]]:
         return None
 
 
-def parser_fallback(path: object) -> Optional[str]:
+def parser_fallback(path: object) -> str | None:
     """Why a code file is read as plain text (no definitions, line-rule chunks), e.g.
     "no grammar for lua"; None when a grammar parses it or it is not code."""
     language = language_for_path(path)

@@ -38,8 +38,9 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 __all__ = ["Detection", "DetectionError", "BoxFormat", "parse_detections"]
 

@@ -51,9 +51,10 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any
 
 from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.chunking.detections import Detection, DetectionError, parse_detections
@@ -126,15 +127,15 @@ class Frame:
     width: int
     height: int
     detections: tuple[Detection, ...] = ()
-    image: Optional[ImageData] = field(default=None, repr=False)
-    camera: Optional[str] = None
-    source: Optional[str] = None
+    image: ImageData | None = field(default=None, repr=False)
+    camera: str | None = None
+    source: str | None = None
     timestamp: datetime | str | None = None
-    scene: Optional[str] = None
+    scene: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
-    def time_text(self) -> Optional[str]:
+    def time_text(self) -> str | None:
         """The timestamp as "YYYY-MM-DD HH:MM:SS" (as given when it did not parse)."""
         if isinstance(self.timestamp, datetime):
             return self.timestamp.strftime("%Y-%m-%d %H:%M:%S")
@@ -168,7 +169,7 @@ class Crop:
     index: int
     detection: Detection
     name: str
-    image: Optional[ImageData] = field(default=None, repr=False)
+    image: ImageData | None = field(default=None, repr=False)
     given: bool = False
     metadata: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -197,7 +198,7 @@ class FrameInput:
     metadata (see the module docstring)."""
 
     id: str
-    image: Optional[ImageSource] = None
+    image: ImageSource | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -207,8 +208,8 @@ class CropInput:
     detection in frame coordinates)."""
 
     frame_id: str
-    image: Optional[ImageSource] = None
-    name: Optional[str] = None
+    image: ImageSource | None = None
+    name: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -406,7 +407,7 @@ def _size(meta: dict[str, Any], frame_id: str) -> tuple[int, int]:
     return width, height
 
 
-def _text(value: Any) -> Optional[str]:
+def _text(value: Any) -> str | None:
     if value is None:
         return None
     text = " ".join(str(value).split())

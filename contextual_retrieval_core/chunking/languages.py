@@ -18,7 +18,6 @@ Example:
 from __future__ import annotations
 
 import os
-from typing import Optional
 
 __all__ = [
     "EXTENSIONS", "GRAMMARS", "PROSE_LANGUAGES", "CODE_LANGUAGES", "ALIASES",
@@ -95,14 +94,14 @@ ALIASES: dict[str, str] = {
 }
 
 
-def canonical_language(name: object) -> Optional[str]:
+def canonical_language(name: object) -> str | None:
     """The table's name for a language name or alias ("TypeScript", "c++", "md"), else None."""
     key = str(name or "").strip().lower()
     key = ALIASES.get(key, key)
     return key if key in _TABLE else None
 
 
-def language_for_path(path: object) -> Optional[str]:
+def language_for_path(path: object) -> str | None:
     """The language of a file path or URL by its extension, else None."""
     value = str(path or "").split("?")[0].split("#")[0]
     return EXTENSIONS.get(os.path.splitext(value)[1].lower())

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from typing import Collection, Optional
+from collections.abc import Collection
 
 from contextual_retrieval_core.chunking.languages import CODE_LANGUAGES, EXTENSIONS
 
@@ -29,7 +29,7 @@ _CODE_DEF = re.compile(
 
 
 def split_text(text: str, *, max_chars: int = DEFAULT_CHUNK_CHARS, code: bool = False,
-               boundaries: Optional[Collection[int]] = None) -> list[tuple[int, str]]:
+               boundaries: Collection[int] | None = None) -> list[tuple[int, str]]:
     """Split `text` into chunks of at most `max_chars`, each occurring verbatim in `text`.
 
     Cuts go at line starts, preferring (best first) a heading or, for `code`, a top-level

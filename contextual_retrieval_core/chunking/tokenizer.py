@@ -24,8 +24,9 @@ from __future__ import annotations
 import re
 import sys
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from contextual_retrieval_core.checks import positive_int
 
@@ -34,12 +35,7 @@ __all__ = ["Tokenizer", "TokenizerConfig", "ENGLISH_STOP_WORDS"]
 # A compact English stop-word list: Lucene's, plus common function words. Words that carry
 # meaning in questions about code ("return", "class", "function", "error") are not in it.
 ENGLISH_STOP_WORDS: frozenset[str] = frozenset(
-    """a an and are as at be but by for if in into is it no not of on or such that the their then
-    there these they this to was will with i me my we our you your he him his she her its them
-    what which who whom whose when where why how all any both each few more most other some than
-    too very can could should would do does did doing done have has had having am been being were
-    so s t just from about above below up down out off over under again further once here only own
-    same also may might must shall""".split()
+    ["a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to", "was", "will", "with", "i", "me", "my", "we", "our", "you", "your", "he", "him", "his", "she", "her", "its", "them", "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "all", "any", "both", "each", "few", "more", "most", "other", "some", "than", "too", "very", "can", "could", "should", "would", "do", "does", "did", "doing", "done", "have", "has", "had", "having", "am", "been", "being", "were", "so", "s", "t", "just", "from", "about", "above", "below", "up", "down", "out", "off", "over", "under", "again", "further", "once", "here", "only", "own", "same", "also", "may", "might", "must", "shall"]
 )
 
 #: the tokenizer version written by this release; see `TokenizerConfig.version`
@@ -127,7 +123,7 @@ class TokenizerConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "TokenizerConfig":
+    def from_dict(cls, data: dict[str, Any]) -> TokenizerConfig:
         known = {f for f in cls.__dataclass_fields__}
         unknown = set(data) - known
         if unknown:

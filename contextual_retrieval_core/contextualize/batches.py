@@ -15,8 +15,8 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from contextual_retrieval_core.generators.base import Generation, GenerationError, TokenUsage
-from contextual_retrieval_core.types import Chunk
 from contextual_retrieval_core.generators.usage import UsageReport
+from contextual_retrieval_core.types import Chunk
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from contextual_retrieval_core.contextualize.run import DocState, Run, RunSettings

@@ -17,8 +17,8 @@ import threading
 import uuid
 from typing import TYPE_CHECKING
 
-from contextual_retrieval_core.store.context_store import ContextStore
 from contextual_retrieval_core.store.claim_ledger import Claimed
+from contextual_retrieval_core.store.context_store import ContextStore
 from contextual_retrieval_core.store.errors import ContextStoreError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only

@@ -44,10 +44,11 @@ import threading
 import time
 import warnings
 import weakref
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.contextualize.batches import BatchRunner
@@ -55,12 +56,18 @@ from contextual_retrieval_core.contextualize.claims import DEFAULT_CLAIM_LEASE_S
 from contextual_retrieval_core.contextualize.inputs import validate_inputs
 from contextual_retrieval_core.contextualize.interrupts import sigterm_as_interrupt
 from contextual_retrieval_core.contextualize.run import DocState, Run, RunSettings
-from contextual_retrieval_core.generators.base import BatchGeneration, ContextGenerator, GroupedGeneration, PromptCaching, label_of
+from contextual_retrieval_core.generators.base import (
+    BatchGeneration,
+    ContextGenerator,
+    GroupedGeneration,
+    PromptCaching,
+    label_of,
+)
+from contextual_retrieval_core.generators.usage import UsageReport
 from contextual_retrieval_core.store.context_store import ContextStore
 from contextual_retrieval_core.store.errors import StoreFullError
 from contextual_retrieval_core.store.space import SpaceReserve
 from contextual_retrieval_core.types import Chunk, ContextPosition, ContextualChunk, Document
-from contextual_retrieval_core.generators.usage import UsageReport
 
 __all__ = ["Contextualizer", "ContextualizeResult", "ContextualizationError", "default_store_path", "SHARED_OPTIONS", "refresh_options",
            "contextualizer_for"]

@@ -6,7 +6,7 @@ the same, with a warning).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from contextual_retrieval_core.types import Chunk, Document, distinct_documents
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 __all__ = ["Terminated", "sigterm_as_interrupt", "TERMINATED_EXIT_CODE"]
 

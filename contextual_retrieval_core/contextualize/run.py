@@ -31,9 +31,9 @@ from contextual_retrieval_core.generators.base import (
     TokenUsage,
     is_transient,
 )
+from contextual_retrieval_core.generators.usage import UsageReport
 from contextual_retrieval_core.store.errors import StoreFullError
 from contextual_retrieval_core.types import Chunk, Document
-from contextual_retrieval_core.generators.usage import UsageReport
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from contextual_retrieval_core.contextualize.claims import WorkClaims

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import uuid
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

@@ -26,14 +26,15 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from contextual_retrieval_core.dense.vectors import VectorIndex
 from contextual_retrieval_core.checks import positive_int
+from contextual_retrieval_core.dense.vectors import VectorIndex
 
 __all__ = ["ANN_THRESHOLD", "HNSWIndex", "HNSWParams", "dense_index", "load_dense_index"]
 
@@ -188,7 +189,7 @@ class HNSWIndex:
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> "HNSWIndex":
+    def load(cls, path: str | Path) -> HNSWIndex:
         """Open a saved index: vectors.npy memory-mapped, the graph read with FAISS's mmap flag."""
         path = Path(path)
         meta_path = path / "hnsw.json"

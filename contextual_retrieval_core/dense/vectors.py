@@ -9,8 +9,8 @@ Above `ann.ANN_THRESHOLD` rows, `ann.dense_index` picks the approximate `HNSWInd
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -87,7 +87,7 @@ class VectorIndex:
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> "VectorIndex":
+    def load(cls, path: str | Path) -> VectorIndex:
         """Load what `save` wrote; a missing, truncated, corrupted or inconsistent file is an
         `IndexFileError` naming it."""
         from contextual_retrieval_core.checks import read_json

@@ -17,13 +17,14 @@ own rows (a LangChain vector store): which rows each chunk has there, under whic
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
-from contextual_retrieval_core.types import Chunk, ContextualChunk
 from contextual_retrieval_core.dense.windows import WINDOW_MARK, WindowConfig, embed_texts, first_per_owner, window_texts
+from contextual_retrieval_core.types import Chunk, ContextualChunk
 
 __all__ = ["WINDOW_OF_KEY", "WindowRow", "RowLedger", "LedgerChange", "windowable", "plan_rows", "embed_rows", "row_owner", "collapse_rows", "stale_rows",
            "windows_setting", "windows_from_setting", "requested_windows", "store_payload",
@@ -85,7 +86,7 @@ def embed_rows(
     if windows is None or windows.pooling != "mean" or len(rows) == len(chunks):
         return rows, vectors
     pooled, start = [], 0
-    for c, per in zip(chunks, planned):
+    for per in planned:
         pooled.append(vectors[start : start + len(per)].mean(axis=0))
         start += len(per)
     return [WindowRow(c.id, c.id, 0, c.indexed_text) for c in chunks], np.asarray(pooled, dtype=np.float32)

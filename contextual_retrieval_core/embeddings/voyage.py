@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from contextual_retrieval_core._sdk import LazyClients
-from contextual_retrieval_core.embeddings.base import as_texts
 from contextual_retrieval_core.checks import positive_int
+from contextual_retrieval_core.embeddings.base import as_texts
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import voyageai

@@ -23,14 +23,15 @@ retry controller and maps every vector back by its `index`.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Literal, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
 from contextual_retrieval_core._compat import voyage_contextualized_acreate, voyage_contextualized_create
+from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.embeddings.base import as_texts
 from contextual_retrieval_core.embeddings.voyage import VoyageClients, estimate_tokens, plan_batches
-from contextual_retrieval_core.checks import positive_int
 
 __all__ = [
     "VoyageContextualizedEmbedder",

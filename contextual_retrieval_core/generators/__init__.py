@@ -15,10 +15,9 @@
 
 from __future__ import annotations
 
-from contextual_retrieval_core._sdk import lazy_exports
-
 from typing import TYPE_CHECKING
 
+from contextual_retrieval_core._sdk import lazy_exports
 from contextual_retrieval_core.generators.base import (
     ContextGenerator,
     FatalGenerationError,
@@ -29,12 +28,12 @@ from contextual_retrieval_core.generators.base import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
+    from contextual_retrieval_core.generators.anthropic import AnthropicContextGenerator
+    from contextual_retrieval_core.generators.anthropic_crops import AnthropicCropContextGenerator
     from contextual_retrieval_core.generators.callable import CallableContextGenerator
     from contextual_retrieval_core.generators.chat import ChatContextGenerator
     from contextual_retrieval_core.generators.crop_structural import StructuralCropContextGenerator
     from contextual_retrieval_core.generators.structural import StructuralContextGenerator
-    from contextual_retrieval_core.generators.anthropic import AnthropicContextGenerator
-    from contextual_retrieval_core.generators.anthropic_crops import AnthropicCropContextGenerator
 
 __all__ = [
     "AnthropicContextGenerator",

@@ -22,15 +22,23 @@ import asyncio
 import re
 import threading
 import weakref
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Literal, Sequence
+from typing import Any, Literal
 
 from contextual_retrieval_core._sdk import env_key, import_sdk
-from contextual_retrieval_core.generators.prompts import DEFAULT_PROMPT, ContextPrompt
-from contextual_retrieval_core.types import Chunk, Document
-from contextual_retrieval_core.generators.usage import ModelInfo, cache_verdict, estimate_tokens, model_info
-from contextual_retrieval_core.generators._anthropic_http import AsyncGuard, SpendLimitReached, SyncGuard, guarded, spend_limit_message, translate_error
+from contextual_retrieval_core.generators._anthropic_http import (
+    AsyncGuard,
+    SpendLimitReached,
+    SyncGuard,
+    guarded,
+    spend_limit_message,
+    translate_error,
+)
 from contextual_retrieval_core.generators.base import Generation, GenerationError, RateLimitClock, TokenUsage
+from contextual_retrieval_core.generators.prompts import DEFAULT_PROMPT, ContextPrompt
+from contextual_retrieval_core.generators.usage import ModelInfo, cache_verdict, estimate_tokens, model_info
+from contextual_retrieval_core.types import Chunk, Document
 
 _translate = translate_error  # the name the contextualizer imported
 

@@ -30,7 +30,8 @@ import base64
 import math
 import threading
 from collections import OrderedDict
-from typing import Any, Literal, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any, Literal
 
 from contextual_retrieval_core.chunking.frames import Crop, Frame, crop_of, frame_of, prompt_view
 from contextual_retrieval_core.chunking.images import ImageData, cut, scaled_to_fit
@@ -110,7 +111,7 @@ class AnthropicCropContextGenerator(AnthropicContextGenerator):
         self._blocks_lock = threading.Lock()
         self._header = StructuralCropContextGenerator()
 
-    def structural_header_generator(self) -> Optional[ContextGenerator]:
+    def structural_header_generator(self) -> ContextGenerator | None:
         """The crop's structural context goes before Claude's (`StructuralHeaderSource`)."""
         return self._header
 

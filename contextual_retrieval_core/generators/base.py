@@ -11,8 +11,9 @@ import asyncio
 import re
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from contextual_retrieval_core.types import Chunk, Document
 
@@ -59,7 +60,7 @@ class TokenUsage:
     requests: int = 0
     retries: int = 0
 
-    def __iadd__(self, other: "TokenUsage") -> "TokenUsage":
+    def __iadd__(self, other: TokenUsage) -> TokenUsage:
         for name in self.__dataclass_fields__:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         return self
@@ -68,7 +69,7 @@ class TokenUsage:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
     @classmethod
-    def from_dict(cls, data: dict | None) -> "TokenUsage":
+    def from_dict(cls, data: dict | None) -> TokenUsage:
         data = data or {}
         return cls(**{k: int(v) for k, v in data.items() if k in cls.__dataclass_fields__})
 

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from typing import Any, Awaitable, Callable, Optional, Union
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-from contextual_retrieval_core.types import Chunk, Document
 from contextual_retrieval_core.generators.base import Generation, GenerationError
+from contextual_retrieval_core.types import Chunk, Document
 
 __all__ = ["CallableContextGenerator"]
 
-ContextResult = Union[str, Generation]
+ContextResult = str | Generation
 SyncContextFn = Callable[[Document, Chunk], ContextResult]
 AsyncContextFn = Callable[[Document, Chunk], Awaitable[ContextResult]]
 
@@ -24,7 +25,7 @@ AsyncContextFn = Callable[[Document, Chunk], Awaitable[ContextResult]]
 def _is_async(fn: Any) -> bool:
     if inspect.iscoroutinefunction(fn):
         return True
-    call = getattr(fn, "__call__", None)  # an object with an `async def __call__`
+    call = getattr(fn, "__call__", None)  # noqa: B004 - an object with an `async def __call__`: the method itself is asked
     return call is not None and not inspect.isfunction(fn) and inspect.iscoroutinefunction(call)
 
 
@@ -91,13 +92,13 @@ class CallableContextGenerator:
 
     def __init__(
         self,
-        fn: Optional[Union[SyncContextFn, AsyncContextFn]] = None,
+        fn: SyncContextFn | AsyncContextFn | None = None,
         *,
         name: str = "callable",
         model: str = "",
         prompt_identity: str = "",
         prompt: Any = None,
-        afn: Optional[AsyncContextFn] = None,
+        afn: AsyncContextFn | None = None,
         is_llm: bool = True,
     ) -> None:
         if fn is None and afn is None:
@@ -135,8 +136,8 @@ class CallableContextGenerator:
                     "prompt_identity and prompt.identity differ; pass only one of prompt= and prompt_identity="
                 )
             prompt_identity = identity
-        self.fn: Optional[SyncContextFn] = fn  # type: ignore[assignment]
-        self.afn: Optional[AsyncContextFn] = afn
+        self.fn: SyncContextFn | None = fn  # type: ignore[assignment]
+        self.afn: AsyncContextFn | None = afn
         self.name = name
         self.model = model
         self.prompt_identity = prompt_identity

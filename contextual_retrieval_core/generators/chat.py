@@ -10,12 +10,13 @@ The sync/async dispatch is `CallableContextGenerator`'s.
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Optional
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-from contextual_retrieval_core.generators.prompts import DEFAULT_PROMPT, ContextPrompt
-from contextual_retrieval_core.types import Chunk, Document
 from contextual_retrieval_core.generators.base import Generation, GenerationError, TokenUsage
 from contextual_retrieval_core.generators.callable import CallableContextGenerator
+from contextual_retrieval_core.generators.prompts import DEFAULT_PROMPT, ContextPrompt
+from contextual_retrieval_core.types import Chunk, Document
 
 __all__ = ["ChatContextGenerator", "ContentBlocks", "SendFn", "AsyncSendFn"]
 
@@ -49,8 +50,8 @@ class ChatContextGenerator(CallableContextGenerator):
 
     def __init__(
         self,
-        send: Optional[SendFn],
-        asend: Optional[AsyncSendFn] = None,
+        send: SendFn | None,
+        asend: AsyncSendFn | None = None,
         *,
         name: str,
         model: str,

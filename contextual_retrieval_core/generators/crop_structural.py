@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
-from typing import Optional
 
 from contextual_retrieval_core.chunking.detections import Detection
 from contextual_retrieval_core.chunking.frames import Crop, Frame, crop_of, frame_of
@@ -83,7 +82,7 @@ class StructuralCropContextGenerator:
     async def agenerate(self, document: Document, chunk: Chunk) -> Generation:
         return self.generate(document, chunk)
 
-    def structural_header_generator(self) -> Optional[ContextGenerator]:
+    def structural_header_generator(self) -> ContextGenerator | None:
         """None: these contexts are the structural header (`StructuralHeaderSource`)."""
         return None
 

@@ -12,7 +12,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Optional, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from contextual_retrieval_core.generators.base import ContextGenerator
 
@@ -27,11 +27,11 @@ class StructuralHeaderSource(Protocol):
     contexts are structural already (they get no header).
     """
 
-    def structural_header_generator(self) -> Optional[ContextGenerator]:
+    def structural_header_generator(self) -> ContextGenerator | None:
         ...
 
 
-def header_generator_for(generator: Any, default: Optional[ContextGenerator] = None) -> Optional[ContextGenerator]:
+def header_generator_for(generator: Any, default: ContextGenerator | None = None) -> ContextGenerator | None:
     """The generator whose context goes on a line before `generator`'s: its declared one
     (`StructuralHeaderSource`), None for the structural generators, else `default` (a
     `StructuralContextGenerator` built here when not given)."""

@@ -27,16 +27,30 @@ import re
 import threading
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
-from typing import Literal, Optional
+from typing import Literal
 
-from contextual_retrieval_core.chunking.code_outline import Definition, GrammarUnavailable, TYPE_KINDS, outline as code_outline
-from contextual_retrieval_core.chunking.languages import CODE_LANGUAGES, GRAMMARS, PROSE_LANGUAGES, canonical_language, language_for_path
-from contextual_retrieval_core.types import Chunk, Document
+from contextual_retrieval_core.chunking.code_outline import TYPE_KINDS, Definition, GrammarUnavailable
+from contextual_retrieval_core.chunking.code_outline import outline as code_outline
+from contextual_retrieval_core.chunking.languages import (
+    CODE_LANGUAGES,
+    GRAMMARS,
+    PROSE_LANGUAGES,
+    canonical_language,
+    language_for_path,
+)
 from contextual_retrieval_core.generators.base import Generation, TokenUsage
 from contextual_retrieval_core.generators.structure_detect import guess_language, looks_like_code
 from contextual_retrieval_core.generators.structure_text import (
-    Heading, code_title, heading_chain, headings, normalize, prose_title, short_path, short_title,
+    Heading,
+    code_title,
+    heading_chain,
+    headings,
+    normalize,
+    prose_title,
+    short_path,
+    short_title,
 )
+from contextual_retrieval_core.types import Chunk, Document
 
 __all__ = ["StructuralContextGenerator", "StructuralInfo", "StructuralReport", "with_structural_header"]
 
@@ -71,9 +85,9 @@ class StructuralInfo:
 
     source: str
     kind: Literal["code", "prose"]
-    language: Optional[str]
+    language: str | None
     located: bool
-    position: Optional[int]
+    position: int | None
     sections: tuple[str, ...] = ()
     scopes: tuple[str, ...] = ()
     defines: tuple[str, ...] = ()
@@ -105,8 +119,8 @@ class StructuralReport:
 @dataclass
 class _Outline:
     kind: Literal["code", "prose"]
-    language: Optional[str]
-    title: Optional[str]  # from the content: first heading / line / leading comment
+    language: str | None
+    title: str | None  # from the content: first heading / line / leading comment
     headings: list[Heading] = field(default_factory=list)
     defs: list[Definition] = field(default_factory=list)
 
@@ -243,7 +257,7 @@ class StructuralContextGenerator:
             self.report.syntax_errors += errors
         return _Outline("code", language, code_title(text), defs=defs)
 
-    def _parse_code(self, text: str, language: Optional[str], where: str) -> tuple[list[Definition], bool]:
+    def _parse_code(self, text: str, language: str | None, where: str) -> tuple[list[Definition], bool]:
         """Definitions of `text`; for a language without a loadable grammar, none (plain text),
         logged and counted in `report.fallbacks`."""
         if language not in GRAMMARS:
@@ -265,7 +279,7 @@ class StructuralContextGenerator:
 # ----------------------------------------------------------------------------------------------
 
 
-def _chunk_definitions(text: str, language: Optional[str]) -> list[Definition]:
+def _chunk_definitions(text: str, language: str | None) -> list[Definition]:
     """Definitions in a chunk's own text (the chunk was not found in its document)."""
     if language not in GRAMMARS:
         return []
@@ -275,7 +289,7 @@ def _chunk_definitions(text: str, language: Optional[str]) -> list[Definition]:
         return []
 
 
-def _classify(document: Document) -> tuple[Literal["code", "prose"], Optional[str]]:
+def _classify(document: Document) -> tuple[Literal["code", "prose"], str | None]:
     meta = document.metadata or {}
     language = canonical_language(meta.get("language"))
     if language is None:
@@ -295,7 +309,7 @@ def _classify(document: Document) -> tuple[Literal["code", "prose"], Optional[st
 _PATH_LIKE = re.compile(r"[/\\]|\.[A-Za-z][A-Za-z0-9]{0,7}$")
 
 
-def _source(document: Document, outline: _Outline) -> tuple[str, Optional[str]]:
+def _source(document: Document, outline: _Outline) -> tuple[str, str | None]:
     """The source phrase, and the title when the phrase is a quoted title (for de-duplication)."""
     meta = document.metadata or {}
     for key in TITLE_KEYS:
@@ -318,7 +332,7 @@ def _source(document: Document, outline: _Outline) -> tuple[str, Optional[str]]:
 _OFFSET_KEYS = ("start_index", "start_char_idx", "start_char", "char_start")
 
 
-def _locate(text: str, chunk: Chunk) -> Optional[int]:
+def _locate(text: str, chunk: Chunk) -> int | None:
     body = chunk.text
     if not body.strip() or not text:
         return None
@@ -326,9 +340,9 @@ def _locate(text: str, chunk: Chunk) -> Optional[int]:
     probe = body.strip()[:50]
     for key in _OFFSET_KEYS:
         off = meta.get(key)
-        if isinstance(off, int) and not isinstance(off, bool) and 0 <= off < len(text):
-            if text.startswith(probe, _first_nonspace(text, off)) or text.startswith(body[:50], off):
-                return off
+        if (isinstance(off, int) and not isinstance(off, bool) and 0 <= off < len(text)
+                and (text.startswith(probe, _first_nonspace(text, off)) or text.startswith(body[:50], off))):
+            return off
     pos = text.find(body)
     if pos >= 0:
         return pos
@@ -356,7 +370,7 @@ def _first_nonspace(text: str, pos: int) -> int:
 # ----------------------------------------------------------------------------------------------
 
 
-def _define_names(inside: list[Definition], enclosing: list[Definition], language: Optional[str]) -> tuple[str, ...]:
+def _define_names(inside: list[Definition], enclosing: list[Definition], language: str | None) -> tuple[str, ...]:
     sep = "::" if language in ("rust", "cpp", "php") else "."
     enclosing_ids = {id(d) for d in enclosing}
     names: list[str] = []

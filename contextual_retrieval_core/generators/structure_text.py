@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Optional
+from typing import Any
 
 __all__ = ["Heading", "headings", "heading_chain", "prose_title", "code_title", "short_title", "short_path",
            "normalize"]
@@ -103,7 +103,7 @@ def headings(text: str, *, rst: bool = False) -> list[Heading]:
 
 def _rst_headings(lines: list[str], offsets: list[int], start_line: int) -> list[Heading]:
     found: list[tuple[int, tuple[str, bool], str]] = []
-    prev_text: Optional[int] = None  # the previous line, when it is a paragraph line
+    prev_text: int | None = None  # the previous line, when it is a paragraph line
     for i in range(start_line, len(lines)):
         line = lines[i]
         stripped = line.strip()
@@ -161,7 +161,7 @@ def short_path(path: str) -> str:
     return path if len(path) <= 100 else "…" + path[-99:]
 
 
-def prose_title(text: str, found: list[Heading]) -> Optional[str]:
+def prose_title(text: str, found: list[Heading]) -> str | None:
     """The front matter's `title:`, else the first level-1 heading, else a short first line."""
     body = text
     fm = _FRONT_MATTER.match(text)
@@ -189,11 +189,11 @@ _LICENSE = re.compile(
     r"licen[cs]e|copyright|\(c\)|all rights reserved|SPDX|permission is hereby granted|warrant", re.I)
 
 
-def code_title(text: str) -> Optional[str]:
+def code_title(text: str) -> str | None:
     """The first line of the first leading comment or docstring that is not a license notice."""
     blocks: list[list[str]] = []
     current: list[str] = []
-    closer: Optional[str] = None  # inside a /* */ comment or a docstring: its closing delimiter
+    closer: str | None = None  # inside a /* */ comment or a docstring: its closing delimiter
     for raw in text.splitlines()[:150]:
         line = raw.strip()
         if closer is None:

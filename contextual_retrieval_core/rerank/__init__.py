@@ -11,10 +11,9 @@ Example:
 
 from __future__ import annotations
 
-from contextual_retrieval_core._sdk import lazy_exports
-
 from typing import TYPE_CHECKING
 
+from contextual_retrieval_core._sdk import lazy_exports
 from contextual_retrieval_core.rerank.base import PassThroughReranker, Reranker, RerankResult
 
 if TYPE_CHECKING:  # pragma: no cover - typing only

@@ -9,7 +9,8 @@ request; retrieval candidate lists are far shorter). Long documents are truncate
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from contextual_retrieval_core._sdk import LazyClients
 from contextual_retrieval_core.checks import positive_int

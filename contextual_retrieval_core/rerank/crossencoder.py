@@ -7,7 +7,8 @@ only when a model is loaded by name.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 

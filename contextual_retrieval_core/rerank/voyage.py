@@ -10,11 +10,12 @@ Retries are the SDK's own (`voyageai.Client(max_retries=n)`, which counts attemp
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
+from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.embeddings.voyage import VoyageClients, estimate_tokens, plan_batches
 from contextual_retrieval_core.rerank.base import RerankResult, best_first, candidate_texts, check_top_n
-from contextual_retrieval_core.checks import positive_int
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import voyageai

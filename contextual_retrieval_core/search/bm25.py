@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Literal, Sequence
+from typing import Any, Literal
 
 import bm25s
 import numpy as np
 
 from contextual_retrieval_core._compat import bm25s_scorer
-from contextual_retrieval_core.checks import IndexFileError, read_json, not_a_string, positive_int, string_list
+from contextual_retrieval_core.checks import IndexFileError, not_a_string, positive_int, read_json, string_list
 from contextual_retrieval_core.chunking.tokenizer import Tokenizer, TokenizerConfig
 
 __all__ = ["BM25Index", "save_with_records", "load_with_records", "BM25Method"]
@@ -68,7 +69,7 @@ class BM25Index:
 
     # -- building ---------------------------------------------------------------------------
 
-    def index(self, ids: Sequence[str], texts: Sequence[str]) -> "BM25Index":
+    def index(self, ids: Sequence[str], texts: Sequence[str]) -> BM25Index:
         """Index `texts` under `ids` (replacing anything indexed before); returns self."""
         not_a_string("ids", ids, "ids")
         not_a_string("texts", texts, "texts")
@@ -76,7 +77,7 @@ class BM25Index:
             raise ValueError(f"got {len(ids)} ids for {len(texts)} texts; pass one id per text")
         return self.index_tokens(ids, self.tokenizer.tokenize_many(texts))
 
-    def index_tokens(self, ids: Sequence[str], tokens: Sequence[Sequence[str]]) -> "BM25Index":
+    def index_tokens(self, ids: Sequence[str], tokens: Sequence[Sequence[str]]) -> BM25Index:
         """Index already-tokenized texts (the tokenizer is then only used for queries)."""
         not_a_string("ids", ids, "ids")
         not_a_string("tokens", tokens, "token lists")
@@ -206,7 +207,7 @@ class BM25Index:
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> "BM25Index":
+    def load(cls, path: str | Path) -> BM25Index:
         """Load an index written by `save` (never unpickles anything).
 
         Every file is checked before the index is returned: a missing, truncated, corrupted or

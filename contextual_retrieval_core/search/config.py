@@ -22,10 +22,14 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable, Mapping, Optional, Sequence
+from typing import Any
 
 from contextual_retrieval_core.checks import fusion_weights, non_negative_number, positive_int
+from contextual_retrieval_core.rerank.base import ON_RERANK_ERROR, OnRerankError, Reranker
+from contextual_retrieval_core.search.feedback import DEFAULT_DENSE_PRF, DEFAULT_PRF_TOP, feedback_weight
+from contextual_retrieval_core.search.rank_fusion import DEFAULT_DEPTH, DEFAULT_RRF_K, FUSION_MODES, FusionMode
 from contextual_retrieval_core.search.ranked import (
     DEFAULT_TOP_K,
     RankedHit,
@@ -34,14 +38,11 @@ from contextual_retrieval_core.search.ranked import (
     fuse_sources,
     rerank_hits,
 )
-from contextual_retrieval_core.search.feedback import DEFAULT_DENSE_PRF, DEFAULT_PRF_TOP, feedback_weight
-from contextual_retrieval_core.search.rank_fusion import DEFAULT_DEPTH, DEFAULT_RRF_K, FUSION_MODES, FusionMode
-from contextual_retrieval_core.rerank.base import ON_RERANK_ERROR, OnRerankError, Reranker
 
 __all__ = ["FusionConfig"]
 
 #: (source name, [(id, score or None), ...] best first)
-NamedList = tuple[str, Sequence[tuple[Hashable, Optional[float]]]]
+NamedList = tuple[str, Sequence[tuple[Hashable, float | None]]]
 
 
 def _setting(default: Any, doc: str) -> Any:
@@ -77,13 +78,13 @@ class FusionConfig:
     one out of range.
     """
 
-    weights: Optional[tuple[float, ...]] = _setting(None, "one fusion weight per source (None: 0.5 / 0.5 for two, equal otherwise)")
+    weights: tuple[float, ...] | None = _setting(None, "one fusion weight per source (None: 0.5 / 0.5 for two, equal otherwise)")
     mode: FusionMode = _setting("rrf", '"rrf" (weighted reciprocal-rank fusion) or "relative_score"')
     rrf_k: float = _setting(DEFAULT_RRF_K, "the RRF constant (0: the cookbook's w / rank; 60: classic RRF)")
     depth: int = _setting(DEFAULT_DEPTH, "candidates taken from each source before fusion")
     top_k: int = _setting(DEFAULT_TOP_K, "results returned")
-    rerank_depth: Optional[int] = _setting(None, "fused candidates the reranker sees (None: depth)")
-    reranker: Optional[Reranker] = _setting(None, "a reranker applied to the fused candidates, or None")
+    rerank_depth: int | None = _setting(None, "fused candidates the reranker sees (None: depth)")
+    reranker: Reranker | None = _setting(None, "a reranker applied to the fused candidates, or None")
     on_rerank_error: OnRerankError = _setting("raise", '"raise", or "fused" to keep the fused order when the reranker fails')
     dense_prf: float = _setting(DEFAULT_DENSE_PRF, "dense pseudo-relevance feedback weight (0: off)")
     prf_top: int = _setting(DEFAULT_PRF_TOP, "fused chunks that feed back")
@@ -113,7 +114,7 @@ class FusionConfig:
         set_(self, "prf_top", positive_int("prf_top", self.prf_top))
 
     @classmethod
-    def merged(cls, config: "FusionConfig | None" = None, **settings: Any) -> "FusionConfig":
+    def merged(cls, config: FusionConfig | None = None, **settings: Any) -> FusionConfig:
         """`config` (default: `FusionConfig()`) with every setting that is not None replaced; what
         the query paths call with their own keyword arguments.
 
@@ -142,9 +143,9 @@ class FusionConfig:
 
     @classmethod
     def from_settings(
-        cls, config: "FusionConfig | None", settings: Mapping[str, Any], *, names: Mapping[str, str] | None = None,
+        cls, config: FusionConfig | None, settings: Mapping[str, Any], *, names: Mapping[str, str] | None = None,
         owner: str = "FusionConfig",
-    ) -> "FusionConfig":
+    ) -> FusionConfig:
         """`config` (default: `FusionConfig()`) with the `settings` that are not None, given under a
         framework's own names (`names`: its name -> the field's, such as ``{"k": "top_k"}``).
         An unknown name is a TypeError listing the names `owner` takes.
@@ -163,7 +164,7 @@ class FusionConfig:
         return cls.merged(config, **{names.get(k, k): v for k, v in settings.items()})
 
     @classmethod
-    def from_keywords(cls, owner: str, config: "FusionConfig | None", settings: Mapping[str, Any]) -> "FusionConfig":
+    def from_keywords(cls, owner: str, config: FusionConfig | None, settings: Mapping[str, Any]) -> FusionConfig:
         """`from_settings` for a core class whose flat fusion keywords were deprecated in 0.2 for
         ``config=``: a DeprecationWarning names the keywords given (not None) and the fix."""
         given = [k for k, v in settings.items() if v is not None]
@@ -175,7 +176,7 @@ class FusionConfig:
             )
         return cls.from_settings(config, settings, owner=owner)
 
-    def replace(self, **changes: Any) -> "FusionConfig":
+    def replace(self, **changes: Any) -> FusionConfig:
         """A copy with `changes` (validated again)."""
         return dataclasses.replace(self, **changes)
 
@@ -207,7 +208,7 @@ class FusionConfig:
         return fuse_sources(named, mode=self.mode, rrf_k=self.rrf_k, depth=self.depth)
 
     def rerank(
-        self, query: str, hits: Sequence[RankedHit], text_of: Callable[[Hashable], str], *, top_k: Optional[int] = None
+        self, query: str, hits: Sequence[RankedHit], text_of: Callable[[Hashable], str], *, top_k: int | None = None
     ) -> list[RankedHit]:
         """The top `top_k` (default: this config's) of the fused `hits`, reranked when a reranker is set."""
         return rerank_hits(
@@ -216,7 +217,7 @@ class FusionConfig:
         )
 
     async def arerank(
-        self, query: str, hits: Sequence[RankedHit], text_of: Callable[[Hashable], str], *, top_k: Optional[int] = None
+        self, query: str, hits: Sequence[RankedHit], text_of: Callable[[Hashable], str], *, top_k: int | None = None
     ) -> list[RankedHit]:
         """Async `rerank`."""
         return await arerank_hits(

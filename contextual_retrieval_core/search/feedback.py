@@ -19,8 +19,9 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -95,7 +96,7 @@ class StoreRead:
         """The top chunks with no row vector read back."""
         return [c for c in dict.fromkeys(self.top) if not any(r in self.held for r in self.rows_of.get(c, ()))]
 
-    def rows(self, embedded: Optional[Mapping[str, Any]] = None) -> FeedbackRows:
+    def rows(self, embedded: Mapping[str, Any] | None = None) -> FeedbackRows:
         """`FeedbackRows` of the held rows, and of `embedded` ({chunk: vector}, the unheld chunks
         embedded again); a chunk with neither feeds nothing back."""
         ids: list[str] = []

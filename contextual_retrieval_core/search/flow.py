@@ -31,8 +31,9 @@ Example:
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Generator, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generator, Hashable, Optional, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_core.search.feedback import FeedbackRows
@@ -41,7 +42,7 @@ from contextual_retrieval_core.search.ranked import RankedHit, unique_names
 __all__ = ["DenseSide", "FlowResult", "QueryFlow", "Source", "SyncSource", "SyncDenseSide"]
 
 #: (id, the source's own score or None) best first
-Hits = list[tuple[Hashable, Optional[float]]]
+Hits = list[tuple[Hashable, float | None]]
 
 
 @runtime_checkable
@@ -123,7 +124,7 @@ class FlowResult:
 
     lists: list[Hits]
     fused: list[RankedHit]
-    hits: Optional[list[RankedHit]] = None
+    hits: list[RankedHit] | None = None
 
 
 @dataclass(frozen=True)
@@ -169,8 +170,8 @@ class QueryFlow:
         self.feedback = [i for i, s in enumerate(self.sources) if fed and isinstance(s, DenseSide)]
 
     def run(
-        self, queries: Sequence[str], *, text_of: Optional[Callable[[Hashable], str]] = None,
-        top_k: Optional[int] = None, rerank: bool = True,
+        self, queries: Sequence[str], *, text_of: Callable[[Hashable], str] | None = None,
+        top_k: int | None = None, rerank: bool = True,
     ) -> list[FlowResult]:
         """Each query's `FlowResult`, driving the sources' sync methods. With `rerank`, `text_of`
         gives the text the reranker reads for an id (needed when the config has a reranker)."""
@@ -183,8 +184,8 @@ class QueryFlow:
             return done.value
 
     async def arun(
-        self, queries: Sequence[str], *, text_of: Optional[Callable[[Hashable], str]] = None,
-        top_k: Optional[int] = None, rerank: bool = True,
+        self, queries: Sequence[str], *, text_of: Callable[[Hashable], str] | None = None,
+        top_k: int | None = None, rerank: bool = True,
     ) -> list[FlowResult]:
         """`run` on an event loop: each step's calls (the sources' async methods) run concurrently."""
         steps = self._steps(queries, text_of, top_k, rerank)
@@ -199,7 +200,7 @@ class QueryFlow:
         return [(s.name, per_query[q]) for s, per_query in zip(self.sources, lists)]
 
     def _steps(
-        self, queries: Sequence[str], text_of: Optional[Callable[[Hashable], str]], top_k: Optional[int], rerank: bool
+        self, queries: Sequence[str], text_of: Callable[[Hashable], str] | None, top_k: int | None, rerank: bool
     ) -> Steps:
         """The sequence, as steps: each ``yield`` hands over calls that may run together and
         receives their results in order."""

@@ -19,8 +19,9 @@ over (score, best rank) and the hits are built column-wise.
 from __future__ import annotations
 
 import math
-from itertools import chain, repeat
-from typing import Any, Hashable, Literal, NamedTuple, Sequence
+from collections.abc import Hashable, Sequence
+from itertools import repeat
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 

@@ -15,12 +15,13 @@ Example:
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Hashable, Sequence
 from itertools import repeat
-from typing import Any, Callable, Hashable, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 from contextual_retrieval_core.checks import positive_int, renamed_keyword
-from contextual_retrieval_core.search.rank_fusion import DEFAULT_DEPTH, DEFAULT_RRF_K, FusionMode, fused_columns
 from contextual_retrieval_core.rerank.base import ON_RERANK_ERROR, OnRerankError, Reranker, describe_error
+from contextual_retrieval_core.search.rank_fusion import DEFAULT_DEPTH, DEFAULT_RRF_K, FusionMode, fused_columns
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,8 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -41,7 +42,7 @@ class InMemoryDenseSide(SyncDenseSide):
 
     def __init__(
         self, name: str, embedder: Embedder, index: Any, depth: int, owners: dict[str, str], extra_rows: int,
-        chunk_count: int, rows: Optional[FeedbackRows],
+        chunk_count: int, rows: FeedbackRows | None,
     ) -> None:
         self.name, self.embedder, self.index, self.depth = name, embedder, index, depth
         self.owners, self.extra_rows, self.chunk_count, self.rows = owners, extra_rows, chunk_count, rows

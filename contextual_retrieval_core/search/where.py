@@ -6,8 +6,9 @@ filter keeps; this reads a where dict as Chroma does, for both frameworks' BM25 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from numbers import Real
-from typing import Any, Callable, Mapping
+from typing import Any
 
 __all__ = ["where_predicate"]
 

@@ -14,7 +14,7 @@ Example:
 from __future__ import annotations
 
 import os
-from typing import Any, Union
+from typing import Any
 
 from contextual_retrieval_core.store.context_store import SCHEMA_VERSION, ContextStore
 from contextual_retrieval_core.store.errors import ContextStoreError
@@ -24,7 +24,7 @@ from contextual_retrieval_core.store.postgres import PostgresContextStore
 __all__ = ["ContextStore", "ContextStoreError", "ImportResult", "PostgresContextStore", "SCHEMA_VERSION", "open_store"]
 
 
-def open_store(location: Union[str, "os.PathLike[str]"], **options: Any) -> ContextStore:
+def open_store(location: str | os.PathLike[str], **options: Any) -> ContextStore:
     """The context store at `location`: an SQLite file (created with its folders if missing),
     ":memory:", or a ``postgresql://user:password@host/db`` URL. `options` are the backend's
     (``timeout``, ``read_only``)."""

@@ -14,7 +14,8 @@ timeout); store_postgres.py has the same methods on a server, with the server's 
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable, NamedTuple
+from collections.abc import Iterable
+from typing import Any, NamedTuple
 
 __all__ = ["ClaimLedger", "Claimed", "CLAIMS_TABLE"]
 

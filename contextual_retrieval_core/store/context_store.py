@@ -31,9 +31,10 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterable, Iterator
+from typing import Any, ClassVar
 from urllib.parse import quote
 
 from contextual_retrieval_core.store.batch_ledger import BatchLedger

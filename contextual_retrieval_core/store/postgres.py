@@ -18,12 +18,13 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from contextual_retrieval_core.store.context_store import SCHEMA_VERSION, ContextStore, _now
 from contextual_retrieval_core.store.claim_ledger import CLAIMS_TABLE, Claimed
+from contextual_retrieval_core.store.context_store import SCHEMA_VERSION, ContextStore, _now
 from contextual_retrieval_core.store.errors import ContextStoreError
 
 __all__ = ["PostgresContextStore", "redact_url"]
@@ -156,10 +157,9 @@ class PostgresContextStore(ContextStore, schemes=("postgresql", "postgres")):
 
     def check_writable(self) -> None:
         self._refuse_if_read_only()
-        with self._lock, self._errors("a test write"):
-            with self._db.transaction(force_rollback=True):
-                self._db.execute("INSERT INTO meta (name, value) VALUES ('write_check', %s) "
-                                 "ON CONFLICT (name) DO UPDATE SET value = excluded.value", (_now(),))
+        with self._lock, self._errors("a test write"), self._db.transaction(force_rollback=True):
+            self._db.execute("INSERT INTO meta (name, value) VALUES ('write_check', %s) "
+                             "ON CONFLICT (name) DO UPDATE SET value = excluded.value", (_now(),))
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -209,10 +209,9 @@ class PostgresContextStore(ContextStore, schemes=("postgresql", "postgres")):
     def _write(self, rows: list[tuple]) -> None:
         self._refuse_if_read_only()
         doing = "storing a context" if len(rows) == 1 else f"storing {len(rows)} contexts"
-        with self._lock, self._errors(doing), self._db.transaction():
-            with self._db.cursor() as cur:
-                cur.executemany(_UPSERT, rows)
-                cur.execute("DELETE FROM claims WHERE key = ANY(%s)", ([row[0] for row in rows],))
+        with self._lock, self._errors(doing), self._db.transaction(), self._db.cursor() as cur:
+            cur.executemany(_UPSERT, rows)
+            cur.execute("DELETE FROM claims WHERE key = ANY(%s)", ([row[0] for row in rows],))
 
     # -- claims (store_claims.py says what they mean) --------------------------------------------
 
