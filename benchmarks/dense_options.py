@@ -35,24 +35,27 @@ import sys
 import time
 from pathlib import Path
 
-
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
+import numpy as np  # noqa: E402
 from _paths import DEFAULT_DATASET  # noqa: E402
 
-import numpy as np  # noqa: E402
-
-from contextual_retrieval_core.embeddings.cache import CachedEmbedder  # noqa: E402
-from contextual_retrieval_core.search.feedback import feedback_rows  # noqa: E402
-from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder  # noqa: E402
 from contextual_retrieval_core.app.evaluation import (  # noqa: E402
-    CONFIGS, headed_contexts, load_contexts_jsonl, load_cookbook, score_rankings, structural_contexts,
+    CONFIGS,
+    headed_contexts,
+    load_contexts_jsonl,
+    load_cookbook,
+    score_rankings,
+    structural_contexts,
 )
-from contextual_retrieval_core.search.hybrid import HybridSearcher  # noqa: E402
-from contextual_retrieval_core.types import ContextualChunk  # noqa: E402
 from contextual_retrieval_core.dense.vectors import VectorIndex  # noqa: E402
 from contextual_retrieval_core.dense.windows import WindowConfig, collapse_hits  # noqa: E402
+from contextual_retrieval_core.embeddings.cache import CachedEmbedder  # noqa: E402
+from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder  # noqa: E402
+from contextual_retrieval_core.search.feedback import feedback_rows  # noqa: E402
+from contextual_retrieval_core.search.hybrid import HybridSearcher  # noqa: E402
+from contextual_retrieval_core.types import ContextualChunk  # noqa: E402
 
 KS = (5, 10, 20)
 DEPTH = 20

@@ -6,7 +6,8 @@ reference tests/unit/test_fusion_speed.py checks the library's results against, 
 from __future__ import annotations
 
 import math
-from typing import Hashable, NamedTuple, Sequence
+from collections.abc import Hashable, Sequence
+from typing import NamedTuple
 
 
 class FusedHit(NamedTuple):

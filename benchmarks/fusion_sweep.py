@@ -20,9 +20,9 @@ from _paths import DEFAULT_DATASET  # noqa: E402
 
 def main(argv: list[str] | None = None) -> int:
     from contextual_retrieval_core import DEFAULT_RRF_K, DEFAULT_WEIGHTS, BM25Index, ContextualChunk, FusionConfig, HybridSearcher
+    from contextual_retrieval_core.app.evaluation import headed_contexts, load_contexts_jsonl, load_cookbook, score_rankings
     from contextual_retrieval_core.embeddings import LocalMiniLMEmbedder
     from contextual_retrieval_core.embeddings.cache import CachedEmbedder
-    from contextual_retrieval_core.app.evaluation import headed_contexts, load_contexts_jsonl, load_cookbook, score_rankings
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", default=DEFAULT_DATASET)

@@ -75,12 +75,12 @@ def retrieval(demo, queries) -> list[dict]:
 
 def cost(directory: Path) -> list[dict]:
     import anthropic
+    from fakes.anthropic_server import FakeAnthropicServer
 
     from contextual_retrieval_core.app.demo_frames import write_demo_frames
     from contextual_retrieval_core.chunking.frames import FrameInput, crop_chunks
     from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
     from contextual_retrieval_core.generators.anthropic_crops import AnthropicCropContextGenerator
-    from fakes.anthropic_server import FakeAnthropicServer
 
     big = write_demo_frames(directory / "1280x800", size=(1280, 800))
     batch = crop_chunks([FrameInput(Path(f.path).name, f.path, f.metadata) for f in big.frames])

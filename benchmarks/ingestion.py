@@ -30,14 +30,14 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))  # the fake server lives with the tests
 
 import anthropic  # noqa: E402
+from _paths import DEFAULT_DATASET  # noqa: E402
+from fakes.anthropic_server import FakeAnthropicServer, count_tokens  # noqa: E402
 
-from contextual_retrieval_core.contextualize.contextualizer import Contextualizer  # noqa: E402
 from contextual_retrieval_core.app.evaluation import load_cookbook  # noqa: E402
+from contextual_retrieval_core.contextualize.contextualizer import Contextualizer  # noqa: E402
 from contextual_retrieval_core.generators import AnthropicContextGenerator, TokenUsage  # noqa: E402
 from contextual_retrieval_core.generators.prompts import DEFAULT_PROMPT  # noqa: E402
 from contextual_retrieval_core.generators.usage import cost_usd  # noqa: E402
-from _paths import DEFAULT_DATASET  # noqa: E402
-from fakes.anthropic_server import FakeAnthropicServer, count_tokens  # noqa: E402
 
 MODEL = "claude-3-haiku-20240307"
 PRICES = {"claude-3-haiku": "claude-3-haiku-20240307", "claude-haiku-4-5": "claude-haiku-4-5"}

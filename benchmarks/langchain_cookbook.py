@@ -24,8 +24,8 @@ import asyncio
 import json
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -35,7 +35,6 @@ for p in (str(REPO), str(HERE)):
 
 from _paths import DEFAULT_DATASET  # noqa: E402
 
-from contextual_retrieval_core.embeddings.cache import CachedEmbedder  # noqa: E402
 from contextual_retrieval_core.app.evaluation import (  # noqa: E402
     format_table,
     headed_contexts,
@@ -44,6 +43,7 @@ from contextual_retrieval_core.app.evaluation import (  # noqa: E402
     results_to_json,
     score_rankings,
 )
+from contextual_retrieval_core.embeddings.cache import CachedEmbedder  # noqa: E402
 from contextual_retrieval_core.generators import CallableContextGenerator, Generation  # noqa: E402
 from contextual_retrieval_core.types import ContextualChunk  # noqa: E402
 
@@ -59,10 +59,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from langchain_core.documents import Document as LCDocument
+    from peers import run_langchain
 
     from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
     from contextual_retrieval_langchain import ContextualDocumentTransformer, ContextualEnsembleRetriever, EmbedderEmbeddings
-    from peers import run_langchain
 
     dataset = load_cookbook(args.dataset)
     contexts_path = args.contexts or args.dataset / "contexts_claude-3-haiku.jsonl"

@@ -29,8 +29,9 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, List, Sequence
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
@@ -85,8 +86,8 @@ def cookbook_splitter(dataset: EvalDataset) -> Any:
         by_doc.setdefault(c.document_id, []).append(c)
 
     class CookbookChunks(NodeParser):
-        def _parse_nodes(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any) -> List[BaseNode]:
-            out: List[BaseNode] = []
+        def _parse_nodes(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any) -> list[BaseNode]:
+            out: list[BaseNode] = []
             for doc in nodes:
                 for c in by_doc.get(doc.node_id, []):
                     # the chunk id maps results back; kept out of the embedded / BM25 text (LlamaIndex's rules)

@@ -21,14 +21,14 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from contextual_retrieval_core.embeddings.cache import CachedEmbedder  # noqa: E402
 from contextual_retrieval_core.app.evaluation import (  # noqa: E402
     DATASET_ENV,
     ConfigResult,
@@ -41,6 +41,7 @@ from contextual_retrieval_core.app.evaluation import (  # noqa: E402
     results_to_json,
     score_rankings,
 )
+from contextual_retrieval_core.embeddings.cache import CachedEmbedder  # noqa: E402
 from contextual_retrieval_core.types import ContextualChunk  # noqa: E402
 
 DEPTH = 150  # candidates per retriever, as the cookbook

@@ -50,9 +50,9 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -278,7 +278,7 @@ def speed_table(payload: dict) -> str:
     """Per-query time of every configuration in one run, and ours' one-off preparation (RESULTS.md shows this)."""
     speed, ingestion, selection = payload["speed"], payload["ingestion"], payload["selection"]
     fastest = speed["fastest_peer_ms"]
-    rows = [f"| configuration | ms / query | x fastest peer |", "|---|---:|---:|"]
+    rows = ["| configuration | ms / query | x fastest peer |", "|---|---:|---:|"]
     for c in payload["configs"]:
         if c["name"] != "no-pruning":
             rows.append(f"| {c['name']} | {c['ms_per_query']:.1f} | {c['ms_per_query'] / fastest:.3f} |")
@@ -306,9 +306,9 @@ def comparison_table(payload: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from contextual_retrieval_core.chunking.tokenizer import Tokenizer
     from contextual_retrieval_core.embeddings.cache import CachedEmbedder
     from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
-    from contextual_retrieval_core.chunking.tokenizer import Tokenizer
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", default=DEFAULT_DATASET)

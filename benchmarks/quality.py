@@ -47,8 +47,8 @@ def failure_rates(configs: list[dict]) -> dict:
 def truncation(dataset_dir: str, contexts_path: str) -> dict:
     """Chunks longer than the local embedder's window, counted with its own tokenizer (truncation
     enabled at its max length: an encoding that overflows was cut)."""
-    from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
     from contextual_retrieval_core.app.evaluation import headed_contexts, load_contexts_jsonl, load_cookbook
+    from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
     from contextual_retrieval_core.types import ContextualChunk
 
     dataset = load_cookbook(dataset_dir)

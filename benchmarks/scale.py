@@ -58,9 +58,9 @@ if str(REPO) not in sys.path:
 sys.path.insert(0, str(HERE))
 
 from contextual_retrieval_core.dense.hnsw import ANN_THRESHOLD, HNSWIndex, dense_index  # noqa: E402
+from contextual_retrieval_core.dense.vectors import VectorIndex  # noqa: E402
 from contextual_retrieval_core.search.bm25 import BM25Index  # noqa: E402
 from contextual_retrieval_core.search.ranked import fuse_sources  # noqa: E402
-from contextual_retrieval_core.dense.vectors import VectorIndex  # noqa: E402
 
 SEED = 20241204
 VOCAB, EXPONENT, MEAN_LEN = 50_000, 1.1, 120.0
@@ -86,8 +86,8 @@ def cookbook_vectors() -> tuple[np.ndarray, np.ndarray] | None:
             return z["chunks"], z["queries"]
     from _paths import DEFAULT_DATASET
 
-    from contextual_retrieval_core.embeddings import LocalMiniLMEmbedder
     from contextual_retrieval_core.app.evaluation import load_cookbook
+    from contextual_retrieval_core.embeddings import LocalMiniLMEmbedder
 
     if not (Path(DEFAULT_DATASET) / "codebase_chunks.json").is_file():
         return None

@@ -33,9 +33,15 @@ CONFIGS = ["contextual-dense", "contextual-bm25", "contextual-hybrid"]
 
 
 def main(argv: list[str] | None = None) -> int:
+    from contextual_retrieval_core.app.evaluation import (
+        evaluate,
+        format_table,
+        load_contexts_jsonl,
+        load_cookbook,
+        results_to_json,
+    )
     from contextual_retrieval_core.embeddings.cache import CachedEmbedder
     from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
-    from contextual_retrieval_core.app.evaluation import evaluate, format_table, load_contexts_jsonl, load_cookbook, results_to_json
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", default=DEFAULT_DATASET)

@@ -27,12 +27,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))  # the fake server lives with the tests
 
 import anthropic  # noqa: E402
+from _paths import DEFAULT_DATASET  # noqa: E402
+from fakes.anthropic_server import FakeAnthropicServer  # noqa: E402
 
 from contextual_retrieval_core.app.evaluation import load_cookbook  # noqa: E402
 from contextual_retrieval_core.contextualize.contextualizer import ContextualizationError, Contextualizer  # noqa: E402
 from contextual_retrieval_core.generators import AnthropicContextGenerator  # noqa: E402
-from _paths import DEFAULT_DATASET  # noqa: E402
-from fakes.anthropic_server import FakeAnthropicServer  # noqa: E402
 
 MODEL = "claude-3-haiku-20240307"
 

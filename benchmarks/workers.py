@@ -29,12 +29,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))  # the fake server and the worker live with the tests
 
+from _paths import DEFAULT_DATASET  # noqa: E402
 from claims_worker import finish, start_workers  # noqa: E402
 from fakes.anthropic_server import FakeAnthropicServer  # noqa: E402
 
 from contextual_retrieval_core.app.evaluation import load_cookbook  # noqa: E402
 from contextual_retrieval_core.store.context_store import ContextStore  # noqa: E402
-from _paths import DEFAULT_DATASET  # noqa: E402
 
 
 def one_run(store: str, workers: int, docs: list, chunks: list, args: argparse.Namespace, tmp: Path) -> dict:

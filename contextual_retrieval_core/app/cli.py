@@ -18,8 +18,8 @@ import json
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from contextual_retrieval_core.app.errors import describe, error_classes, gathered_warnings, quiet_broken_pipe
 from contextual_retrieval_core.contextualize.interrupts import TERMINATED_EXIT_CODE, Terminated, sigterm_as_interrupt
@@ -239,9 +239,16 @@ def _version() -> str:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
+    from contextual_retrieval_core.app.evaluation import (
+        evaluate,
+        format_table,
+        load_contexts_jsonl,
+        load_cookbook,
+        plot_results,
+        resolve_dataset,
+        results_to_json,
+    )
     from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
-    from contextual_retrieval_core.app.evaluation import (evaluate, format_table, load_contexts_jsonl, load_cookbook, plot_results, resolve_dataset,
-                              results_to_json)
     from contextual_retrieval_core.search.config import FusionConfig
 
     if args.plot:
@@ -316,9 +323,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def _cmd_index(args: argparse.Namespace) -> int:
     from contextual_retrieval_core.chunking.split import DEFAULT_CHUNK_CHARS
-    from contextual_retrieval_core.index.contextual_index import ContextualIndex
     from contextual_retrieval_core.factories import choose_embedder, choose_generator, unused_keys, weights_for
     from contextual_retrieval_core.generators.base import label_of
+    from contextual_retrieval_core.index.contextual_index import ContextualIndex
     from contextual_retrieval_core.index.manifest import MANIFEST_NAME
 
     index_dir = Path(args.index_dir)
@@ -359,8 +366,8 @@ def _cmd_index(args: argparse.Namespace) -> int:
 
 
 def _cmd_remove(args: argparse.Namespace) -> int:
-    from contextual_retrieval_core.index.contextual_index import ContextualIndex
     from contextual_retrieval_core.factories import choose_embedder
+    from contextual_retrieval_core.index.contextual_index import ContextualIndex
 
     manifest = ContextualIndex.read_manifest(args.index_dir)
     embedder = choose_embedder(manifest.embedder["kind"], manifest.embedder["model"])

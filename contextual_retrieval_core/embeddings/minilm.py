@@ -14,14 +14,15 @@ import importlib.util
 import os
 import threading
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from contextual_retrieval_core.embeddings.base import as_texts
 from contextual_retrieval_core.checks import positive_int
+from contextual_retrieval_core.embeddings.base import as_texts
 
 __all__ = ["LocalMiniLMEmbedder", "TruncationWarning"]
 
@@ -109,7 +110,7 @@ class TruncationWarning(UserWarning):
     `truncated_count` and `embedded_count` give the totals so far (the CLI reports them once per
     run)."""
 
-    def __init__(self, message: str, embedder: "LocalMiniLMEmbedder") -> None:
+    def __init__(self, message: str, embedder: LocalMiniLMEmbedder) -> None:
         super().__init__(message)
         self.embedder = embedder
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from tqdm.auto import tqdm
 
-from contextual_retrieval_core.chunking.split import CODE_EXTENSIONS, split_text
 from contextual_retrieval_core.chunking.code_outline import chunk_boundaries, parser_fallback
+from contextual_retrieval_core.chunking.split import CODE_EXTENSIONS, split_text
 from contextual_retrieval_core.index.files import SourceFile, UndecodableFileError, file_sha256, read_text
 from contextual_retrieval_core.index.manifest import FileEntry
 from contextual_retrieval_core.index.report import IndexReport

@@ -11,13 +11,13 @@ from __future__ import annotations
 import hashlib
 import os
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
-from contextual_retrieval_core.index.manifest import MANIFEST_NAME
-from contextual_retrieval_core.chunking.languages import EXTENSIONS
 from contextual_retrieval_core.checks import positive_int
+from contextual_retrieval_core.chunking.languages import EXTENSIONS
+from contextual_retrieval_core.index.manifest import MANIFEST_NAME
 
 __all__ = ["SourceFile", "SkippedFile", "FileScan", "collect_files", "read_text", "UndecodableFileError", "file_sha256",
            "TEXT_EXTENSIONS", "SKIP_DIRS", "MAX_FILE_BYTES"]

@@ -91,7 +91,7 @@ class IndexManifest:
         return {"format": FORMAT, "format_version": FORMAT_VERSION, **data}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], source: str | os.PathLike[str] = MANIFEST_NAME) -> "IndexManifest":
+    def from_dict(cls, data: dict[str, Any], source: str | os.PathLike[str] = MANIFEST_NAME) -> IndexManifest:
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise IndexDamagedError(f"{source} is not a contextual-retrieval index manifest; rebuild the index "
                                     "(contextual-retrieval index PATH... --rebuild)")
@@ -112,7 +112,7 @@ class IndexManifest:
                                     "(contextual-retrieval index PATH... --rebuild)") from exc
 
     @classmethod
-    def read(cls, folder: str | os.PathLike[str]) -> "IndexManifest":
+    def read(cls, folder: str | os.PathLike[str]) -> IndexManifest:
         """The manifest of the index in `folder`; FileNotFoundError naming the fix when there is none."""
         file = Path(folder) / MANIFEST_NAME
         if not file.is_file():

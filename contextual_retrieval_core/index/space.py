@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import errno
 import shutil
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from contextual_retrieval_core.store.errors import is_disk_full
 from contextual_retrieval_core.store.space import mb

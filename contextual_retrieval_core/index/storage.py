@@ -8,11 +8,11 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from contextual_retrieval_core.search.bm25 import BM25Index
 from contextual_retrieval_core.dense.chroma import ChromaVectorIndex
 from contextual_retrieval_core.embeddings.base import Embedder
 from contextual_retrieval_core.index.chroma_server import drop_server_collection
 from contextual_retrieval_core.index.manifest import MANIFEST_NAME, IndexDamagedError, IndexManifest
+from contextual_retrieval_core.search.bm25 import BM25Index
 
 __all__ = ["open_embedding_cache", "open_vectors", "load_bm25", "chunk_rows", "clear_index"]
 

@@ -6,11 +6,12 @@ Works on any hits with ``id``, ``path``, ``context``, ``text`` and ``start_line`
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from contextual_retrieval_core.embeddings.base import Embedder
-from contextual_retrieval_core.types import Chunk, ContextualChunk, labelled
 from contextual_retrieval_core.pruning.pruner import ContextPruner, PruningResult
+from contextual_retrieval_core.types import Chunk, ContextualChunk, labelled
 
 __all__ = ["prune_hits", "evidence_records", "format_evidence"]
 

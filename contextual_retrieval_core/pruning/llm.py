@@ -26,13 +26,23 @@ import asyncio
 import inspect
 import re
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from contextual_retrieval_core._sdk import import_sdk
-from contextual_retrieval_core.types import Chunk, ContextualChunk
-from contextual_retrieval_core.generators.usage import estimate_tokens, model_info
-from contextual_retrieval_core.pruning.pruner import Piece, PrunedChunk, PruningReport, PruningResult, TokenCounter, regex_token_counter, _as_contextual, _line
 from contextual_retrieval_core.checks import positive_int
+from contextual_retrieval_core.generators.usage import estimate_tokens, model_info
+from contextual_retrieval_core.pruning.pruner import (
+    Piece,
+    PrunedChunk,
+    PruningReport,
+    PruningResult,
+    TokenCounter,
+    _as_contextual,
+    _line,
+    regex_token_counter,
+)
+from contextual_retrieval_core.types import Chunk, ContextualChunk
 
 __all__ = ["LLMContextCompressor", "EXTRACTION_INSTRUCTIONS", "CHUNK_SEPARATOR"]
 
@@ -203,7 +213,7 @@ class LLMContextCompressor:
 
 
 def _is_async(fn: Any) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004 - the method is asked, not called
 
 
 def _text_and_usage(message: Any, report: PruningReport) -> str:

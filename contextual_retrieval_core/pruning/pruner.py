@@ -35,23 +35,31 @@ Example:
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from contextual_retrieval_core.embeddings.base import Embedder, aembed_queries
+from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.chunking.tokenizer import Tokenizer
-from contextual_retrieval_core.types import Chunk, ContextualChunk
+from contextual_retrieval_core.embeddings.base import Embedder, aembed_queries
 from contextual_retrieval_core.pruning.select import bm25_term_scores, mmr_select, relevance, scale
 from contextual_retrieval_core.pruning.unit_cache import UnitCache
 from contextual_retrieval_core.pruning.units import TextKind, Unit, kind_for_path
-from contextual_retrieval_core.checks import positive_int
+from contextual_retrieval_core.types import Chunk, ContextualChunk
 
 __all__ = ["PRUNED_SPANS_KEY", "ContextPruner", "UnitCache", "PruningResult", "PrunedChunk", "Piece", "PruningReport", "TokenCounter", "ELISION", "regex_token_counter"]
 
 from contextual_retrieval_core.pruning.result import (  # noqa: F401  (re-exported: the result types live in result.py)
-    ELISION, PRUNED_SPANS_KEY, Piece, PrunedChunk, PruningReport, PruningResult, TokenCounter, regex_token_counter,
+    ELISION,
+    PRUNED_SPANS_KEY,
+    Piece,
+    PrunedChunk,
+    PruningReport,
+    PruningResult,
+    TokenCounter,
+    regex_token_counter,
 )
 
 
@@ -200,7 +208,7 @@ class ContextPruner:
     def _units(self, c: ContextualChunk, kind: TextKind | None) -> list[Unit]:
         return self.unit_cache.units(c.text, kind or kind_for_path(c.document_id))
 
-    def _plan(self, query: str, chunks: Sequence[ContextualChunk | Chunk], kinds: Sequence[TextKind | None] | None) -> "_Plan":
+    def _plan(self, query: str, chunks: Sequence[ContextualChunk | Chunk], kinds: Sequence[TextKind | None] | None) -> _Plan:
         started = time.perf_counter()
         if not isinstance(query, str):
             raise TypeError(f"query must be str, got {type(query).__name__}")
@@ -224,14 +232,14 @@ class ContextPruner:
             return plan
         return plan
 
-    def _unchanged(self, plan: "_Plan") -> PruningResult:
+    def _unchanged(self, plan: _Plan) -> PruningResult:
         out = [_whole(c, i, self.token_counter) for i, c in enumerate(plan.items)]
         plan.report.tokens_after = plan.report.tokens_before
         plan.report.units_kept = {c.id: (c.units_kept, c.units_total) for c in out}
         plan.report.elapsed_s = time.perf_counter() - plan.started
         return PruningResult(out, plan.report)
 
-    def _coarse(self, plan: "_Plan", qv: np.ndarray, chunk_vecs: np.ndarray) -> None:
+    def _coarse(self, plan: _Plan, qv: np.ndarray, chunk_vecs: np.ndarray) -> None:
         """Step 1, the coarse filter: sets the chunk scores, the kept chunks and the unit texts to embed
         (only the kept chunks' units are embedded)."""
         items, n_chunks = plan.items, len(plan.items)
@@ -246,7 +254,7 @@ class ContextPruner:
         plan.chunk_score, plan.best, plan.keep = chunk_score, best, keep
         plan.unit_texts = [u.text for ci, us in enumerate(plan.units) if keep[ci] for u in us]
 
-    def _finish(self, plan: "_Plan", qv: np.ndarray, unit_vecs: np.ndarray) -> PruningResult:
+    def _finish(self, plan: _Plan, qv: np.ndarray, unit_vecs: np.ndarray) -> PruningResult:
         """Steps 2-4 over the kept chunks' units (`unit_vecs` in `plan.unit_texts` order)."""
         items, report = plan.items, plan.report
         chunk_score, best, keep = plan.chunk_score, plan.best, plan.keep

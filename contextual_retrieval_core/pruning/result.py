@@ -5,8 +5,9 @@ character and line spans) and `PruningReport`; the `TokenCounter` it counts with
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from contextual_retrieval_core.types import ContextualChunk, format_for_llm
 

@@ -12,13 +12,14 @@ All arithmetic is on whole numpy arrays; the only loop is over picks.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from contextual_retrieval_core.search.bm25 import BM25Index
 from contextual_retrieval_core.chunking.tokenizer import Tokenizer
+from contextual_retrieval_core.search.bm25 import BM25Index
 
 __all__ = ["relevance", "scale", "bm25_scores", "bm25_term_scores", "mmr_select", "Selection"]
 

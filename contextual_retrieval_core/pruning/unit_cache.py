@@ -17,12 +17,13 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
-from typing import Any, Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
 
 import numpy as np
 
-from contextual_retrieval_core.chunking.tokenizer import Tokenizer
 from contextual_retrieval_core.checks import positive_int
+from contextual_retrieval_core.chunking.tokenizer import Tokenizer
 from contextual_retrieval_core.embeddings.base import Embedder, aembed_documents
 from contextual_retrieval_core.pruning.result import TokenCounter
 from contextual_retrieval_core.pruning.units import TextKind, Unit, split_units

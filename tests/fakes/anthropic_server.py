@@ -147,10 +147,11 @@ import time
 import traceback
 import uuid
 from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from .loopback import serve_in_thread, stop_server
@@ -481,7 +482,7 @@ class FakeAnthropicServer:
             raise RuntimeError("the server is not running; use it as a context manager")
         return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
-    def start(self) -> "FakeAnthropicServer":
+    def start(self) -> FakeAnthropicServer:
         self._stopping.clear()
         self._httpd, self._thread = serve_in_thread(_Server(("127.0.0.1", 0), _Handler), self, "FakeAnthropicServer")
         return self
@@ -491,7 +492,7 @@ class FakeAnthropicServer:
         stop_server(self._httpd, self._thread)
         self._httpd, self._thread = None, None
 
-    def __enter__(self) -> "FakeAnthropicServer":
+    def __enter__(self) -> FakeAnthropicServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -766,11 +767,11 @@ class FakeAnthropicServer:
                 if f.path is None or f.path == record.path:
                     fault = self._faults.pop(i)
                     break
-            if fault is None and self._fail_p > 0 and record.path == MESSAGES_PATH:
-                if self._fail_rng.random() < self._fail_p:
-                    status = self._fail_rng.choice(self._fail_statuses)
-                    fault = _Fault("status", MESSAGES_PATH, status, {"retry-after-ms": "1"})
-                    record.fault = "rate"
+            if (fault is None and self._fail_p > 0 and record.path == MESSAGES_PATH
+                    and self._fail_rng.random() < self._fail_p):
+                status = self._fail_rng.choice(self._fail_statuses)
+                fault = _Fault("status", MESSAGES_PATH, status, {"retry-after-ms": "1"})
+                record.fault = "rate"
         if fault is None:
             return None
         if fault.kind == "hang":

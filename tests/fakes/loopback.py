@@ -11,9 +11,10 @@ import json
 import socket
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 __all__ = ["ApiError", "Fault", "LoopbackServer", "RecordedRequest"]
 
@@ -119,7 +120,7 @@ class LoopbackServer:
             self.requests.clear()
             self._faults.clear()
 
-    def start(self) -> "LoopbackServer":
+    def start(self) -> LoopbackServer:
         httpd = _QuietServer(("127.0.0.1", 0), _RequestHandler)
         httpd.daemon_threads = True
         httpd.block_on_close = False
@@ -130,7 +131,7 @@ class LoopbackServer:
         stop_server(self._httpd, self._thread)
         self._httpd, self._thread = None, None
 
-    def __enter__(self) -> "LoopbackServer":
+    def __enter__(self) -> LoopbackServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

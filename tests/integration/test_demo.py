@@ -12,8 +12,6 @@ from contextual_retrieval_core.app.demo import demo_chunks, run_demo
 from contextual_retrieval_core.app.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES
 from tests.fakes.anthropic_server import FakeAnthropicServer
 
-
-
 pytestmark = pytest.mark.usefixtures("offline_env")
 
 

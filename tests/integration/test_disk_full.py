@@ -6,7 +6,6 @@ needed, and the next run after freeing space completes."""
 from __future__ import annotations
 
 import errno
-import os
 import shutil
 import subprocess
 import threading

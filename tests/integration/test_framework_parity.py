@@ -13,8 +13,8 @@ from llama_index.core.node_parser import SentenceSplitter
 
 from contextual_retrieval_core import Chunk, ContextualChunk, HybridSearcher
 from contextual_retrieval_core.app.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES
-from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
 from contextual_retrieval_core.dense.windows import WindowConfig
+from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
 from contextual_retrieval_langchain import ContextualDocumentTransformer, ContextualEnsembleRetriever, LocalMiniLMEmbeddings
 from contextual_retrieval_llamaindex import ContextualNodeParser, HybridRetriever, LocalMiniLMEmbedding, chroma_vector_store
 

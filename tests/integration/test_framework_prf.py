@@ -5,7 +5,7 @@ and Chroma, LangChain's InMemoryVectorStore and Chroma) and on a store that give
 
 from __future__ import annotations
 
-from typing import Any, List
+from typing import Any
 
 import pytest
 from langchain_core.documents import Document as LCDocument
@@ -41,7 +41,7 @@ class OpaqueLIStore(BasePydanticVectorStore):
     def client(self) -> Any:
         return None
 
-    def add(self, nodes: List[Any], **kwargs: Any) -> List[str]:
+    def add(self, nodes: list[Any], **kwargs: Any) -> list[str]:
         return self.inner.add(nodes, **kwargs)
 
     def delete(self, ref_doc_id: str, **kwargs: Any) -> None:

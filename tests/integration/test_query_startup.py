@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 
-
 def _loaded_after(code: str) -> set[str]:
     probe = code + "\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)

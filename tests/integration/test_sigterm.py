@@ -62,7 +62,7 @@ def test_index_stops_on_a_signal_keeps_what_arrived_and_resumes(tmp_path, sig, c
             _, err = proc.communicate(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
-            raise AssertionError("the run did not stop on the signal")
+            raise AssertionError("the run did not stop on the signal") from None
         assert proc.returncode == code, (proc.returncode, err[-2000:])
         assert message in err and "Traceback" not in err
         sent = len(server.requests_to("/v1/messages"))
@@ -114,7 +114,7 @@ def test_a_framework_ingestion_stops_on_sigterm_as_on_ctrl_c(tmp_path, way):
             out, err = proc.communicate(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
-            raise AssertionError("the ingestion did not stop on SIGTERM")
+            raise AssertionError("the ingestion did not stop on SIGTERM") from None
         assert proc.returncode != 0 and proc.returncode != -signal.SIGTERM, (proc.returncode, err[-2000:])
         assert "finished" not in out and "Terminated: stopped by SIGTERM" in err
         with ContextStore(store) as s:

@@ -5,20 +5,20 @@ that are not positive integers, blank queries."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pytest
 
 from contextual_retrieval_core import BM25Index, Chunk, ContextualChunk, HybridSearcher, VectorIndex
-from contextual_retrieval_core.search.bm25 import load_with_records, save_with_records
 from contextual_retrieval_core.checks import IndexFileError
 from contextual_retrieval_core.dense.chroma import ChromaVectorIndex
-from contextual_retrieval_core.search.ranked import fuse_sources, rerank_hits
-from contextual_retrieval_core.search.rank_fusion import reciprocal_rank_fusion, relative_score_fusion
-from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_core.rerank import PassThroughReranker
+from contextual_retrieval_core.search.bm25 import load_with_records, save_with_records
+from contextual_retrieval_core.search.config import FusionConfig
+from contextual_retrieval_core.search.rank_fusion import reciprocal_rank_fusion, relative_score_fusion
+from contextual_retrieval_core.search.ranked import fuse_sources, rerank_hits
 
 CHUNKS = [
     ContextualChunk(Chunk("acme-rev", "acme", "Revenue grew 3% over the previous quarter."), "ACME's Q2 2023 filing."),

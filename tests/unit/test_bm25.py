@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
-from contextual_retrieval_core.search.bm25 import BM25Index
 from contextual_retrieval_core.chunking.tokenizer import Tokenizer
+from contextual_retrieval_core.search.bm25 import BM25Index
 
 
 def _zipf_corpus(n_docs: int, seed: int = 0) -> list[list[str]]:

@@ -12,8 +12,8 @@ from contextual_retrieval_core import Chunk, Document
 from contextual_retrieval_core.generators import (
     CallableContextGenerator,
     ContextGenerator,
-    GenerationError,
     Generation,
+    GenerationError,
     TokenUsage,
 )
 from contextual_retrieval_core.generators.prompts import DEFAULT_PROMPT

@@ -28,7 +28,7 @@ def make_corpus(big_docs: int = 2, small_docs: int = 2, chunks_per_doc: int = 4,
     import random
 
     rng = random.Random(seed)
-    words = "alpha beta gamma delta executor fuzz input harness corpus monitor stage mutator feedback".split()
+    words = ["alpha", "beta", "gamma", "delta", "executor", "fuzz", "input", "harness", "corpus", "monitor", "stage", "mutator", "feedback"]
     documents, chunks = [], []
     for d in range(big_docs + small_docs):
         size = 9_500 if d < big_docs else 1_600  # characters: ~2375 vs ~400 tokens

@@ -18,7 +18,7 @@ def test_the_table_quotes_the_json() -> None:
     for i, one in enumerate(DATA["table"]["one-vector"]):
         if "bm25" in one["name"]:
             continue
-        line = next(l for l in SECTION.splitlines() if l.startswith(one["name"] + " "))
+        line = next(row for row in SECTION.splitlines() if row.startswith(one["name"] + " "))
         cells = [triple(DATA["table"][v][i]) for v in ("one-vector", "windowed", "windowed-mean")]
         assert " ".join(line.split()[1:]) == " ".join(cells), one["name"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from contextual_retrieval_core.search.ranked import RankedHit, arerank_hits, fuse_sources, rerank_hits
 from contextual_retrieval_core.rerank.base import RerankResult
+from contextual_retrieval_core.search.ranked import RankedHit, arerank_hits, fuse_sources, rerank_hits
 
 
 class ByLength:

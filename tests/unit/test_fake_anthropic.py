@@ -13,7 +13,8 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import anthropic
 import pytest

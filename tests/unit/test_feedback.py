@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from contextual_retrieval_core import Chunk, ContextualChunk
-from contextual_retrieval_core.search.hybrid import HybridSearcher
 from contextual_retrieval_core.dense.vectors import VectorIndex
+from contextual_retrieval_core.search.hybrid import HybridSearcher
 
 TEXTS = {
     "k1": "The signing key rotates every Tuesday at noon.",
@@ -124,10 +124,9 @@ def test_stored_rows_of_chunks_a_collection_lacks_feed_nothing_back():
     import uuid
 
     from contextual_retrieval_core.dense.chroma import chroma_client
-
-    from contextual_retrieval_core.search.feedback import stored_feedback_rows
     from contextual_retrieval_core.dense.window_rows import WINDOW_OF_KEY
     from contextual_retrieval_core.dense.windows import WINDOW_MARK
+    from contextual_retrieval_core.search.feedback import stored_feedback_rows
 
     collection = chroma_client(None).create_collection(f"prf-{uuid.uuid4().hex}")
     collection.add(ids=["a", "b", f"b{WINDOW_MARK}1"], embeddings=[[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]],

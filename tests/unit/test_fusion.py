@@ -1,10 +1,8 @@
 from __future__ import annotations
 
-
 import pytest
 
 from contextual_retrieval_core.search.rank_fusion import FusedHit, fuse, reciprocal_rank_fusion, relative_score_fusion
-
 
 
 def test_k0_reproduces_the_cookbook_formula():

@@ -10,8 +10,8 @@ import cohere
 import pytest
 
 from contextual_retrieval_core import FusionConfig, HybridSearcher
-from contextual_retrieval_core.search.ranked import fuse_sources
 from contextual_retrieval_core.search.rank_fusion import reciprocal_rank_fusion
+from contextual_retrieval_core.search.ranked import fuse_sources
 from tests.unit.test_bad_input import CHUNKS, WordEmbedder
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from contextual_retrieval_core.search.ranked import fuse_sources
 from contextual_retrieval_core.search.rank_fusion import fuse, reciprocal_rank_fusion, relative_score_fusion
+from contextual_retrieval_core.search.ranked import fuse_sources
 
 _spec = importlib.util.spec_from_file_location(
     "fusion_reference", Path(__file__).resolve().parents[2] / "benchmarks" / "fusion_reference.py")

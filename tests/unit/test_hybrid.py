@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from contextual_retrieval_core import Chunk, ContextualChunk, HybridSearcher
-from contextual_retrieval_core.search.bm25 import BM25Index
 from contextual_retrieval_core.rerank import PassThroughReranker, RerankResult
+from contextual_retrieval_core.search.bm25 import BM25Index
 
 CHUNKS = [
     ContextualChunk(Chunk("acme-rev", "acme", "Revenue grew by 3% over the previous quarter."), "ACME Corp Q2 2023 filing, revenue section."),

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from contextual_retrieval_core.search.bm25 import BM25Index
-from contextual_retrieval_core.dense.chroma import ChromaVectorIndex
 from contextual_retrieval_core.app.cli import main
+from contextual_retrieval_core.dense.chroma import ChromaVectorIndex
 from contextual_retrieval_core.index.contextual_index import ContextualIndex, IndexDamagedError
+from contextual_retrieval_core.search.bm25 import BM25Index
 from tests.unit.test_indexing import CountingEmbedder, make_corpus
 
 

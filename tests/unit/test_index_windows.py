@@ -11,10 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from contextual_retrieval_core.index.contextual_index import ContextualIndex
 from contextual_retrieval_core.dense.window_rows import WINDOW_OF_KEY, row_owner, stale_rows, windowable
 from contextual_retrieval_core.dense.windows import WINDOW_MARK, WindowConfig
-
+from contextual_retrieval_core.index.contextual_index import ContextualIndex
 from tests.unit.test_indexing import CountingEmbedder, CountingGenerator
 
 WINDOW = 24  # tokens the toy embedder reads

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from contextual_retrieval_core.generators.base import Generation, TokenUsage
 from contextual_retrieval_core.chunking.split import split_text
+from contextual_retrieval_core.generators.base import Generation, TokenUsage
 from contextual_retrieval_core.index.contextual_index import ContextualIndex, IndexMismatchError
 from contextual_retrieval_core.index.files import collect_files
 
@@ -188,8 +188,8 @@ def test_weights_for_unwraps_the_embedding_cache(tmp_path):
     voyageai = pytest.importorskip("voyageai")
     from contextual_retrieval_core.embeddings.cache import CachedEmbedder
     from contextual_retrieval_core.embeddings.voyage import VoyageEmbedder
-    from contextual_retrieval_core.search.ranked import DEFAULT_WEIGHTS
     from contextual_retrieval_core.factories import weights_for
+    from contextual_retrieval_core.search.ranked import DEFAULT_WEIGHTS
     from tests.fakes.voyage_server import FakeVoyageServer
 
     with FakeVoyageServer() as server:

@@ -21,9 +21,7 @@ from contextual_retrieval_langchain import (
     ContextualEnsembleRetriever,
     format_docs_for_llm,
 )
-
 from tests.langchain_corpus import chunk_documents, whole_documents
-
 
 
 class EchoChatModel(BaseChatModel):

@@ -6,7 +6,7 @@ own order."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 from uuid import UUID
 
 import pytest
@@ -33,12 +33,12 @@ class Events(BaseCallbackHandler):
     def __init__(self) -> None:
         self.runs: list[tuple[str, str, list[str], dict[str, Any], bool]] = []
 
-    def on_retriever_start(self, serialized: Any, query: str, *, run_id: UUID, parent_run_id: Optional[UUID] = None,
-                           tags: Optional[list[str]] = None, metadata: Optional[dict[str, Any]] = None, **kwargs: Any) -> None:
+    def on_retriever_start(self, serialized: Any, query: str, *, run_id: UUID, parent_run_id: UUID | None = None,
+                           tags: list[str] | None = None, metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
         self.runs.append(("retriever", kwargs.get("name") or "", sorted(tags or []), dict(metadata or {}), parent_run_id is not None))
 
-    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: UUID, parent_run_id: Optional[UUID] = None,
-                       tags: Optional[list[str]] = None, metadata: Optional[dict[str, Any]] = None, **kwargs: Any) -> None:
+    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None,
+                       tags: list[str] | None = None, metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
         self.runs.append(("chain", kwargs.get("name") or "", sorted(tags or []), dict(metadata or {}), parent_run_id is not None))
 
     def children(self) -> list[tuple[str, str, list[str], dict[str, Any], bool]]:

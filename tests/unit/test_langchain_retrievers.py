@@ -13,10 +13,10 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableLambda
 from langchain_core.vectorstores import VectorStoreRetriever
 
-from contextual_retrieval_core.search.bm25 import BM25Index
-from contextual_retrieval_core.search.ranked import fuse_sources
-from contextual_retrieval_core.search.hybrid import HybridSearcher
 from contextual_retrieval_core.rerank import CohereReranker
+from contextual_retrieval_core.search.bm25 import BM25Index
+from contextual_retrieval_core.search.hybrid import HybridSearcher
+from contextual_retrieval_core.search.ranked import fuse_sources
 from contextual_retrieval_langchain import (
     ContextualBM25Retriever,
     ContextualEnsembleRetriever,
@@ -24,7 +24,6 @@ from contextual_retrieval_langchain import (
     chroma_from_documents,
 )
 from tests.fakes.cohere_server import FakeCohereServer
-
 from tests.langchain_corpus import QUERIES
 
 

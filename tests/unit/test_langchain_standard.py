@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import tempfile
 import warnings
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from langchain_tests.integration_tests import EmbeddingsIntegrationTests, RetrieversIntegrationTests, VectorStoreIntegrationTests

@@ -17,10 +17,9 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 from contextual_retrieval_core.generators import CallableContextGenerator, ChatContextGenerator, StructuralContextGenerator
-from contextual_retrieval_core.types import ContextualChunk, Chunk, stable_chunk_id
+from contextual_retrieval_core.types import Chunk, ContextualChunk, stable_chunk_id
 from contextual_retrieval_langchain import ContextualDocumentTransformer, chat_model_generator
 from tests.fakes.anthropic_server import FakeAnthropicServer
-
 from tests.langchain_corpus import CORPUS, chunk_documents, context_generator, whole_documents
 
 MODEL = "claude-3-haiku-20240307"

@@ -4,8 +4,6 @@ answering 500) can fall back to the fused order."""
 
 from __future__ import annotations
 
-from typing import List, Optional
-
 import cohere
 import pytest
 from llama_index.core import VectorStoreIndex
@@ -93,7 +91,7 @@ async def test_on_rerank_error_fused_keeps_the_fused_order_sync_and_async(nodes,
 class Failing(BaseNodePostprocessor):
     """A LlamaIndex postprocessor whose backend is down."""
 
-    def _postprocess_nodes(self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None) -> List[NodeWithScore]:
+    def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
         raise ConnectionError("reranker unreachable")
 
 

@@ -14,8 +14,8 @@ from llama_index.core.node_parser import HierarchicalNodeParser, SentenceSplitte
 from llama_index.core.retrievers import AutoMergingRetriever
 from llama_index.core.schema import MetadataMode, NodeRelationship, TextNode
 
-from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
 from contextual_retrieval_core.app.demo_corpus import DEMO_DOCUMENTS
+from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
 from contextual_retrieval_core.types import Chunk, ContextualChunk
 from contextual_retrieval_langchain import ContextualDocumentTransformer
 from contextual_retrieval_llamaindex import ContextualBM25Retriever, ContextualNodeParser, LocalMiniLMEmbedding

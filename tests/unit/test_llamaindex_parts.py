@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import List
 
 import cohere
 import numpy as np
@@ -219,7 +218,7 @@ async def test_acall_runs_requests_concurrently_and_matches_sync(tmp_path):
 def test_llamaindex_anthropic_llm_gets_prompt_caching(tmp_path):
     from llama_index.llms.anthropic import Anthropic
 
-    words = "executor harness corpus monitor stage mutator feedback input".split()
+    words = ["executor", "harness", "corpus", "monitor", "stage", "mutator", "feedback", "input"]
     text = " ".join(f"{words[i % len(words)]}{i}." for i in range(2200))  # ~20k chars: over 2048 tokens
     with FakeAnthropicServer() as srv:
         llm = Anthropic(model="claude-3-haiku-20240307", api_key=srv.api_key, base_url=srv.url, max_retries=0)
@@ -278,15 +277,15 @@ def test_bm25_contextual_text_is_what_is_searched(nodes):
 class Fixed(BaseRetriever):
     """A retriever that returns fixed nodes (after an optional delay)."""
 
-    def __init__(self, nodes: List[TextNode], delay: float = 0.0, gauge: "InFlight | None" = None) -> None:
+    def __init__(self, nodes: list[TextNode], delay: float = 0.0, gauge: InFlight | None = None) -> None:
         self.items, self.delay, self.similarity_top_k, self.gauge = nodes, delay, 5, gauge
         super().__init__()
 
-    def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         time.sleep(self.delay)
         return [NodeWithScore(node=n, score=1.0 / (i + 1)) for i, n in enumerate(self.items)]
 
-    async def _aretrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         if self.gauge is not None:
             self.gauge.now += 1
             self.gauge.most = max(self.gauge.most, self.gauge.now)

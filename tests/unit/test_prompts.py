@@ -72,5 +72,5 @@ def test_placeholder_validation():
 
 
 def test_frozen():
-    with pytest.raises(Exception):
+    with pytest.raises(AttributeError):  # a frozen dataclass: FrozenInstanceError
         DEFAULT_PROMPT.glossary = "x"  # type: ignore[misc]

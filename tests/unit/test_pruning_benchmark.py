@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from contextual_retrieval_core.pruning import regex_token_counter
 from contextual_retrieval_core.chunking.tokenizer import Tokenizer
+from contextual_retrieval_core.pruning import regex_token_counter
 from contextual_retrieval_core.types import Chunk, ContextualChunk
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,8 +12,8 @@ import anthropic
 import pytest
 
 from contextual_retrieval_core import Chunk, Document
-from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
 from contextual_retrieval_core.app.evaluation import evaluate, load_contexts_jsonl, load_cookbook, structural_contexts
+from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
 from contextual_retrieval_core.generators import AnthropicContextGenerator, CallableContextGenerator, Generation
 from contextual_retrieval_core.generators.structural import StructuralContextGenerator, with_structural_header
 from tests.fakes.anthropic_server import FakeAnthropicServer
@@ -166,8 +166,8 @@ def test_evaluate_and_the_eval_command_index_the_headed_contexts(tiny_dataset, t
 
 
 def test_an_index_records_the_header_and_an_older_index_is_re_embedded_with_it_at_no_llm_cost(tmp_path, offline_embedder):
-    from contextual_retrieval_core.index.contextual_index import ContextualIndex
     from contextual_retrieval_core.embeddings.cache import CachedEmbedder
+    from contextual_retrieval_core.index.contextual_index import ContextualIndex
 
     folder = tmp_path / "src"
     folder.mkdir()

@@ -10,15 +10,17 @@ import pytest
 
 from contextual_retrieval_core import Chunk, Document
 from contextual_retrieval_core.chunking import code_outline
-from contextual_retrieval_core.chunking.split import CODE_EXTENSIONS, split_text
 from contextual_retrieval_core.chunking.code_outline import (
-    chunk_boundaries, definition_boundaries, definitions, parser_fallback,
+    chunk_boundaries,
+    definition_boundaries,
+    definitions,
+    parser_fallback,
 )
-from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
-from contextual_retrieval_core.index.files import TEXT_EXTENSIONS
-from contextual_retrieval_core.generators import StructuralContextGenerator
-from contextual_retrieval_core.generators import structural
 from contextual_retrieval_core.chunking.languages import CODE_LANGUAGES, EXTENSIONS, GRAMMARS, language_for_path
+from contextual_retrieval_core.chunking.split import CODE_EXTENSIONS, split_text
+from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
+from contextual_retrieval_core.generators import StructuralContextGenerator, structural
+from contextual_retrieval_core.index.files import TEXT_EXTENSIONS
 
 
 def ctx(gen: StructuralContextGenerator, path: str, text: str, piece: str) -> str:
@@ -30,8 +32,8 @@ def ctx(gen: StructuralContextGenerator, path: str, text: str, piece: str) -> st
 
 
 def test_walker_and_chunker_use_the_language_table():
-    assert TEXT_EXTENSIONS == frozenset(EXTENSIONS)
-    assert CODE_EXTENSIONS == {ext for ext, lang in EXTENSIONS.items() if lang in CODE_LANGUAGES}
+    assert frozenset(EXTENSIONS) == TEXT_EXTENSIONS
+    assert {ext for ext, lang in EXTENSIONS.items() if lang in CODE_LANGUAGES} == CODE_EXTENSIONS
     assert ".md" in TEXT_EXTENSIONS and ".md" not in CODE_EXTENSIONS and ".rs" in CODE_EXTENSIONS
     assert language_for_path("https://x.org/a/b.tsx?raw=1") == "tsx"
 
@@ -190,9 +192,9 @@ def test_chunker_cuts_at_definitions_not_at_statements():
 
 
 def test_every_grammar_and_markdown_it_is_a_core_dependency():
-    import tomllib
     from pathlib import Path
 
+    import tomllib
     from packaging.requirements import Requirement
 
     project = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text("utf-8"))["project"]
@@ -202,8 +204,8 @@ def test_every_grammar_and_markdown_it_is_a_core_dependency():
 
 
 def test_index_report_counts_code_read_as_plain_text(tmp_path):
-    from contextual_retrieval_core.index.files import collect_files
     from contextual_retrieval_core.index.changes import read_changes
+    from contextual_retrieval_core.index.files import collect_files
     from contextual_retrieval_core.index.report import IndexReport
 
     (tmp_path / "a.lua").write_text("function f()\n  return 1\nend\n")

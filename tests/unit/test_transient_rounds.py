@@ -23,8 +23,7 @@ from contextual_retrieval_core.store.context_store import ContextStore
 from tests.fakes.anthropic_server import FakeAnthropicServer
 
 MODEL = "claude-haiku-4-5"
-_WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma "
-          "tau upsilon phi chi psi omega parser index token vector cache store query shard lease").split()
+_WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu", "nu", "xi", "omicron", "pi", "rho", "sigma", "tau", "upsilon", "phi", "chi", "psi", "omega", "parser", "index", "token", "vector", "cache", "store", "query", "shard", "lease"]
 
 
 def corpus(big: int, small: int, per_big: int, per_small: int, seed: int = 1) -> tuple[list[Document], list[Chunk]]:

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from contextual_retrieval_core import Chunk, ContextualChunk
+from contextual_retrieval_core.dense.windows import WINDOW_MARK, WindowConfig, build_dense_rows, window_texts
 from contextual_retrieval_core.embeddings.cache import CachedEmbedder
 from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
 from contextual_retrieval_core.search.hybrid import HybridSearcher
-from contextual_retrieval_core.dense.windows import WINDOW_MARK, WindowConfig, build_dense_rows, window_texts
 
 FILLER = " ".join(
     f"Step {i}: stir the soup slowly, add a pinch of salt and taste the broth again." for i in range(40)
