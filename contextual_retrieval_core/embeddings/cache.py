@@ -12,8 +12,9 @@ import hashlib
 import os
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -90,14 +91,14 @@ class CachedEmbedder:
                     found[key] = np.frombuffer(blob, dtype=np.float32, count=dim)
         return found
 
-    def _embed(self, kind: str, texts: Sequence[str], compute) -> np.ndarray:
+    def _embed(self, kind: str, texts: Sequence[str], compute: Callable[[list[str]], Any]) -> np.ndarray:
         texts = as_texts(texts)
         if not texts:  # the wrapped embedder's own empty result: shape (0, its dimension)
             return np.asarray(compute([]), dtype=np.float32)
         keys = [hashlib.sha256(t.encode("utf-8", "surrogatepass")).hexdigest() for t in texts]
         found = self._lookup(kind, keys)
         todo = [i for i, key in enumerate(keys) if key not in found]
-        first = {}
+        first: dict[str, int] = {}
         for i in todo:
             first.setdefault(keys[i], i)
         new_idx = list(first.values())

@@ -161,8 +161,8 @@ class LocalMiniLMEmbedder:
         self.threads = threads
         self._model_path = Path(model_path) if model_path else None
         self._tokenizer_path = Path(tokenizer_path) if tokenizer_path else None
-        self._session = None
-        self._tokenizer = None
+        self._session: Any = None  # onnxruntime and tokenizers objects, loaded on first use
+        self._tokenizer: Any = None
         self._lock = threading.Lock()
         self._warned = False
         self.truncated_count = 0  # texts cut to the window, since creation

@@ -35,34 +35,50 @@ import shutil
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from contextual_retrieval_core.search.bm25 import BM25Index
-from contextual_retrieval_core.dense.chroma import ChromaVectorIndex
-from contextual_retrieval_core.index.chroma_server import open_server_vectors, uses_server
-from contextual_retrieval_core.chunking.split import DEFAULT_CHUNK_CHARS
-from contextual_retrieval_core.embeddings.base import Embedder
 from contextual_retrieval_core.checks import is_blank, renamed_keyword
-from contextual_retrieval_core.search.ranked import DEFAULT_WEIGHTS
-from contextual_retrieval_core.search.feedback import FeedbackRows, stored_feedback_rows
-from contextual_retrieval_core.search.flow import QueryFlow, SyncDenseSide
-from contextual_retrieval_core.search.sides import BM25Side
+from contextual_retrieval_core.chunking.split import DEFAULT_CHUNK_CHARS
+from contextual_retrieval_core.dense.chroma import ChromaVectorIndex
+from contextual_retrieval_core.dense.window_rows import (
+    collapse_rows,
+    embed_rows,
+    requested_windows,
+    row_owner,
+    stale_rows,
+    store_payload,
+    windows_setting,
+)
+from contextual_retrieval_core.dense.windows import WindowConfig
+from contextual_retrieval_core.embeddings.base import Embedder
 from contextual_retrieval_core.factories import embedder_kind
+from contextual_retrieval_core.generators.base import ContextGenerator
+from contextual_retrieval_core.index.changes import check_not_nested, read_changes
+from contextual_retrieval_core.index.chroma_server import open_server_vectors, uses_server
 from contextual_retrieval_core.index.files import MAX_FILE_BYTES, TEXT_EXTENSIONS, collect_files
 from contextual_retrieval_core.index.lock import folder_lock
-from contextual_retrieval_core.search.config import FusionConfig
-from contextual_retrieval_core.generators.base import ContextGenerator
-from contextual_retrieval_core.dense.windows import WindowConfig
-from contextual_retrieval_core.dense.window_rows import collapse_rows, embed_rows, requested_windows, row_owner, stale_rows, store_payload, windows_setting
-from contextual_retrieval_core.index.manifest import MANIFEST_NAME, FileEntry, IndexDamagedError, IndexManifest, IndexMismatchError, generator_identity
-from contextual_retrieval_core.index.changes import check_not_nested, read_changes
+from contextual_retrieval_core.index.manifest import (
+    MANIFEST_NAME,
+    FileEntry,
+    IndexDamagedError,
+    IndexManifest,
+    IndexMismatchError,
+    generator_identity,
+)
 from contextual_retrieval_core.index.report import IndexHit, IndexReport
 from contextual_retrieval_core.index.space import UpdateSpace
-from contextual_retrieval_core.index.version import client_for_version, manifest_stamp, read_retrying
 from contextual_retrieval_core.index.storage import chunk_rows, clear_index, load_bm25, open_embedding_cache, open_vectors
+from contextual_retrieval_core.index.version import client_for_version, manifest_stamp, read_retrying
+from contextual_retrieval_core.search.bm25 import BM25Index
+from contextual_retrieval_core.search.config import FusionConfig
+from contextual_retrieval_core.search.feedback import FeedbackRows, stored_feedback_rows
+from contextual_retrieval_core.search.flow import QueryFlow, SyncDenseSide
+from contextual_retrieval_core.search.ranked import DEFAULT_WEIGHTS
+from contextual_retrieval_core.search.sides import BM25Side
 
 __all__ = ["ContextualIndex", "IndexMismatchError", "IndexDamagedError"]
 
@@ -122,7 +138,7 @@ class ContextualIndex:
         self.generator = generator
         self.chunk_chars = int(chunk_chars)
         self.concurrency = concurrency
-        self.weights = FusionConfig(weights=weights).weights_for(2, per="side (dense, BM25)")
+        self.weights = FusionConfig(weights=None if weights is None else tuple(weights)).weights_for(2, per="side (dense, BM25)")
         self._cached: Any = None
         self.chroma_url = chroma_url
         requested_windows(windows, None)  # checked here, resolved against the manifest by update
@@ -291,7 +307,8 @@ class ContextualIndex:
             report.elapsed_s = time.perf_counter() - started
             return report
 
-    def _update(self, paths, show_progress, batch_size, max_file_bytes, prune_missing) -> IndexReport:
+    def _update(self, paths: Sequence[str | os.PathLike[str]], show_progress: bool, batch_size: int, max_file_bytes: int,
+                prune_missing: bool) -> IndexReport:
         started = time.perf_counter()
         report = IndexReport()
         scan = collect_files(paths, skip=[self.path], max_file_bytes=max_file_bytes)
@@ -373,9 +390,9 @@ class ContextualIndex:
             report.embedding_cache_hits = cached.hits - hits0
             metadatas = {c.id: {"path": c.document_id, "context": c.context, "text": c.text, "chunk_index": c.chunk.index,
                                 "start_line": spans[c.id][0], "end_line": spans[c.id][1]} for c in result.chunks}
-            fresh, documents, metas = store_payload(rows, texts, metadatas)
+            fresh, row_texts, metas = store_payload(rows, texts, metadatas)
             # new rows go in beside the old ones: the old manifest still finds all of its chunks
-            self._vectors(create=True).add(fresh, vectors, documents=documents, metadatas=metas)
+            self._vectors(create=True).add(fresh, vectors, documents=row_texts, metadatas=metas)
             report.chunks_added = len(chunks)
         self._commit(manifest, report, texts, fresh)
         report.elapsed_s = time.perf_counter() - started

@@ -21,8 +21,9 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 from contextual_retrieval_core.checks import IndexFileError
 from contextual_retrieval_core.index.manifest import MANIFEST_NAME, IndexDamagedError

@@ -234,7 +234,8 @@ def _passages(answer: str) -> list[str]:
 def _normalised(text: str) -> tuple[str, list[int]]:
     """`text` with every whitespace run made one space and the ends trimmed; and, per character
     of the result, its position in `text`."""
-    out, index = [], []
+    out: list[str] = []
+    index: list[int] = []
     space = False
     for i, ch in enumerate(text):
         if ch.isspace():

@@ -18,6 +18,7 @@ import json
 import threading
 from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -92,11 +93,11 @@ class UnitCache:
     def terms(self, texts: Sequence[str], tokenizer: Tokenizer) -> list[Terms]:
         """The BM25 terms of each text under `tokenizer`'s settings."""
         setting = json.dumps(tokenizer.config.to_dict(), sort_keys=True, default=str)
-        return [self._one(self._terms, (setting, t), lambda t=t: Terms(tokenizer.tokenize(t))) for t in texts]
+        return [self._one(self._terms, (setting, t), partial(_terms, tokenizer, t)) for t in texts]
 
     def token_counts(self, texts: Sequence[str], counter: TokenCounter) -> list[int]:
         """`counter.count(text)` for each text."""
-        return [self._one(self._counts, (counter.name, t), lambda t=t: counter.count(t)) for t in texts]
+        return [self._one(self._counts, (counter.name, t), partial(counter.count, t)) for t in texts]
 
     def vectors(self, texts: Sequence[str], embedder: Embedder) -> np.ndarray:
         """float32 document vectors of `texts` (one row each); only texts not seen before are
@@ -153,10 +154,14 @@ class UnitCache:
             rows = [again[t] if r is None else r for t, r in zip(texts, rows)]
         if not rows:
             return np.zeros((0, 0), dtype=np.float32)
-        return np.stack(rows).astype(np.float32, copy=False)
+        return np.stack([r for r in rows if r is not None]).astype(np.float32, copy=False)
 
 
 def _model_key(embedder: Embedder) -> str:
     dimension = getattr(embedder, "output_dimension", None)
     name = str(getattr(embedder, "model_name", type(embedder).__name__))
     return f"{name}@{dimension}" if dimension else name
+
+
+def _terms(tokenizer: Tokenizer, text: str) -> Terms:
+    return Terms(tokenizer.tokenize(text))

@@ -24,6 +24,7 @@ from __future__ import annotations
 import io
 import re
 import tokenize
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -230,7 +231,7 @@ _RUST_RAW = re.compile(r'r(#*)"')
 _CHAR_LIT = re.compile(r"'(?:\\.[^']{0,8}|[^'\\\n])'")
 
 
-def _scan(text: str, lo: int, hi: int, *, python: bool):
+def _scan(text: str, lo: int, hi: int, *, python: bool) -> Iterator[tuple[int, int, bool]]:
     """Yield (position, depth, in_code) at each newline and at each ``;{}`` between lo and hi.
 
     depth counts open ``(``, ``[`` and expression braces (every ``{`` in Python; in other code

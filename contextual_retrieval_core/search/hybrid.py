@@ -143,7 +143,7 @@ class HybridSearcher:
             # the in-process indexes hold the normalised rows in this order: read them, not a copy
             held = getattr(self.vectors, "vectors", None)
             own = isinstance(held, np.ndarray) and list(getattr(self.vectors, "ids", ())) == list(rows.ids)
-            self._feedback_rows = feedback_rows(rows.ids, held if own else rows.vectors, self._owners, normalized=own)
+            self._feedback_rows = feedback_rows(rows.ids, held if own else rows.vectors, self._owners, normalized=own)  # type: ignore[arg-type]
         self.bm25: BM25Index | None = None
         if use_bm25:
             self.bm25 = bm25 if bm25 is not None else BM25Index().index(list(self.chunks), texts)
