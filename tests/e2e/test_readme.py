@@ -55,13 +55,14 @@ def test_readme_is_short_and_in_the_order_a_user_needs_it():
     assert headings == ORDER
 
 
-def test_ci_builds_the_docs_strictly_then_runs_the_readme_test_command():
+def test_ci_lints_types_and_builds_the_docs_strictly_then_runs_the_readme_test_command():
     _, tests = setup_commands()
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()
     assert ci[-1] == tests
     assert "pytest" in tests and "'.[dev]'" in tests
-    docs_build = [i for i, line in enumerate(ci) if "mkdocs build --strict" in line]
-    assert docs_build and docs_build[-1] < len(ci) - 1
+    checks = [i for i, line in enumerate(ci) if "mkdocs build --strict" in line and "ruff check ." in line and "&& mypy &&" in line]
+    assert checks and checks[-1] < len(ci) - 1
+    assert "ruff check ." in README and "`mypy`" in README
 
 
 def test_relative_links_point_at_files_of_the_repository():
