@@ -35,16 +35,15 @@ import gc
 import io
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -100,7 +99,7 @@ class QueryPath:
 
     name: str
     search: Callable[[str], Answer]
-    many: Optional[Callable[[list[str], int], list[Answer]]] = None
+    many: Callable[[list[str], int], list[Answer]] | None = None
 
 
 def core_searcher(corpus: Corpus, embedder: Any) -> QueryPath:
@@ -245,12 +244,12 @@ def concurrent_case(path: QueryPath, queries: Sequence[str], threads: int = 8) -
     started = time.perf_counter()
     if path.many is not None:
         try:
-            got: list[Optional[Answer]] = list(path.many(queries, threads))
+            got: list[Answer | None] = list(path.many(queries, threads))
         except Exception as exc:  # counted: the case must show none
             errors.append(f"{type(exc).__name__}: {exc}")
             got = [None] * len(queries)
     else:
-        def one(q: str) -> Optional[Answer]:
+        def one(q: str) -> Answer | None:
             try:
                 return path.search(q)
             except Exception as exc:
