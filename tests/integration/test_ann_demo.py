@@ -13,7 +13,7 @@ pytest.importorskip("faiss", reason="faiss-cpu is not installed: pip install 'co
 
 from contextual_retrieval_core.dense.hnsw import HNSWIndex, HNSWParams, dense_index, load_dense_index  # noqa: E402
 from contextual_retrieval_core.dense.vectors import VectorIndex  # noqa: E402
-from tests.unit.test_ann import recall  # noqa: E402
+from tests.integration.test_ann import recall  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from contextual_retrieval_core.index.contextual_index import ContextualIndex
 from contextual_retrieval_core.index.manifest import IndexManifest
 from tests.fakes.anthropic_server import CREDIT_BALANCE_MESSAGE, FakeAnthropicServer
 from tests.fakes.cohere_server import FakeCohereServer
-from tests.unit.test_index_atomic import folder_digest
+from tests.integration.test_index_atomic import folder_digest
 from tests.unit.test_indexing import make_corpus
 
 ROOT = Path(__file__).resolve().parents[2]

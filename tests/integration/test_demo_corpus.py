@@ -15,7 +15,7 @@ from contextual_retrieval_core.dense.windows import WindowConfig
 from contextual_retrieval_core.index.contextual_index import ContextualIndex
 from contextual_retrieval_core.pruning import ContextPruner
 from contextual_retrieval_core.search.hybrid import HybridSearcher
-from tests.unit.test_index_windows import rows
+from tests.integration.test_index_windows import rows
 
 
 @pytest.fixture(scope="module")

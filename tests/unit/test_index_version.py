@@ -14,7 +14,7 @@ import pytest
 from contextual_retrieval_core.index.contextual_index import ContextualIndex, IndexDamagedError
 from contextual_retrieval_core.index.manifest import MANIFEST_NAME
 from contextual_retrieval_core.index.version import READ_TRIES, manifest_stamp, read_retrying
-from tests.unit.test_index_atomic import change_corpus
+from tests.integration.test_index_atomic import change_corpus
 from tests.unit.test_indexing import CountingEmbedder, make_corpus
 
 QUERY = "how many days until refunds are issued"
