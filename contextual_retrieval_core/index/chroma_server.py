@@ -65,9 +65,10 @@ class ServerCollection:
     Thread-safe as the wrapped collection is: it holds no state of its own.
 
     Example:
-        >>> import chromadb, uuid
-        >>> inner = chromadb.EphemeralClient().create_collection(f"doc-{uuid.uuid4().hex}")
-        >>> ServerCollection(inner, "http://127.0.0.1:8000").count()
+        >>> class Collection:  # any chromadb collection; a stand-in here
+        ...     def count(self) -> int:
+        ...         return 0
+        >>> ServerCollection(Collection(), "http://127.0.0.1:8000").count()
         0
     """
 
