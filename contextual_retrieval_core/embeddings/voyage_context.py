@@ -30,7 +30,7 @@ import numpy as np
 
 from contextual_retrieval_core._compat import voyage_contextualized_acreate, voyage_contextualized_create
 from contextual_retrieval_core.checks import positive_int
-from contextual_retrieval_core.embeddings.base import as_texts
+from contextual_retrieval_core.embeddings.base import as_texts, chunk_lists, consecutive_groups
 from contextual_retrieval_core.embeddings.voyage import VoyageClients, estimate_tokens, plan_batches
 
 __all__ = [
@@ -139,13 +139,13 @@ class VoyageContextualizedEmbedder(VoyageClients):
 
     def embed_document_chunks(self, documents: Sequence[Sequence[str]]) -> list[np.ndarray]:
         """One (n_chunks, d) array per document; each document's chunks embedded together."""
-        docs = _documents(documents)
-        flat = self._run_sync([c for d in docs for c in d], _groups_of(docs), "document")
+        docs = chunk_lists(documents)
+        flat = self._run_sync([c for d in docs for c in d], consecutive_groups(docs), "document")
         return _split(flat, [len(d) for d in docs])
 
     async def aembed_document_chunks(self, documents: Sequence[Sequence[str]]) -> list[np.ndarray]:
-        docs = _documents(documents)
-        flat = await self._run_async([c for d in docs for c in d], _groups_of(docs), "document")
+        docs = chunk_lists(documents)
+        flat = await self._run_async([c for d in docs for c in d], consecutive_groups(docs), "document")
         return _split(flat, [len(d) for d in docs])
 
     def embed_grouped(self, texts: Sequence[str], groups: Sequence[str]) -> np.ndarray:
@@ -275,27 +275,6 @@ class VoyageContextualizedEmbedder(VoyageClients):
         for request, response in zip(requests, responses):
             out = self._fill(out, request, response)
         return _normalise(out)
-
-
-def _documents(documents: Sequence[Sequence[str]]) -> list[list[str]]:
-    if isinstance(documents, str):
-        raise TypeError("documents must be a list of lists of chunk texts, one list per document")
-    docs = []
-    for i, doc in enumerate(documents):
-        if isinstance(doc, str):
-            raise TypeError(f"documents[{i}] is a str; pass each document as a list of its chunk texts")
-        docs.append(as_texts(doc))
-        if not docs[-1]:
-            raise ValueError(f"documents[{i}] has no chunks; drop it or give it at least one chunk text")
-    return docs
-
-
-def _groups_of(docs: list[list[str]]) -> list[list[int]]:
-    groups, start = [], 0
-    for doc in docs:
-        groups.append(list(range(start, start + len(doc))))
-        start += len(doc)
-    return groups
 
 
 def _group_positions(texts: list[str], groups: Sequence[str]) -> list[list[int]]:
