@@ -2,9 +2,6 @@
 
 Each accessor names the versions it is tested with (tests/unit/test_compat.py pins them):
 
-- bm25s (0.2.10 - 0.3): `BM25Index` computes its own term weights (Lucene idf, our tokenizer) and
-  hands bm25s only the scoring, by setting a `bm25s.BM25`'s ``scores`` (the term-major CSR
-  arrays), ``vocab_dict`` and ``nonoccurrence_array`` as ``BM25.index`` would.
 - chromadb (1.x): a `Collection` reaches its client (and so the client's batch-size limit) only
   through ``_client``.
 - voyageai (0.3 - 0.5): `Client.contextualized_embed` returns results in the order the server sent them,
@@ -17,23 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-__all__ = ["bm25s_scorer", "chroma_max_batch_size", "voyage_contextualized_create", "voyage_contextualized_acreate"]
+__all__ = ["chroma_max_batch_size", "voyage_contextualized_create", "voyage_contextualized_acreate"]
 
 #: what Chroma accepts per call when the client does not say
 DEFAULT_CHROMA_BATCH = 5000
-
-
-def bm25s_scorer(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, n_docs: int, vocab: dict[str, int]) -> Any:
-    """A `bm25s.BM25` that scores with our precomputed term-major sparse weights."""
-    import bm25s
-
-    engine = bm25s.BM25(method="robertson", dtype="float64", int_dtype="int64", backend="numpy")
-    engine.scores = {"data": data, "indices": indices, "indptr": indptr, "num_docs": n_docs}
-    engine.vocab_dict = vocab
-    engine.nonoccurrence_array = None
-    return engine
 
 
 def chroma_max_batch_size(collection: Any) -> int:

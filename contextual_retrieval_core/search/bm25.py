@@ -1,9 +1,10 @@
-"""`BM25Index`: an in-process BM25 index over contextualized chunks, built on bm25s.
+"""`BM25Index`: an in-process BM25 index over contextualized chunks, in numpy alone.
 
-The term weights are computed once, vectorised, into a sparse term-by-document matrix (the bm25s
-"eager" layout); a query sums the rows of its terms, so query time grows with the postings of the
-query's terms, never with a Python loop over the corpus. Saved as JSON plus `.npy` arrays read
-with ``allow_pickle=False``: loading an index never executes code.
+The term weights are computed once, vectorised, into a sparse term-by-document matrix stored
+term-major (CSR: each term's postings contiguous, the "eager" layout of bm25s); a query sums the
+rows of its terms (`Postings.scores`), so query time grows with the postings of the query's terms,
+never with a Python loop over the corpus. Saved as JSON plus `.npy` arrays read with
+``allow_pickle=False``: loading an index never executes code.
 """
 
 from __future__ import annotations
@@ -14,14 +15,12 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-import bm25s
 import numpy as np
 
-from contextual_retrieval_core._compat import bm25s_scorer
 from contextual_retrieval_core.checks import IndexFileError, not_a_string, positive_int, read_json, string_list
 from contextual_retrieval_core.chunking.tokenizer import Tokenizer, TokenizerConfig
 
-__all__ = ["BM25Index", "save_with_records", "load_with_records", "BM25Method"]
+__all__ = ["BM25Index", "Postings", "save_with_records", "load_with_records", "BM25Method"]
 
 BM25Method = Literal["lucene", "robertson"]
 _FORMAT = "contextual-retrieval/bm25"
@@ -65,7 +64,7 @@ class BM25Index:
         self.k1, self.b, self.method, self.epsilon = float(k1), float(b), method, float(epsilon)
         self.ids: list[str] = []
         self.vocab: dict[str, int] = {}
-        self._engine: bm25s.BM25 | None = None
+        self._engine: Postings | None = None
 
     # -- building ---------------------------------------------------------------------------
 
@@ -117,7 +116,7 @@ class BM25Index:
         np.cumsum(np.bincount(term_idx, minlength=n_terms), out=indptr[1:])
 
         self.ids, self.vocab = ids, vocab
-        self._engine = _engine(data.astype(np.float64), doc_idx.astype(np.int64), indptr, n_docs, vocab)
+        self._engine = Postings(data.astype(np.float64), doc_idx.astype(np.int64), indptr, n_docs)
         return self
 
     def _idf(self, df: np.ndarray, n_docs: int) -> np.ndarray:
@@ -142,7 +141,7 @@ class BM25Index:
         term_ids = [self.vocab[t] for t in terms if t in self.vocab]
         if not term_ids:
             return np.zeros(len(self.ids), dtype=np.float64)
-        return engine.get_scores_from_ids(term_ids)
+        return engine.scores(term_ids)
 
     def mask(self, keep: Callable[[str], Any]) -> np.ndarray:
         """`search`'s `allowed` from a predicate on the indexed ids (a metadata filter, say)."""
@@ -203,7 +202,7 @@ class BM25Index:
         }
         (path / "bm25.json").write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
         for name in ("data", "indices", "indptr"):
-            np.save(path / f"{name}.npy", engine.scores[name], allow_pickle=False)
+            np.save(path / f"{name}.npy", getattr(engine, name), allow_pickle=False)
         return path
 
     @classmethod
@@ -236,10 +235,10 @@ class BM25Index:
         _check_arrays(path, arrays, len(ids), len(vocab))
         index.ids = ids
         index.vocab = {t: i for i, t in enumerate(vocab)}
-        index._engine = _engine(arrays["data"], arrays["indices"], arrays["indptr"], len(index.ids), index.vocab)
+        index._engine = Postings(arrays["data"], arrays["indices"], arrays["indptr"], len(index.ids))
         return index
 
-    def _require(self) -> bm25s.BM25:
+    def _require(self) -> Postings:
         if self._engine is None:
             raise RuntimeError("the index is empty: call index(ids, texts) or BM25Index.load(path) first")
         return self._engine
@@ -284,9 +283,30 @@ def _check_arrays(path: Path, arrays: dict[str, np.ndarray], n_docs: int, n_term
         raise IndexFileError(path / "data.npy", "a weight is NaN or infinite")
 
 
-def _engine(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, n_docs: int, vocab: dict[str, int]) -> bm25s.BM25:
-    """A bm25s scorer holding our precomputed term-major sparse weights (set through `_compat`)."""
-    return bm25s_scorer(data, indices, indptr, n_docs, vocab)
+class Postings:
+    """Term-major sparse BM25 weights (CSR): term t's postings are ``indices[indptr[t]:indptr[t + 1]]``
+    (document numbers) with their weights in `data`.
+
+    Example:
+        >>> p = Postings(np.array([0.5, 1.0, 2.0]), np.array([0, 2, 1]), np.array([0, 2, 3]), 3)
+        >>> p.scores([0, 1]).tolist()
+        [0.5, 2.0, 1.0]
+    """
+
+    __slots__ = ("data", "indices", "indptr", "n_docs")
+
+    def __init__(self, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, n_docs: int) -> None:
+        self.data, self.indices, self.indptr, self.n_docs = data, indices, indptr, int(n_docs)
+
+    def scores(self, term_ids: Sequence[int]) -> np.ndarray:
+        """Every document's score (float64): the sum of the query terms' weights, a repeated term
+        counted each time, added term by term in query order (as bm25s adds them)."""
+        if not len(term_ids):
+            return np.zeros(self.n_docs, dtype=np.float64)
+        spans = [slice(int(self.indptr[t]), int(self.indptr[t + 1])) for t in term_ids]
+        docs = np.concatenate([self.indices[s] for s in spans])
+        weights = np.concatenate([self.data[s] for s in spans]).astype(np.float64, copy=False)
+        return np.bincount(docs, weights=weights, minlength=self.n_docs)
 
 
 _RECORDS_FILE = "records.jsonl"

@@ -25,3 +25,9 @@ def test_the_command_line_parser_loads_no_search_generator_or_model():
     heavy = {"bm25s", "scipy", "chromadb", "onnxruntime", "markdown_it", "contextual_retrieval_core.search.hybrid",
              "contextual_retrieval_core.generators.structural"}
     assert not heavy & loaded
+
+
+def test_bm25_scores_without_bm25s_or_scipy():
+    loaded = _loaded_after("from contextual_retrieval_core.search.bm25 import BM25Index\n"
+                           "BM25Index().index(['a'], ['diff executor']).search('executor')")
+    assert not {"bm25s", "scipy"} & loaded

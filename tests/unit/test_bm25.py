@@ -147,3 +147,17 @@ def test_save_with_records_round_trip_and_mismatch(tmp_path):
     save_with_records(tmp_path / "bad", index, [{"id": "a"}])
     with pytest.raises(ValueError, match="save the retriever again"):
         load_with_records(tmp_path / "bad")
+
+
+def test_postings_sum_the_query_terms_rows_each_time_a_term_is_asked():
+    from contextual_retrieval_core.search.bm25 import Postings
+
+    rng = np.random.default_rng(3)
+    weights = rng.random((6, 9)) * (rng.random((6, 9)) < 0.4)  # 6 terms x 9 documents, sparse
+    rows = [np.flatnonzero(r) for r in weights]
+    postings = Postings(np.concatenate([weights[t, cols] for t, cols in enumerate(rows)]),
+                        np.concatenate(rows).astype(np.int64), np.cumsum([0] + [len(c) for c in rows]), 9)
+    for terms in ([0], [1, 2], [5, 0, 3], [2, 2], []):
+        assert np.allclose(postings.scores(terms), weights[terms].sum(axis=0) if terms else 0.0)
+    assert postings.scores([]).shape == (9,)
+

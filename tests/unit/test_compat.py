@@ -9,11 +9,10 @@ import re
 from pathlib import Path
 
 import anthropic
-import numpy as np
 import pytest
 from packaging.version import Version
 
-from contextual_retrieval_core._compat import bm25s_scorer, chroma_max_batch_size
+from contextual_retrieval_core._compat import chroma_max_batch_size
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,7 +24,6 @@ def version(dist: str) -> Version:
 @pytest.mark.parametrize(
     "dist, low, high",
     [
-        ("bm25s", "0.2.10", "0.4"),
         ("chromadb", "1.0", "2"),
         ("llama-index-llms-anthropic", "0.8", "0.13"),
         ("llama-index-core", "0.12", "0.15"),
@@ -37,18 +35,6 @@ def test_installed_versions_are_the_supported_ones(dist, low, high):
     assert Version(low) <= version(dist) < Version(high), f"re-check the _compat accessor for {dist} {version(dist)}"
     declared = (ROOT / "pyproject.toml").read_text()
     assert f'"{dist}>={low},<{high}"' in declared  # the pin and the declared range agree
-
-
-def test_bm25s_scorer_scores_with_our_weights():
-    # 3 terms x 4 documents, term-major CSR (what BM25Index computes)
-    weights = np.array([[0.5, 0.0, 1.0, 0.0], [0.0, 2.0, 0.0, 0.0], [0.25, 0.25, 0.25, 0.0]])
-    rows = [np.nonzero(r)[0] for r in weights]
-    data = np.concatenate([weights[t, cols] for t, cols in enumerate(rows)])
-    indices = np.concatenate(rows).astype(np.int64)
-    indptr = np.cumsum([0] + [len(c) for c in rows]).astype(np.int64)
-    engine = bm25s_scorer(data, indices, indptr, 4, {"a": 0, "b": 1, "c": 2})
-    for terms in ([0], [1, 2], [0, 1, 2], []):
-        assert np.allclose(engine.get_scores_from_ids(terms), weights[terms].sum(axis=0))
 
 
 def test_chroma_max_batch_size_is_the_clients():
