@@ -6,8 +6,10 @@ What `contextual-retrieval index` and `contextual-retrieval query` run. One fold
   embeddings (computed here and passed to Chroma: Chroma's own embedding function is never used),
   the indexed text (context + chunk) as the Chroma document, and the path, context, chunk text
   and line numbers as metadata;
-- ``bm25-<token>/``: a `BM25Index` over the same indexed texts (JSON + .npy, no pickle), the one
-  the manifest names;
+- ``bm25-<token>/``: the version folder the manifest names: a `BM25Index` over the same indexed
+  texts (JSON + .npy, no pickle) and, for up to `SNAPSHOT_MAX_CHUNKS` chunks, the version's query
+  snapshot (its dense rows and the chunks' shown fields, `index.snapshot`), which is all a query
+  reads;
 - ``contexts.sqlite3``: the `ContextStore` of LLM-written contexts (structural contexts cost
   nothing and are not stored);
 - ``embeddings.sqlite3``: the `CachedEmbedder` cache, so a chunk whose indexed text is unchanged
@@ -19,9 +21,9 @@ Re-indexing skips every file whose size and mtime (or, failing that, content has
 an unchanged folder makes no generation request, embeds nothing and does not even open Chroma.
 
 Updates are atomic: new chunks are added to Chroma beside the old ones, a new BM25 index is
-written to a fresh ``bm25-<token>/`` folder, and only then does ``manifest.json`` (which names
-the BM25 folder and lists the chunk ids) replace the old one through `os.replace`; stale chunks
-and the old BM25 folder are removed after that. An update interrupted at any point leaves the
+written to a fresh ``bm25-<token>/`` folder (with the query snapshot), and only then does
+``manifest.json`` (which names that folder and lists the chunk ids) replace the old one through
+`os.replace`; stale chunks and the old version folder are removed after that. An update interrupted at any point leaves the
 previous index fully queryable (queries ignore Chroma rows the manifest does not list), and the
 next update finishes the clean-up. An update holds an OS lock on the folder (`folder_lock`).
 Queries open the folder read-only: they never create or change a file in it.
@@ -57,10 +59,8 @@ from contextual_retrieval_core.dense.windows import WindowConfig
 from contextual_retrieval_core.embeddings.base import Embedder
 from contextual_retrieval_core.factories import embedder_kind
 from contextual_retrieval_core.generators.base import ContextGenerator
-from contextual_retrieval_core.index.changes import check_not_nested, read_changes
 from contextual_retrieval_core.index.chroma_server import open_server_vectors, uses_server
 from contextual_retrieval_core.index.files import MAX_FILE_BYTES, TEXT_EXTENSIONS, collect_files
-from contextual_retrieval_core.index.lock import folder_lock
 from contextual_retrieval_core.index.manifest import (
     MANIFEST_NAME,
     FileEntry,
@@ -70,7 +70,14 @@ from contextual_retrieval_core.index.manifest import (
     generator_identity,
 )
 from contextual_retrieval_core.index.report import IndexHit, IndexReport
-from contextual_retrieval_core.index.space import UpdateSpace
+from contextual_retrieval_core.index.snapshot import (
+    SNAPSHOT_MAX_CHUNKS,
+    Snapshot,
+    SnapshotSide,
+    has_snapshot,
+    snapshot_order,
+    write_snapshot,
+)
 from contextual_retrieval_core.index.storage import chunk_rows, clear_index, load_bm25, open_embedding_cache, open_vectors
 from contextual_retrieval_core.index.version import client_for_version, manifest_stamp, read_retrying
 from contextual_retrieval_core.search.bm25 import BM25Index
@@ -129,13 +136,9 @@ class ContextualIndex:
         chroma_url: str | None = None,
         windows: WindowConfig | bool | None = None,
     ) -> None:
-        if generator is None:
-            from contextual_retrieval_core.generators.structural import StructuralContextGenerator
-
-            generator = StructuralContextGenerator()
         self.path = Path(path)
         self.embedder = embedder
-        self.generator = generator
+        self._generator = generator
         self.chunk_chars = int(chunk_chars)
         self.concurrency = concurrency
         self.weights = FusionConfig(weights=None if weights is None else tuple(weights)).weights_for(2, per="side (dense, BM25)")
@@ -145,15 +148,31 @@ class ContextualIndex:
         self.windows = windows
         self._vector_index: ChromaVectorIndex | None = None
         self._bm25: BM25Index | None = None
+        self._snapshot: Snapshot | None = None
         self.manifest: IndexManifest | None = None
         self._version_lock = threading.Lock()
         self._stamp = manifest_stamp(self.path)
         self._reload_manifest()
 
-    def _open_version(self) -> tuple[IndexManifest | None, BM25Index | None, ChromaVectorIndex | None]:
-        """The manifest, BM25 index and vectors of the folder's current version, opened once per
-        version and shared by the threads searching this object; a new version (another process
-        updated the folder) is opened on the first query after it is switched in (`index.version`)."""
+    @property
+    def generator(self) -> ContextGenerator:
+        """The context generator of updates (the offline `StructuralContextGenerator` unless one
+        was given; made on first use: a query never needs one)."""
+        if self._generator is None:
+            from contextual_retrieval_core.generators.structural import StructuralContextGenerator
+
+            self._generator = StructuralContextGenerator()
+        return self._generator
+
+    @generator.setter
+    def generator(self, generator: ContextGenerator) -> None:
+        self._generator = generator
+
+    def _open_version(self) -> tuple[IndexManifest | None, BM25Index | None, Snapshot | ChromaVectorIndex | None]:
+        """The manifest, BM25 index and dense rows (the version's `Snapshot`, or else Chroma) of
+        the folder's current version, opened once per version and shared by the threads searching
+        this object; a new version (another process updated the folder) is opened on the first
+        query after it is switched in (`index.version`)."""
         with self._version_lock:
             stamp = manifest_stamp(self.path)
             if stamp != self._stamp:
@@ -163,8 +182,15 @@ class ContextualIndex:
             manifest = self.manifest
             if manifest is None or manifest.chunk_count == 0:
                 return manifest, None, None
-            if self._bm25 is None:
-                self._bm25 = self._load_bm25(manifest)
+            if self._bm25 is None:  # the version's parts, both or neither
+                bm25 = self._load_bm25(manifest)
+                self._snapshot = None if uses_server(self.path, self.chroma_url) else Snapshot.open(
+                    self.path / manifest.bm25, manifest.chunk_ids(), fix=self._fix())
+                self._bm25 = bm25
+            if self._snapshot is not None:
+                if not (self.path / "chroma" / "chroma.sqlite3").is_file():  # the store of record: its loss is damage
+                    raise IndexDamagedError(f"{self.path / 'chroma'} is missing or holds no Chroma database; {self._fix()}")
+                return manifest, self._bm25, self._snapshot
             if self._vector_index is None and not uses_server(self.path, self.chroma_url):
                 client_for_version(self.path / "chroma", stamp)
             return manifest, self._bm25, self._vectors()
@@ -178,6 +204,7 @@ class ContextualIndex:
     def _reload_manifest(self) -> None:
         self.manifest = IndexManifest.read(self.path) if (self.path / MANIFEST_NAME).is_file() else None
         self._bm25 = None
+        self._snapshot = None
         if self.manifest is not None:
             built = self.manifest.embedder["model"]
             if built != self.embedder.model_name:
@@ -232,9 +259,14 @@ class ContextualIndex:
             return f"{self.path / 'chroma'} is missing"
         try:
             self._load_bm25(manifest)
+            Snapshot.open(self.path / manifest.bm25, manifest.chunk_ids(), fix=self._fix())
         except IndexDamagedError as exc:
             return str(exc).split("; re-run")[0]
         return None
+
+    def _wants_snapshot(self, manifest: IndexManifest) -> bool:
+        """Whether the version of `manifest` gets a query snapshot (`index.snapshot`)."""
+        return not uses_server(self.path, self.chroma_url) and 0 < manifest.chunk_count <= SNAPSHOT_MAX_CHUNKS
 
     # -- indexing -------------------------------------------------------------------------------
 
@@ -268,6 +300,10 @@ class ContextualIndex:
             lock_wait: seconds to wait when another update holds the folder's lock (then
                 `IndexLockedError`).
         """
+        from contextual_retrieval_core.index.changes import check_not_nested
+        from contextual_retrieval_core.index.lock import folder_lock
+        from contextual_retrieval_core.index.space import UpdateSpace
+
         if isinstance(paths, (str, os.PathLike)):
             raise ValueError("pass a list of paths: update([path, ...])")
         check_not_nested(self.path, paths)
@@ -285,6 +321,8 @@ class ContextualIndex:
         as `query` shows them) from the index."""
         if isinstance(paths, (str, os.PathLike)) or not paths:
             raise ValueError("pass a non-empty list of paths: remove([path, ...])")
+        from contextual_retrieval_core.index.lock import folder_lock
+
         started = time.perf_counter()
         with folder_lock(self.path, lock_wait):
             self._reload_manifest()
@@ -309,6 +347,8 @@ class ContextualIndex:
 
     def _update(self, paths: Sequence[str | os.PathLike[str]], show_progress: bool, batch_size: int, max_file_bytes: int,
                 prune_missing: bool) -> IndexReport:
+        from contextual_retrieval_core.index.changes import read_changes
+
         started = time.perf_counter()
         report = IndexReport()
         scan = collect_files(paths, skip=[self.path], max_file_bytes=max_file_bytes)
@@ -361,7 +401,8 @@ class ContextualIndex:
             bm25=old.bm25 if old else "",
             windows=windows_setting(windows),
         )
-        if not chunks and old is not None and manifest.chunk_ids() == old.chunk_ids() and not redo_all:
+        snapshot_missing = old is not None and bool(old.bm25) and self._wants_snapshot(old) and not has_snapshot(self.path / old.bm25)
+        if not chunks and old is not None and manifest.chunk_ids() == old.chunk_ids() and not redo_all and not snapshot_missing:
             report.chunks_total = manifest.chunk_count
             if manifest != old:
                 manifest.write(self.path)  # mtimes refreshed: the next run skips hashing
@@ -372,6 +413,8 @@ class ContextualIndex:
         self.path.mkdir(parents=True, exist_ok=True)
         texts: dict[str, str] = {}
         fresh: list[str] = []
+        written: dict[str, np.ndarray] = {}
+        shown: dict[str, dict] = {}
         self._space.check(len(chunks), manifest.chunk_count)  # before anything is paid for or written
         if chunks:
             from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
@@ -393,42 +436,61 @@ class ContextualIndex:
             fresh, row_texts, metas = store_payload(rows, texts, metadatas)
             # new rows go in beside the old ones: the old manifest still finds all of its chunks
             self._vectors(create=True).add(fresh, vectors, documents=row_texts, metadatas=metas)
+            written, shown = dict(zip(fresh, np.asarray(vectors, dtype=np.float32))), metadatas
             report.chunks_added = len(chunks)
-        self._commit(manifest, report, texts, fresh)
+        self._commit(manifest, report, texts, fresh, written, shown)
         report.elapsed_s = time.perf_counter() - started
         return report
 
-    def _commit(self, manifest: IndexManifest, report: IndexReport, texts: dict[str, str], fresh: Sequence[str] = ()) -> None:
-        """Write a new BM25 folder, swap the manifest in, then drop what the old one listed alone
-        and the rows of chunks re-embedded into `fresh` rows that are not among them."""
+    def _commit(self, manifest: IndexManifest, report: IndexReport, texts: dict[str, str], fresh: Sequence[str] = (),
+                written: dict[str, np.ndarray] | None = None, shown: dict[str, dict] | None = None) -> None:
+        """Write a new version folder (BM25 and, when wanted, the query snapshot), swap the
+        manifest in, then drop what the old one listed alone and the rows of chunks re-embedded
+        into `fresh` rows that are not among them. `written` and `shown` hold the vectors of the
+        `fresh` rows and the metadata of this run's chunks; the rest is read back from Chroma."""
         wanted = manifest.chunk_ids()
         old_ids = set(self.manifest.chunk_ids()) if self.manifest else set()
         vectors = self._vectors(create=True)
         collection = vectors.collection
         manifest.bm25 = ""
+        keep = set(wanted)
+        have = collection.get(include=[])["ids"]
+        stale = stale_rows(have, keep, {row_owner(r) for r in fresh}, set(fresh))
         if wanted:
-            missing = [cid for cid in wanted if cid not in texts]
+            snapshot = self._wants_snapshot(manifest)
+            rows = snapshot_order(sorted(set(have) - set(stale)), wanted) if snapshot else []
+            held, shown = dict(written or {}), dict(shown or {})
+            read = [cid for cid in wanted if cid not in texts or (snapshot and cid not in shown)]
+            read = list(dict.fromkeys(read + [r for r in rows if r not in held]))
+            include = ["documents", "metadatas", "embeddings"] if snapshot else ["documents"]
             step = vectors.max_batch_size
-            for start in range(0, len(missing), step):
-                got = collection.get(ids=missing[start : start + step], include=["documents"])
-                texts.update(zip(got["ids"], got["documents"]))
-            lost = [cid for cid in wanted if cid not in texts]
+            for start in range(0, len(read), step):
+                got = collection.get(ids=read[start : start + step], include=include)
+                for n, rid in enumerate(got["ids"]):
+                    if rid in keep:
+                        texts.setdefault(rid, got["documents"][n])
+                        if snapshot:
+                            shown.setdefault(rid, got["metadatas"][n])
+                    if snapshot:
+                        held[rid] = np.asarray(got["embeddings"][n], dtype=np.float32)
+            lost = [cid for cid in wanted if cid not in texts] + [r for r in rows if r not in held]
             if lost:
                 raise IndexDamagedError(
                     f"{len(lost)} chunks listed in {self.path / MANIFEST_NAME} are missing from {self.path / 'chroma'} "
                     f"(first: {lost[0]}); rebuild the index: contextual-retrieval index PATH... --index-dir {self.path} --rebuild"
                 )
             manifest.bm25 = f"bm25-{uuid.uuid4().hex[:12]}"
-            BM25Index().index(wanted, [texts[c] for c in wanted]).save(self.path / manifest.bm25)
+            folder = BM25Index().index(wanted, [texts[c] for c in wanted]).save(self.path / manifest.bm25)
+            if snapshot:
+                write_snapshot(folder, rows, np.stack([held[r] for r in rows]), {c: (texts[c], shown[c]) for c in wanted})
         manifest.write(self.path)  # the switch: from here on the new index is the index
         self.manifest = manifest
         self._bm25 = None
-        keep = set(wanted)
+        self._snapshot = None
         report.chunks_removed = len(old_ids - keep)
         report.chunks_total = len(wanted)
         # clean-up; an interruption here leaves rows and folders the next update removes
-        have = collection.get(include=[])["ids"]
-        vectors.delete(stale_rows(have, keep, {row_owner(r) for r in fresh}, set(fresh)))
+        vectors.delete(stale)
         for part in self.path.glob("bm25*"):
             if part.name != manifest.bm25 and part.is_dir():
                 shutil.rmtree(part, ignore_errors=True)
@@ -477,16 +539,22 @@ class ContextualIndex:
         if total == 0:
             raise ValueError(f"the index {self.path} holds no chunks; add files with: contextual-retrieval index PATH...")
         assert bm25 is not None and vectors is not None
-        rows_in_chroma = len(vectors)
-        if rows_in_chroma < total:
-            raise IndexDamagedError(f"{self.path / 'chroma'} holds {rows_in_chroma} chunks, the manifest lists {total}; "
-                                    f"{self._fix()}")
-        dense = ChromaSide("dense", self.embedder, vectors, fusion.depth, min(fusion.depth + rows_in_chroma - total, rows_in_chroma),
-                           set(manifest.chunk_ids()))
+        dense: SyncDenseSide
+        if isinstance(vectors, Snapshot):
+            dense = SnapshotSide("dense", self.embedder, vectors, fusion.depth)
+        else:
+            rows_in_chroma = len(vectors)
+            if rows_in_chroma < total:
+                raise IndexDamagedError(f"{self.path / 'chroma'} holds {rows_in_chroma} chunks, the manifest lists {total}; "
+                                        f"{self._fix()}")
+            dense = ChromaSide("dense", self.embedder, vectors, fusion.depth,
+                               min(fusion.depth + rows_in_chroma - total, rows_in_chroma), set(manifest.chunk_ids()))
         flow = QueryFlow(fusion, [dense, BM25Side("bm25", bm25, fusion.depth)])
         fused = flow.run([query], rerank=False)[0].fused
         pool = fused[: fusion.effective_rerank_depth] if fusion.reranker else fused[: fusion.top_k]
-        info = chunk_rows(vectors.collection, [str(h.id) for h in pool], self.path / "chroma", self._fix())
+        pool_ids = [str(h.id) for h in pool]
+        info = (vectors.shown(pool_ids) if isinstance(vectors, Snapshot)
+                else chunk_rows(vectors.collection, pool_ids, self.path / "chroma", self._fix()))
         ranked = fusion.rerank(query, pool, lambda cid: info[str(cid)][0])
         out = []
         for h in ranked:

@@ -23,8 +23,9 @@ __all__ = ["IndexFullError", "UpdateSpace", "BYTES_PER_NEW_CHUNK"]
 #: what one added chunk takes in an index folder: its Chroma row (vector, text, metadata, full-text
 #: entries), its embedding-cache row, its stored context, with room to spare
 BYTES_PER_NEW_CHUNK = 16 * 1024
-#: the BM25 folder is written whole on every update: bytes per indexed chunk
-_BM25_PER_CHUNK = 512
+#: the version folder is written whole on every update: bytes per indexed chunk for its BM25 index
+#: (about 512) and query snapshot (a vector of up to 1,024 float32, the chunk's text and metadata)
+_VERSION_PER_CHUNK = 8 * 1024
 #: journals and the vector index's growth
 _HEADROOM = 1024 * 1024
 
@@ -44,7 +45,7 @@ class UpdateSpace:
     Example:
         >>> import tempfile
         >>> space = UpdateSpace(Path(tempfile.gettempdir()))
-        >>> space.needed(new_chunks=100, total_chunks=1000) == 100 * BYTES_PER_NEW_CHUNK + 1000 * 512 + 1024 * 1024
+        >>> space.needed(new_chunks=100, total_chunks=1000) == 100 * BYTES_PER_NEW_CHUNK + 1000 * 8 * 1024 + 1024 * 1024
         True
     """
 
@@ -56,7 +57,7 @@ class UpdateSpace:
     @staticmethod
     def needed(new_chunks: int, total_chunks: int) -> int:
         """Bytes an update adding `new_chunks` to an index of `total_chunks` needs, about."""
-        return new_chunks * BYTES_PER_NEW_CHUNK + total_chunks * _BM25_PER_CHUNK + _HEADROOM
+        return new_chunks * BYTES_PER_NEW_CHUNK + total_chunks * _VERSION_PER_CHUNK + _HEADROOM
 
     def free(self) -> int:
         """Bytes free on the disk holding the folder (or its nearest existing parent)."""

@@ -1,0 +1,167 @@
+"""A version's query snapshot: what a query of an embedded index reads besides BM25.
+
+An update writes the new version's folder (the one the manifest's ``bm25`` field names) whole
+before the manifest switch: beside the BM25 index, the dense rows of that version (``vectors.npy``,
+float32 as the embedder gave them, one row per chunk and per extra window, and ``vectors.json``,
+their ids: the `VectorIndex` format) and the shown fields of its chunks (``chunks.sqlite3``: the
+indexed text and the metadata Chroma holds for each chunk). A query of an embedded index then
+reads only that folder:
+
+- exact cosine search over the rows (`VectorIndex`, as `HybridSearcher` searches below
+  `ANN_THRESHOLD`), each chunk ranked at its best row;
+- the dense feedback rows of the fused top chunks, read from the same rows;
+- the hits' text and metadata, read from ``chunks.sqlite3`` (opened read-only and immutable).
+
+So a query neither imports nor starts Chroma, which was most of `contextual-retrieval query`'s
+start-up, and it reads nothing another process changes after the switch: a version folder is
+written once, before any manifest names it, and only ever deleted after (an update in another
+process never mixes versions under a query).
+
+Chroma stays the store of record: updates add and delete rows there, and read back the rows
+they did not embed to write the next snapshot. Indexes with more than `SNAPSHOT_MAX_CHUNKS`
+chunks, indexes on a Chroma server, and indexes written before snapshots existed (until their
+next update) are searched in Chroma instead (`ChromaSide`).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping, Sequence
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import numpy as np
+
+from contextual_retrieval_core.checks import IndexFileError
+from contextual_retrieval_core.dense.hnsw import ANN_THRESHOLD
+from contextual_retrieval_core.dense.vectors import VectorIndex
+from contextual_retrieval_core.dense.window_rows import collapse_rows, row_owner, row_window
+from contextual_retrieval_core.embeddings.base import Embedder
+from contextual_retrieval_core.index.manifest import IndexDamagedError
+from contextual_retrieval_core.search.feedback import FeedbackRows, StoreRead
+from contextual_retrieval_core.search.flow import SyncDenseSide
+
+__all__ = ["SNAPSHOT_MAX_CHUNKS", "CHUNKS_FILE", "Snapshot", "SnapshotSide", "write_snapshot", "has_snapshot", "snapshot_order"]
+
+#: the most chunks a version keeps a snapshot for: exact search reads every row per query, which
+#: stays cheap below the threshold where `HybridSearcher` switches to HNSW
+SNAPSHOT_MAX_CHUNKS = ANN_THRESHOLD
+
+CHUNKS_FILE = "chunks.sqlite3"
+_FILES = ("vectors.npy", "vectors.json", CHUNKS_FILE)
+
+
+def has_snapshot(folder: Path) -> bool:
+    """Whether the version folder holds a snapshot (any of its files: a partial one is damage)."""
+    return any((folder / name).exists() for name in _FILES)
+
+
+def snapshot_order(row_ids: Sequence[str], chunk_ids: Sequence[str]) -> list[str]:
+    """The rows of `chunk_ids` (a row not of one of them is left out), chunk by chunk in
+    `chunk_ids` order, each chunk's own row first, then its windows in window order."""
+    by_chunk: dict[str, list[str]] = {c: [] for c in chunk_ids}
+    for row in row_ids:
+        rows = by_chunk.get(row_owner(row))
+        if rows is not None:
+            rows.append(row)
+    return [r for c in chunk_ids for r in sorted(by_chunk[c], key=row_window)]
+
+
+def write_snapshot(folder: Path, row_ids: Sequence[str], vectors: np.ndarray, chunks: Mapping[str, tuple[str, dict]]) -> None:
+    """Write a snapshot into the version `folder` (new, not yet named by a manifest): the rows
+    `row_ids` with their `vectors`, and for each chunk id its (indexed text, metadata)."""
+    VectorIndex(list(row_ids), vectors, normalize=False).save(folder)
+    with closing(sqlite3.connect(folder / CHUNKS_FILE)) as db:
+        db.execute("CREATE TABLE chunks (id TEXT PRIMARY KEY, document TEXT NOT NULL, metadata TEXT NOT NULL)")
+        db.executemany("INSERT INTO chunks VALUES (?, ?, ?)",
+                       ((cid, doc, json.dumps(meta, ensure_ascii=False)) for cid, (doc, meta) in chunks.items()))
+        db.commit()
+
+
+class Snapshot:
+    """An open snapshot: `rows` (the stored vectors, as written), `search_rows` (the same rows
+    L2-normalised, for cosine search) and the chunks' shown fields, read on demand."""
+
+    def __init__(self, folder: Path, rows: VectorIndex, fix: str) -> None:
+        self.folder, self.rows, self.fix = folder, rows, fix
+        self.search_rows = VectorIndex(rows.ids, rows.vectors)
+        self._rows_of: dict[str, list[int]] = {}
+        for i, rid in enumerate(rows.ids):
+            self._rows_of.setdefault(row_owner(rid), []).append(i)
+        for numbers in self._rows_of.values():
+            numbers.sort(key=lambda i: row_window(rows.ids[i]))
+
+    @classmethod
+    def open(cls, folder: Path, chunk_ids: Sequence[str], *, fix: str) -> Snapshot | None:
+        """The snapshot in `folder`, checked to hold exactly the rows of `chunk_ids` (the
+        manifest's) and a readable chunk table; None when the folder has none."""
+        if not has_snapshot(folder):
+            return None
+        for name in _FILES:
+            if not (folder / name).is_file():
+                raise IndexDamagedError(f"{folder / name} is missing; {fix}")
+        try:
+            rows = VectorIndex.load(folder)
+        except (IndexFileError, OSError, ValueError) as exc:
+            raise IndexDamagedError(f"{folder} is damaged ({exc}); {fix}") from exc
+        owners = {row_owner(r) for r in rows.ids}
+        if owners != set(chunk_ids) or not set(chunk_ids) <= set(rows.ids):
+            raise IndexDamagedError(f"{folder / 'vectors.json'} does not hold this index's chunks ({len(owners)} chunks, "
+                                    f"the manifest lists {len(chunk_ids)}); {fix}")
+        snapshot = cls(folder, rows, fix)
+        snapshot.shown(chunk_ids[:1])  # the table is there and readable
+        return snapshot
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @property
+    def chunk_count(self) -> int:
+        return len(self._rows_of)
+
+    def shown(self, chunk_ids: Sequence[str]) -> dict[str, tuple[str, dict]]:
+        """Chunk id -> (indexed text, metadata) for `chunk_ids`; every one must be there."""
+        ids = list(dict.fromkeys(chunk_ids))
+        if not ids:
+            return {}
+        file = self.folder / CHUNKS_FILE
+        try:
+            with closing(sqlite3.connect(f"file:{quote(str(file))}?mode=ro&immutable=1", uri=True)) as db:
+                got = db.execute(f"SELECT id, document, metadata FROM chunks WHERE id IN ({','.join('?' * len(ids))})",
+                                 ids).fetchall()
+            out = {cid: (doc, json.loads(meta)) for cid, doc, meta in got}
+        except (sqlite3.Error, ValueError) as exc:
+            raise IndexDamagedError(f"{file} is not readable ({type(exc).__name__}: {exc}); {self.fix}") from exc
+        absent = [cid for cid in ids if cid not in out]
+        if absent:
+            raise IndexDamagedError(f"{file} lacks {len(absent)} chunks the manifest lists (first: {absent[0]}); {self.fix}")
+        return out
+
+    def read(self, chunk_ids: Sequence[str]) -> StoreRead:
+        """The stored rows of `chunk_ids` as `search.feedback.stored_read` reads them from Chroma."""
+        ids = list(dict.fromkeys(chunk_ids))
+        numbers = {c: self._rows_of.get(c, []) for c in ids}
+        held = {self.rows.ids[i]: self.rows.vectors[i] for per in numbers.values() for i in per}
+        return StoreRead(ids, {c: [self.rows.ids[i] for i in per] for c, per in numbers.items()}, held)
+
+
+class SnapshotSide(SyncDenseSide):
+    """A snapshot as the query flow's dense side: every row searched exactly, each chunk once at
+    its best row, at most `depth` chunks; feedback rows read from the snapshot."""
+
+    def __init__(self, name: str, embedder: Embedder, snapshot: Snapshot, depth: int) -> None:
+        self.name, self.embedder, self.snapshot, self.depth = name, embedder, snapshot, depth
+        self._rows = depth + len(snapshot) - snapshot.chunk_count
+
+    def embed_queries(self, queries: Sequence[str]) -> np.ndarray:
+        return np.asarray(self.embedder.embed_queries(list(queries)), dtype=np.float32)
+
+    def search_vectors(self, vectors: Sequence[Any]) -> list[Any]:
+        found = self.snapshot.search_rows.search_many(np.asarray(vectors, dtype=np.float32), self._rows)
+        return [collapse_rows(hits, self.depth) for hits in found]
+
+    def feedback_rows(self, top: Sequence[str]) -> FeedbackRows:
+        return self.snapshot.read(top).rows()
