@@ -17,12 +17,15 @@ Example:
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.machinery
 import sys
 import warnings
 from collections.abc import Sequence
 from types import ModuleType
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:  # the protocols only: importing importlib.abc costs every start-up ~10 ms
+    import importlib.abc
 
 __all__ = ["MOVED", "install"]
 
@@ -75,7 +78,9 @@ MOVED: dict[str, str] = {
 }
 
 
-class _Alias(importlib.abc.Loader):
+class _Alias:
+    """The loader of an old path: the module at its new path (a `importlib.abc.Loader`)."""
+
     def __init__(self, target: str) -> None:
         self.target = target
 
@@ -91,14 +96,16 @@ class _Alias(importlib.abc.Loader):
         """Nothing to run: the module is the one at its new path, already imported."""
 
 
-class _Finder(importlib.abc.MetaPathFinder):
+class _Finder:
+    """Finds the old flat paths (a `importlib.abc.MetaPathFinder`)."""
+
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
         package, _, name = fullname.rpartition(".")
         if package != _PACKAGE or name not in MOVED:
             return None
-        return importlib.machinery.ModuleSpec(fullname, _Alias(f"{_PACKAGE}.{MOVED[name]}"))
+        return importlib.machinery.ModuleSpec(fullname, cast("importlib.abc.Loader", _Alias(f"{_PACKAGE}.{MOVED[name]}")))
 
 
 def install() -> None:

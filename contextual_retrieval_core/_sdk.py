@@ -6,13 +6,24 @@ message: errors name the variable and the alternative instead.
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import os
 import weakref
+from collections.abc import Awaitable, Callable
 from types import ModuleType
+from typing import Any, TypeVar
 
-__all__ = ["env_key", "require_env_key", "import_sdk"]
+T = TypeVar("T")
+
+__all__ = ["env_key", "require_env_key", "import_sdk", "in_thread"]
+
+
+def in_thread(call: Callable[..., T], *args: Any) -> Awaitable[T]:
+    """`asyncio.to_thread(call, *args)`: a sync method run off the event loop. asyncio is imported
+    here, where a loop already runs, so the sync paths (a `query`, say) never load it."""
+    import asyncio
+
+    return asyncio.to_thread(call, *args)
 
 
 def env_key(*names: str) -> str | None:
@@ -107,6 +118,8 @@ class LazyClients:
         """The injected async client, or the one built for the running event loop."""
         if self._async_client is not None:
             return self._async_client
+        import asyncio  # loaded wherever an event loop runs
+
         loop = asyncio.get_running_loop()
         client = self._loop_clients.get(loop)
         if client is None:

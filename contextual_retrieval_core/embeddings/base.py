@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+
+from contextual_retrieval_core._sdk import in_thread
 
 __all__ = ["Embedder", "aembed_documents", "aembed_queries", "as_texts"]
 
@@ -45,7 +46,7 @@ async def aembed_documents(embedder: Any, texts: Sequence[str]) -> np.ndarray:
     fn = getattr(embedder, "aembed_documents", None)
     if fn is not None:
         return await fn(texts)
-    return await asyncio.to_thread(embedder.embed_documents, texts)
+    return await in_thread(embedder.embed_documents, texts)
 
 
 async def aembed_queries(embedder: Any, texts: Sequence[str]) -> np.ndarray:
@@ -53,7 +54,7 @@ async def aembed_queries(embedder: Any, texts: Sequence[str]) -> np.ndarray:
     fn = getattr(embedder, "aembed_queries", None)
     if fn is not None:
         return await fn(texts)
-    return await asyncio.to_thread(embedder.embed_queries, texts)
+    return await in_thread(embedder.embed_queries, texts)
 
 
 def as_texts(texts: Sequence[str]) -> list[str]:

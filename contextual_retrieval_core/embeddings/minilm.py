@@ -9,7 +9,6 @@ are sentence-transformers' for this model: mean over real tokens, then L2.
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import os
 import threading
@@ -21,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from contextual_retrieval_core._sdk import in_thread
 from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.embeddings.base import as_texts
 
@@ -253,8 +253,8 @@ class LocalMiniLMEmbedder:
         return self.embed(texts)
 
     async def aembed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        return await asyncio.to_thread(self.embed, texts)
+        return await in_thread(self.embed, texts)
 
     async def aembed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return await asyncio.to_thread(self.embed, texts)
+        return await in_thread(self.embed, texts)
 

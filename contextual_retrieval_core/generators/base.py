@@ -7,8 +7,8 @@ part of the context-store key, so two generators, models or prompts never share 
 
 from __future__ import annotations
 
-import asyncio
 import re
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -103,6 +103,13 @@ _TRANSIENT_NAMES = ("RateLimit", "Timeout", "Overloaded", "InternalServer", "Ser
                     "ConnectError", "ConnectionError", "RemoteProtocolError", "ReadError", "WriteError")
 
 
+def _timeout_errors() -> tuple[type[BaseException], ...]:
+    """TimeoutError, and asyncio's where it is another class (Python 3.10) and loaded (an asyncio
+    timeout cannot be raised before asyncio is imported)."""
+    aio = sys.modules.get("asyncio")
+    return (TimeoutError,) if aio is None else (TimeoutError, aio.TimeoutError)
+
+
 def is_transient(exc: BaseException) -> bool:
     """Whether a generation failure may pass if the chunk is tried again later.
 
@@ -127,7 +134,7 @@ def is_transient(exc: BaseException) -> bool:
             return isinstance(error, TransientGenerationError)
         if SPEND_LIMIT_WORDS.search(str(error)):
             return False
-        if isinstance(error, (ConnectionError, TimeoutError, asyncio.TimeoutError)):
+        if isinstance(error, (ConnectionError, *_timeout_errors())):
             return True
         status = getattr(error, "status_code", None)
         if status is None:

@@ -30,11 +30,11 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Generator, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from contextual_retrieval_core._sdk import in_thread
 from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_core.search.feedback import FeedbackRows
 from contextual_retrieval_core.search.ranked import RankedHit, unique_names
@@ -43,6 +43,7 @@ __all__ = ["DenseSide", "FlowResult", "QueryFlow", "Source", "SyncSource", "Sync
 
 #: (id, the source's own score or None) best first
 Hits = list[tuple[Hashable, float | None]]
+
 
 
 @runtime_checkable
@@ -83,7 +84,7 @@ class SyncSource:
         raise NotImplementedError
 
     async def asearch(self, queries: Sequence[str]) -> list[Hits]:
-        return await asyncio.to_thread(self.search, queries)
+        return await in_thread(self.search, queries)
 
 
 class SyncDenseSide(SyncSource):
@@ -102,13 +103,13 @@ class SyncDenseSide(SyncSource):
         return self.search_vectors(self.embed_queries(queries))
 
     async def aembed_queries(self, queries: Sequence[str]) -> Any:
-        return await asyncio.to_thread(self.embed_queries, queries)
+        return await in_thread(self.embed_queries, queries)
 
     async def asearch_vectors(self, vectors: Any) -> list[Hits]:
-        return await asyncio.to_thread(self.search_vectors, vectors)
+        return await in_thread(self.search_vectors, vectors)
 
     async def afeedback_rows(self, top: Sequence[str]) -> FeedbackRows:
-        return await asyncio.to_thread(self.feedback_rows, top)
+        return await in_thread(self.feedback_rows, top)
 
 
 @dataclass
@@ -188,6 +189,8 @@ class QueryFlow:
         top_k: int | None = None, rerank: bool = True,
     ) -> list[FlowResult]:
         """`run` on an event loop: each step's calls (the sources' async methods) run concurrently."""
+        import asyncio  # loaded wherever an event loop runs; a sync query never imports it
+
         steps = self._steps(queries, text_of, top_k, rerank)
         try:
             calls = next(steps)
