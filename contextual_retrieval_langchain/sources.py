@@ -12,12 +12,14 @@
   result count; any runnable ``str -> list[Document]`` is invoked as it is, its Documents
   filtered here when it took no filter.
 
-Each source keeps what it returned (`found`: chunk id, its own score or None, Document).
+Each source keeps what it returned (`found`: chunk id, its own score or None, Document): the
+reranker reads those Documents (`page_text`) and the fused hits come back as them, scored
+(`ranked_documents`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,13 +27,20 @@ from langchain_core.callbacks import AsyncCallbackManager, CallbackManager
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig
-from langchain_core.runnables.config import run_in_executor
+from langchain_core.runnables.config import patch_config, run_in_executor
 from langchain_core.runnables.configurable import RunnableConfigurableFields
 from langchain_core.vectorstores import VectorStoreRetriever
 
+from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_core.search.feedback import FeedbackRows
-from contextual_retrieval_core.search.flow import Hits
-from contextual_retrieval_core.search.ranked import SCORE_KEY
+from contextual_retrieval_core.search.flow import FlowResult, Hits
+from contextual_retrieval_core.search.ranked import (
+    FUSED_SCORE_KEY,
+    RANKS_KEY,
+    RERANK_ERROR_KEY,
+    RERANK_SCORE_KEY,
+    SCORE_KEY,
+)
 from contextual_retrieval_langchain._compat import retriever_ls_params
 from contextual_retrieval_langchain._documents import chunk_id_of
 from contextual_retrieval_langchain.bm25 import BM25_SCORE_KEY, ContextualBM25Retriever, MetadataFilter, metadata_predicate
@@ -39,13 +48,26 @@ from contextual_retrieval_langchain.feedback import astored_rows, stored_rows
 from contextual_retrieval_langchain.relevance import arelevance_scored, relevance_scored, scored_by_vector
 from contextual_retrieval_langchain.rerank import RELEVANCE_SCORE_KEY
 
-__all__ = ["Scored", "SourceRun", "VectorStoreSide", "documents_by_id", "scored_vectorstore"]
+__all__ = [
+    "SOURCE_SCORES_KEY",
+    "Scored",
+    "SourceRun",
+    "VectorStoreSide",
+    "documents_by_id",
+    "feedback_sides",
+    "page_text",
+    "ranked_documents",
+    "scored_vectorstore",
+    "source_runs",
+]
 
 #: (chunk id, the source's own score or None, Document), best first
 Scored = list[tuple[str, float | None, Document]]
 
 #: metadata keys a source's own score may come in, first found wins
 _SCORE_KEYS = (BM25_SCORE_KEY, RELEVANCE_SCORE_KEY, "similarity_score", SCORE_KEY)
+#: {source name: the source's own score (cosine, BM25, ...)} for the sources that returned it
+SOURCE_SCORES_KEY = "source_scores"
 
 
 class SourceRun:
@@ -162,6 +184,73 @@ class VectorStoreSide(SourceRun):
     def _documents(self) -> dict[str, Document]:
         # its own list first: its Documents carry the store ids its vectors are read back under
         return documents_by_id([self.found, *(s.found for s in self.sources)])
+
+
+def source_runs(
+    retrievers: Sequence[Any], names: Sequence[str], query: str, config: RunnableConfig, run_manager: Any,
+    where: MetadataFilter | None, fusion: FusionConfig, *, id_key: str, candidates_kwarg: str | None,
+) -> list[SourceRun]:
+    """One invocation's sources, each with a child config tagged ``retriever_1``, ... (as
+    `EnsembleRetriever` tags them); the vector stores dense feedback moves are `VectorStoreSide`s."""
+    fed = {i for i, _ in feedback_sides(retrievers, fusion)}
+    sources: list[SourceRun] = []
+    for i, (name, retriever) in enumerate(zip(names, retrievers)):
+        child = patch_config(config, callbacks=run_manager.get_child(tag=f"retriever_{i + 1}"))
+        sources.append((VectorStoreSide if i in fed else SourceRun)(
+            name, retriever, query, child, where, depth=fusion.depth, id_key=id_key, candidates_kwarg=candidates_kwarg,
+            sources=sources,
+        ))
+    return sources
+
+
+def feedback_sides(retrievers: Sequence[Any], fusion: FusionConfig) -> list[tuple[int, VectorStoreRetriever]]:
+    """The vector-store sources dense PRF searches again (scored, with embeddings to embed the
+    query), when the weight is not 0 and they are fused with another source."""
+    if not fusion.dense_prf or len(retrievers) < 2:
+        return []
+    return [(i, r) for i, r in enumerate(retrievers)
+            if isinstance(r, VectorStoreRetriever) and scored_vectorstore(r) and r.vectorstore.embeddings is not None]
+
+
+def page_text(sources: Sequence[SourceRun]) -> Callable[[Hashable], str]:
+    """The text the reranker reads for a chunk id: the page_content of the first Document listed
+    under it, looked up once the sources have run."""
+    docs: dict[Hashable, Document] = {}
+
+    def text_of(cid: Hashable) -> str:
+        if cid not in docs:
+            docs.update(documents_by_id([s.found for s in sources]))
+        return docs[cid].page_content
+
+    return text_of
+
+
+def ranked_documents(result: FlowResult, sources: Sequence[SourceRun]) -> list[Document]:
+    """The flow's hits as Documents (the first listed under each chunk id, with its id) carrying
+    ``score``, ``fused_score``, ``ranks``, ``source_scores`` (each source's first, best, score)
+    and ``rerank_score`` or ``rerank_error`` when there is one in their metadata."""
+    docs = documents_by_id([s.found for s in sources])
+    own: list[dict[str, float]] = [{} for _ in sources]
+    for scores, source in zip(own, sources):
+        for cid, score, _ in source.found:
+            if score is not None:
+                scores.setdefault(cid, score)  # a source's first (best) listing
+    out = []
+    for hit in result.hits or ():
+        doc = docs[hit.id]  # type: ignore[index]
+        meta = {
+            **doc.metadata,
+            SCORE_KEY: hit.score,
+            FUSED_SCORE_KEY: hit.fused_score,
+            RANKS_KEY: dict(hit.ranks),
+            SOURCE_SCORES_KEY: {s.name: scores[hit.id] for s, scores in zip(sources, own) if hit.id in scores},  # type: ignore[index]
+        }
+        if hit.rerank_score is not None:
+            meta[RERANK_SCORE_KEY] = hit.rerank_score
+        if hit.rerank_error is not None:
+            meta[RERANK_ERROR_KEY] = hit.rerank_error
+        out.append(doc.model_copy(update={"metadata": meta, "id": hit.id}))
+    return out
 
 
 def _as_list(vector: Any) -> list[float]:
