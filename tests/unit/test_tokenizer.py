@@ -147,3 +147,11 @@ def test_version_1_keeps_the_old_splitting_for_indexes_saved_with_it(tmp_path):
 def test_an_unknown_version_names_the_fix():
     with pytest.raises(ValueError, match="upgrade"):
         Tokenizer(TokenizerConfig(version=99))
+
+
+def test_the_stored_mark_ranges_of_this_python_are_its_unicode_database():
+    import unicodedata
+
+    from contextual_retrieval_core.chunking.unicode_marks import MARK_RANGES, scan_marks
+
+    assert MARK_RANGES[unicodedata.unidata_version] == scan_marks()  # a new Python: add its entry (see the module)
