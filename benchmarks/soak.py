@@ -514,6 +514,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rw-queries", type=int, default=200, help="queries per reader during updates")
     parser.add_argument("--cli-processes", type=int, default=20, help="real `contextual-retrieval query` runs during updates")
     parser.add_argument("--cases", default="concurrent,read_during_write,memory")
+    parser.add_argument("--paths", default=",".join(PATH_NAMES),
+                        help="the query paths of the concurrent and memory cases (default: all); rows of other paths "
+                             "already in --json are kept")
     parser.add_argument("--concurrent-queries", type=int, help="the first N queries in the concurrent case (default: all)")
     parser.add_argument("--concurrent-docs", type=int, help="the concurrent case on the first N documents only "
                         "(default: all; the builds of five paths dominate its time on a small machine)")
@@ -523,6 +526,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--memory-child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     wanted = set(args.cases.split(","))
+    paths = [p for p in args.paths.split(",") if p]
+    unknown = sorted(set(paths) - set(PATH_NAMES))
+    if unknown:
+        parser.error(f"unknown --paths {', '.join(unknown)}; choose from {', '.join(PATH_NAMES)}")
     corpus = cookbook_corpus(args.dataset)
     queries = corpus.queries
     if args.memory_child:
@@ -535,13 +542,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="soak-") as tmp:
         work = Path(tmp)
         if "memory" in wanted:  # first: its processes do not share this one's memory
-            for row in memory_in_children(args.dataset, PATH_NAMES, args.memory_queries, args.jobs, args.memory_seconds):
+            for row in memory_in_children(args.dataset, paths, args.memory_queries, args.jobs, args.memory_seconds):
                 cases.append(row)
                 print(json.dumps(row), flush=True)
         if "concurrent" in wanted:
             docs = list(corpus.documents)[: args.concurrent_docs]
             part = Corpus({d: corpus.documents[d] for d in docs}, {d: corpus.chunks[d] for d in docs}, queries)
-            for path in build_paths(part, work):
+            for path in build_paths(part, work, paths):
                 cases.append(concurrent_case(path, queries[: args.concurrent_queries], args.threads))
                 print(json.dumps(cases[-1]), flush=True)
         if "read_during_write" in wanted:
@@ -549,10 +556,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             for row in read_during_write_case(corpus, work, rw_queries, args.rw_queries, args.cli_processes, min_updates=4):
                 cases.append(row)
                 print(json.dumps(row), flush=True)
-    ran = {c["name"].split("/")[0] for c in cases}
-    if Path(args.json).is_file():  # the rows of cases not run this time are kept
+    ran = {c["name"] for c in cases}
+    if Path(args.json).is_file():  # the rows of cases and paths not run this time are kept
         kept = [c for c in json.loads(Path(args.json).read_text(encoding="utf-8")).get("cases", [])
-                if c["name"].split("/")[0] not in ran]
+                if c["name"] not in ran]
         cases = kept + cases
     out = {"dataset": Path(args.dataset).name, "threads": args.threads, "cpu_count": os.cpu_count(),
            "load_average_at_end": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,

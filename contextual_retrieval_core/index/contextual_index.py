@@ -110,8 +110,8 @@ class ContextualIndex:
         windows: a `WindowConfig` (True: default), False, or None: as recorded (`window_rows`).
 
     Threads and other processes: `search` may be called from many threads at once (they share
-    the open BM25 index, the Chroma client and the embedder's ONNX session, none of which a query
-    changes). While another process (or another `ContextualIndex` on the folder) updates it, each
+    the open BM25 index, the version's query snapshot or Chroma client, and the embedder's ONNX
+    session, none of which a query changes). While another process (or another `ContextualIndex` on the folder) updates it, each
     query answers from the version before or the version after the update, never from a mix and
     never with an error (`index.version`). `update` and `remove` take the folder's lock; do not
     call them while other threads search the same object: search from another `ContextualIndex`.
