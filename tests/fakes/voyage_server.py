@@ -281,3 +281,21 @@ class FakeVoyageServer(LoopbackServer):
         if self.shuffle_contextualized:
             data.reverse()
         return {"object": "list", "data": data, "model": model, "usage": {"total_tokens": sum(doc_tokens)}}
+
+
+def quick_retry_clients() -> tuple[type, type]:
+    """`voyageai.Client` and `AsyncClient` whose retries are the SDK's own (which errors, how many
+    attempts) without its backoff wait (1-16 s of tenacity `wait_exponential_jitter`), so the
+    tests that drive the SDK's retries against this server do not sleep through them."""
+    import voyageai
+    from tenacity import wait_none
+
+    class QuickRetryClient(voyageai.Client):  # type: ignore[misc]
+        def _make_retry_controller(self):  # type: ignore[no-untyped-def]
+            return super()._make_retry_controller().copy(wait=wait_none())
+
+    class QuickRetryAsyncClient(voyageai.AsyncClient):  # type: ignore[misc]
+        def _make_retry_controller(self):  # type: ignore[no-untyped-def]
+            return super()._make_retry_controller().copy(wait=wait_none())
+
+    return QuickRetryClient, QuickRetryAsyncClient

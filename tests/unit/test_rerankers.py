@@ -22,7 +22,7 @@ from contextual_retrieval_core.rerank import (
     VoyageReranker,
 )
 from tests.fakes.cohere_server import FakeCohereServer
-from tests.fakes.voyage_server import FakeVoyageServer
+from tests.fakes.voyage_server import FakeVoyageServer, quick_retry_clients
 
 QUERY = "how does contextual retrieval improve bm25 search"
 TEXTS = [
@@ -32,6 +32,9 @@ TEXTS = [
     "A recipe for lemon cake with three eggs.",
     "Retrieval pipelines search an index, then rerank.",
 ]
+
+# the SDK's own retries without its 1-16 s backoff sleeps
+QUICK_CLIENT, QUICK_ASYNC_CLIENT = quick_retry_clients()
 
 
 def expected_ranking(score: Any, query: str, texts: list[str], top_n: int | None = None) -> list[RerankResult]:
@@ -51,8 +54,8 @@ def voyage_server() -> Iterator[FakeVoyageServer]:
 def voyage(server: FakeVoyageServer, model: str = "rerank-2.5", *, max_retries: int = 0) -> VoyageReranker:
     return VoyageReranker(
         model,
-        client=voyageai.Client(api_key=server.api_key, base_url=server.base_url, max_retries=max_retries),
-        async_client=voyageai.AsyncClient(api_key=server.api_key, base_url=server.base_url, max_retries=max_retries),
+        client=QUICK_CLIENT(api_key=server.api_key, base_url=server.base_url, max_retries=max_retries),
+        async_client=QUICK_ASYNC_CLIENT(api_key=server.api_key, base_url=server.base_url, max_retries=max_retries),
     )
 
 

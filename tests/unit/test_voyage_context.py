@@ -12,13 +12,16 @@ import voyageai
 import voyageai.error
 
 from contextual_retrieval_core.embeddings import VoyageContextualizedEmbedder
-from tests.fakes.voyage_server import FakeVoyageServer
+from tests.fakes.voyage_server import FakeVoyageServer, quick_retry_clients
 
 DOCS = {
     "a.py": ["def load(path): read the config file", "def save(path): write the config file", "class Cache: keeps results"],
     "b.md": ["Install with pip", "Run the tests with pytest"],
     "c.txt": ["A single chunk about BM25 ranking"],
 }
+
+# the SDK's own retries without its 1-16 s backoff sleeps
+QUICK_CLIENT, QUICK_ASYNC_CLIENT = quick_retry_clients()
 
 
 @pytest.fixture
@@ -29,8 +32,8 @@ def server() -> Iterator[FakeVoyageServer]:
 
 def make(server: FakeVoyageServer, *, max_retries: int = 0, **options: Any) -> VoyageContextualizedEmbedder:
     return VoyageContextualizedEmbedder(
-        client=voyageai.Client(api_key=server.api_key, base_url=server.base_url, max_retries=max_retries),
-        async_client=voyageai.AsyncClient(api_key=server.api_key, base_url=server.base_url, max_retries=max_retries),
+        client=QUICK_CLIENT(api_key=server.api_key, base_url=server.base_url, max_retries=max_retries),
+        async_client=QUICK_ASYNC_CLIENT(api_key=server.api_key, base_url=server.base_url, max_retries=max_retries),
         **options,
     )
 

@@ -13,7 +13,7 @@ import voyageai.error
 from contextual_retrieval_core.embeddings import Embedder, VoyageEmbedder
 from contextual_retrieval_core.embeddings.cache import CachedEmbedder
 from contextual_retrieval_core.embeddings.voyage import estimate_tokens, plan_batches
-from tests.fakes.voyage_server import FakeVoyageServer
+from tests.fakes.voyage_server import FakeVoyageServer, quick_retry_clients
 
 TEXTS = [
     "BM25 ranks documents by term overlap with the query.",
@@ -21,6 +21,9 @@ TEXTS = [
     "Reciprocal rank fusion merges several ranked lists.",
     "Contextual retrieval prepends a short context to every chunk.",
 ]
+
+# the SDK's own retries without its 1-16 s backoff sleeps
+QUICK_CLIENT, QUICK_ASYNC_CLIENT = quick_retry_clients()
 
 
 @pytest.fixture
@@ -35,8 +38,8 @@ def make(
     """A VoyageEmbedder on real SDK clients pointed at the loopback server."""
     return VoyageEmbedder(
         model,
-        client=voyageai.Client(api_key=server.api_key, base_url=server.base_url, max_retries=max_retries),
-        async_client=voyageai.AsyncClient(api_key=server.api_key, base_url=server.base_url, max_retries=max_retries),
+        client=QUICK_CLIENT(api_key=server.api_key, base_url=server.base_url, max_retries=max_retries),
+        async_client=QUICK_ASYNC_CLIENT(api_key=server.api_key, base_url=server.base_url, max_retries=max_retries),
         **options,
     )
 
