@@ -8,12 +8,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ["contextual_retrieval_core", "contextual_retrieval_llamaindex", "contextual_retrieval_langchain"]
-
-
-def sources() -> list[Path]:
-    return sorted(p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py"))
+from tests.source_tree import ROOT, parsed, sources
 
 
 def where(path: Path, node: ast.AST) -> str:
@@ -27,7 +22,7 @@ def test_the_positive_integer_check_has_one_home() -> None:
     for path in sources():
         if path.name == "checks.py" and path.parent.name == "contextual_retrieval_core":
             continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = parsed(path)
         docstrings = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
         for node in ast.walk(tree):
             if id(node) in docstrings:
@@ -49,7 +44,7 @@ def test_the_positive_integer_check_has_one_home() -> None:
 def test_generators_are_read_through_their_protocol_not_probed() -> None:
     probes = []
     for path in sources():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args):
                 continue
             if node.func.id == "hasattr" and "gen" in ast.unparse(node.args[0]).lower():

@@ -4,12 +4,12 @@ under TYPE_CHECKING count), no core module importing from a later stage, few fla
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("contextual_retrieval_core", "contextual_retrieval_llamaindex", "contextual_retrieval_langchain")
+from tests.source_tree import PACKAGES, ROOT, parsed
 
 #: the core's stages in the order data flows; a module may import its own stage and earlier ones
 STAGES = [
@@ -42,7 +42,7 @@ def modules() -> dict[str, Path]:
 
 def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
     """Our modules `name` imports anywhere in its file (functions, TYPE_CHECKING included)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parsed(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
     for node in ast.walk(tree):
@@ -61,6 +61,7 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
     return found
 
 
+@functools.cache
 def graph() -> dict[str, set[str]]:
     mods = modules()
     known = set(mods)
@@ -138,7 +139,7 @@ def test_the_core_imports_no_framework() -> None:
     for name, path in modules().items():
         if not name.startswith("contextual_retrieval_core"):
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             assert not [n for n in names if n.split(".")[0] in frameworks], (name, names)
