@@ -4,7 +4,6 @@ with its outputs; contextual crops beat crops named only by file (each script as
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import subprocess
 import sys
@@ -13,15 +12,14 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from tests.scripts import load_script
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SCRIPTS = [EXAMPLES / "llamaindex_image_crops.py", EXAMPLES / "langchain_image_crops.py"]
 
 
 def _builder():
-    spec = importlib.util.spec_from_file_location("build_notebooks", EXAMPLES / "build_notebooks.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(EXAMPLES / "build_notebooks.py")
 
 
 def _counts(text: str) -> dict[str, tuple[int, int]]:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -11,15 +10,14 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from tests.scripts import load_script
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SCRIPTS = sorted(p for p in EXAMPLES.glob("*_before_after.py"))
 
 
 def _builder():
-    spec = importlib.util.spec_from_file_location("build_notebooks", EXAMPLES / "build_notebooks.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(EXAMPLES / "build_notebooks.py")
 
 
 def test_every_example_has_its_notebook_in_sync():

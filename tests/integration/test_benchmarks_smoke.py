@@ -3,12 +3,13 @@ reports its ratios. Timing ratios are benchmark output, never asserted here."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
 
 import pytest
+
+from tests.scripts import load_script
 
 pytest.importorskip("rank_bm25")
 
@@ -17,10 +18,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bm25_speed.py"
 
 @pytest.fixture(scope="module")
 def bm25_speed():
-    spec = importlib.util.spec_from_file_location("bm25_speed_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT, "bm25_speed_benchmark")
 
 
 def test_synthetic_corpus_is_deterministic_and_zipfian(bm25_speed):
@@ -85,9 +83,7 @@ def test_quality_writes_failure_rates_and_truncation(tiny_dataset, tmp_path):
     assert payload["dataset"] == tiny_dataset.name
     rates = payload["failure_rate_at_20"]["configs"]
     assert rates == {c["name"]: round(100 - c["pass_at"]["20"], 2) for c in payload["configs"]}
-    spec = importlib.util.spec_from_file_location("quality_benchmark", SCRIPT.parent / "quality.py")
-    quality = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(quality)
+    quality = load_script(SCRIPT.parent / "quality.py", "quality_benchmark")
     rows = [{"name": "dense", "pass_at": {"20": 80.18}}, {"name": "contextual-hybrid", "pass_at": {"20": 94.25}}]
     assert quality.failure_rates(rows)["relative_fall_dense_to_contextual_hybrid_percent"] == 71.0  # (19.82 - 5.75) / 19.82
     t = payload["truncation"]

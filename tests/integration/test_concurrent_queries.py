@@ -6,25 +6,14 @@ the cookbook corpus and reports the throughput ratio)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-SOAK = Path(__file__).resolve().parents[2] / "benchmarks" / "soak.py"
+from tests.scripts import load_script
 
-
-def load_soak():
-    spec = importlib.util.spec_from_file_location("soak", SOAK)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["soak"] = module  # the dataclasses look their module up by name
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
-
-
-soak = load_soak()
+soak = load_script("benchmarks/soak.py")
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ import pytest
 from contextual_retrieval_core.app.evaluation import evaluate, load_contexts_jsonl, load_cookbook
 from contextual_retrieval_core.generators.prompts import DEFAULT_PROMPT
 from contextual_retrieval_core.store.context_store import ContextStore
+from tests.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -45,11 +46,7 @@ def test_cookbook_figures(cookbook_dir, cookbook_embedder):
 @pytest.mark.slow
 def test_cookbook_langchain_path_scores_the_core(tmp_path, cookbook_dir, cookbook_embedder) -> None:
     """The whole cookbook set through the LangChain path (on the session's embedding cache)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("langchain_cookbook_benchmark", REPO / "benchmarks" / "langchain_cookbook.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # puts benchmarks/ on sys.path for its helpers
+    module = load_script("benchmarks/langchain_cookbook.py", "langchain_cookbook_benchmark")  # puts benchmarks/ on sys.path
     out = tmp_path / "lc.json"
     assert module.main(["--dataset", str(cookbook_dir), "--json", str(out), "--cache", cookbook_embedder.path]) == 0
     result = json.loads(out.read_text())

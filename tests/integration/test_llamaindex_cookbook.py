@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+
+from tests.scripts import load_script
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "llamaindex_cookbook.py"
 
 
 @pytest.mark.slow
 def test_llamaindex_path_matches_the_core_on_the_cookbook(cookbook_dir, cookbook_embedder, tmp_path):
-    spec = importlib.util.spec_from_file_location("llamaindex_cookbook_benchmark", SCRIPT)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script(SCRIPT, "llamaindex_cookbook_benchmark")
     from contextual_retrieval_core.app.evaluation import load_cookbook
 
     dataset = load_cookbook(cookbook_dir)

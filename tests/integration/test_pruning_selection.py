@@ -8,14 +8,13 @@ and prepared (`ContextPruner.prepare` ahead of the queries, the query vector pas
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from contextual_retrieval_core.pruning import ContextPruner
+from tests.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = json.loads((REPO / "tests" / "data" / "pruning_selection.json").read_text(encoding="utf-8"))
@@ -23,11 +22,7 @@ GOLDEN = json.loads((REPO / "tests" / "data" / "pruning_selection.json").read_te
 
 @pytest.fixture(scope="module")
 def golden_script():
-    spec = importlib.util.spec_from_file_location("pruning_golden", REPO / "benchmarks" / "pruning_golden.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/pruning_golden.py")
 
 
 def _check(golden_script, rows, by_id, embedder) -> None:

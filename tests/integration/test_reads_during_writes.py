@@ -7,23 +7,13 @@ at least 200 queries per reader."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
-SOAK = Path(__file__).resolve().parents[2] / "benchmarks" / "soak.py"
-
-
-def load_soak():
-    spec = importlib.util.spec_from_file_location("soak", SOAK)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["soak"] = module  # the dataclasses look their module up by name
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
+from tests.scripts import load_script
 
 
 def test_every_answer_during_updates_is_the_old_or_the_new_index(tmp_path: Path) -> None:
-    soak = load_soak()
+    soak = load_script("benchmarks/soak.py")
     corpus = soak.demo_corpus()
     queries = corpus.queries[:6] + ["soak watchdog restarts a stalled worker after ninety seconds"]
     rows = soak.read_during_write_case(corpus, tmp_path, queries, count=40, cli_processes=1, min_updates=3)

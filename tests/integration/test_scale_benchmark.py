@@ -3,21 +3,19 @@ issue names, and its recall and growth figures are computed (timings are never a
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+
+from tests.scripts import load_script
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "scale.py"
 
 
 @pytest.fixture(scope="module")
 def scale():
-    spec = importlib.util.spec_from_file_location("scale_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT, "scale_benchmark")
 
 
 def test_scale_writes_the_issue_schema(scale, tmp_path) -> None:

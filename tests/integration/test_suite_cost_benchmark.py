@@ -4,22 +4,20 @@ with its CPU time and peak memory."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.scripts import load_script
+
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def suite_cost():
-    spec = importlib.util.spec_from_file_location("suite_cost", REPO / "benchmarks" / "suite_cost.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/suite_cost.py")
 
 
 OUTPUT = """\

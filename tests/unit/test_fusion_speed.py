@@ -5,19 +5,15 @@ both modes. (Its speed is measured in benchmarks/bm25_speed.py, as a ratio, not 
 
 from __future__ import annotations
 
-import importlib.util
 import random
-from pathlib import Path
 
 import pytest
 
 from contextual_retrieval_core.search.rank_fusion import fuse, reciprocal_rank_fusion, relative_score_fusion
 from contextual_retrieval_core.search.ranked import fuse_sources
+from tests.scripts import load_script
 
-_spec = importlib.util.spec_from_file_location(
-    "fusion_reference", Path(__file__).resolve().parents[2] / "benchmarks" / "fusion_reference.py")
-ref = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(ref)
+ref = load_script("benchmarks/fusion_reference.py")
 
 
 def _lists(rng: random.Random, n_lists: int, universe: int, length: int, ties: bool) -> list[list[tuple]]:
@@ -74,10 +70,7 @@ def test_fuse_sources_is_bit_identical_to_the_reference(mode) -> None:
 
 
 def test_the_speed_benchmark_times_both_and_checks_they_agree() -> None:
-    spec = importlib.util.spec_from_file_location(
-        "bm25_speed_for_fusion", Path(__file__).resolve().parents[2] / "benchmarks" / "bm25_speed.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script("benchmarks/bm25_speed.py", "bm25_speed_for_fusion")
     result = bench.bench_fusion_speedup(2000, pairs=2, repeats=1)
     assert result["identical_results"] is True
     assert set(result["us_per_fusion"]) == {"library", "reference"} and result["speedup_reference_over_library"] > 0

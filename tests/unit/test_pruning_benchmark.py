@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +10,7 @@ import pytest
 from contextual_retrieval_core.chunking.tokenizer import Tokenizer
 from contextual_retrieval_core.pruning import regex_token_counter
 from contextual_retrieval_core.types import Chunk, ContextualChunk
+from tests.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "benchmarks" / "pruning.py"
@@ -19,11 +18,7 @@ SCRIPT = REPO / "benchmarks" / "pruning.py"
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("pruning_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT, "pruning_benchmark")
 
 
 def test_metrics_on_a_hand_made_case(bench):

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
+
+from tests.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = (REPO / "benchmarks" / "RESULTS.md").read_text(encoding="utf-8")
@@ -16,10 +16,7 @@ def _json(name: str) -> dict:
 
 
 def test_pruning_speed_table_is_quoted_and_meets_the_target():
-    spec = importlib.util.spec_from_file_location("pruning_benchmark_figures", REPO / "benchmarks" / "pruning.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    module = load_script("benchmarks/pruning.py", "pruning_benchmark_figures")
     payload = _json("pruning_speed.json")
     assert module.speed_table(payload) in RESULTS
     assert payload["speed"]["ratio_to_fastest_peer"] <= 0.25
