@@ -7,10 +7,10 @@ an LLM extract passages, each verified against the retrieved text.
 
 
 from contextual_retrieval_core.pruning.llm import LLMContextCompressor
-from contextual_retrieval_core.pruning.pruner import (
+from contextual_retrieval_core.pruning.pruner import ContextPruner
+from contextual_retrieval_core.pruning.result import (
     ELISION,
     PRUNED_SPANS_KEY,
-    ContextPruner,
     Piece,
     PrunedChunk,
     PruningReport,

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from contextual_retrieval_core.embeddings.base import Embedder
-from contextual_retrieval_core.pruning.pruner import ContextPruner, PruningResult
+from contextual_retrieval_core.pruning.pruner import ContextPruner
+from contextual_retrieval_core.pruning.result import PruningResult
 from contextual_retrieval_core.types import Chunk, ContextualChunk, labelled
 
 __all__ = ["prune_hits", "evidence_records", "format_evidence"]

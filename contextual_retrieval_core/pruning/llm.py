@@ -32,14 +32,13 @@ from typing import Any
 from contextual_retrieval_core._sdk import import_sdk
 from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.generators.usage import estimate_tokens, model_info
-from contextual_retrieval_core.pruning.pruner import (
+from contextual_retrieval_core.pruning.pruner import _as_contextual, _line
+from contextual_retrieval_core.pruning.result import (
     Piece,
     PrunedChunk,
     PruningReport,
     PruningResult,
     TokenCounter,
-    _as_contextual,
-    _line,
     regex_token_counter,
 )
 from contextual_retrieval_core.types import Chunk, ContextualChunk

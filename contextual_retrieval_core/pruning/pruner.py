@@ -49,11 +49,9 @@ from contextual_retrieval_core.pruning.unit_cache import UnitCache
 from contextual_retrieval_core.pruning.units import TextKind, Unit, kind_for_path
 from contextual_retrieval_core.types import Chunk, ContextualChunk
 
-__all__ = ["PRUNED_SPANS_KEY", "ContextPruner", "UnitCache", "PruningResult", "PrunedChunk", "Piece", "PruningReport", "TokenCounter", "ELISION", "regex_token_counter"]
+__all__ = ["ContextPruner"]
 
-from contextual_retrieval_core.pruning.result import (  # noqa: F401  (re-exported: the result types live in result.py)
-    ELISION,
-    PRUNED_SPANS_KEY,
+from contextual_retrieval_core.pruning.result import (
     Piece,
     PrunedChunk,
     PruningReport,
