@@ -41,18 +41,19 @@ def _fusion_fields() -> dict[str, Any]:
     names = {core: own for own, core in SETTING_NAMES.items()}
     fields: dict[str, Any] = {}
     for f in dataclasses.fields(FusionConfig):
-        doc = f.metadata["doc"]
+        doc = FusionConfig.field_doc(f.name)
         default = Field(default_factory=list, description=doc) if f.name == "weights" else Field(default=f.default, description=doc)
         fields[names.get(f.name, f.name)] = (_FIELD_TYPES.get(f.name, hints[f.name]), default)
     return fields
 
 
-_FIELDS = list(_fusion_fields())
+_FUSION_FIELDS = _fusion_fields()
+_FIELDS = list(_FUSION_FIELDS)
 
 if TYPE_CHECKING:  # the generated fields are read through `config`; to a type checker this is the base
     FusionFields = BaseRetriever
 else:
-    FusionFields = create_model("_WithFusionFields", __base__=BaseRetriever, **_fusion_fields())
+    FusionFields = create_model("_WithFusionFields", __base__=BaseRetriever, **_FUSION_FIELDS)
 
 
 def resolved_settings(data: Any) -> Any:

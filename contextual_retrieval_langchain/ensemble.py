@@ -24,7 +24,7 @@ from langchain_core.retrievers import RetrieverLike
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import ensure_config
 from langchain_core.runnables.utils import ConfigurableFieldSpec, get_unique_config_specs
-from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
+from langchain_core.vectorstores import VectorStore
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 from typing_extensions import override
 
@@ -40,7 +40,6 @@ from contextual_retrieval_langchain.rerank import RerankCompressor
 from contextual_retrieval_langchain.sources import (
     SOURCE_SCORES_KEY,
     SourceRun,
-    feedback_sides,
     page_text,
     ranked_documents,
     source_runs,
@@ -261,10 +260,6 @@ class ContextualEnsembleRetriever(FusionFields):
 
     def _flow(self, sources: Sequence[SourceRun]) -> QueryFlow:
         return QueryFlow(self._cfg, sources)  # type: ignore[arg-type]
-
-    def _feedback_sides(self) -> list[tuple[int, VectorStoreRetriever]]:
-        """The vector-store sources dense PRF searches again (`sources.feedback_sides`)."""
-        return feedback_sides(self.retrievers, self._cfg)
 
     def _check_k(self, k: int | None) -> int:
         k = self._cfg.top_k if k is None else positive_int("k", k)

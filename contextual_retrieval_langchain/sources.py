@@ -206,7 +206,7 @@ def source_runs(
 def feedback_sides(retrievers: Sequence[Any], fusion: FusionConfig) -> list[tuple[int, VectorStoreRetriever]]:
     """The vector-store sources dense PRF searches again (scored, with embeddings to embed the
     query), when the weight is not 0 and they are fused with another source."""
-    if not fusion.dense_prf or len(retrievers) < 2:
+    if not fusion.feeds_back(len(retrievers)):
         return []
     return [(i, r) for i, r in enumerate(retrievers)
             if isinstance(r, VectorStoreRetriever) and scored_vectorstore(r) and r.vectorstore.embeddings is not None]

@@ -119,7 +119,7 @@ class HybridRetriever(BaseRetriever):
         self._weighted = self.config.replace(weights=tuple(self.weights))
         self.retrievers: dict[str, BaseRetriever] = named
         # dense PRF: the vector sides, when fused with another retriever and the weight is not 0
-        sides = {name: vector_side(r) for name, r in named.items()} if self.config.dense_prf and len(named) > 1 else {}
+        sides = {name: vector_side(r) for name, r in named.items()} if self.config.feeds_back(len(named)) else {}
         self._feedback: dict[str, VectorSide] = {name: side for name, side in sides.items() if side is not None}
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
@@ -132,6 +132,7 @@ class HybridRetriever(BaseRetriever):
     reranker = property(lambda self: self._postprocessor or self.config.reranker)
     dense_prf = property(lambda self: self.config.dense_prf)
     prf_top = property(lambda self: self.config.prf_top)
+    on_rerank_error = property(lambda self: self.config.on_rerank_error)
 
     @classmethod
     def from_defaults(

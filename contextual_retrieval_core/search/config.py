@@ -180,6 +180,11 @@ class FusionConfig:
         """A copy with `changes` (validated again)."""
         return dataclasses.replace(self, **changes)
 
+    def feeds_back(self, n_sources: int) -> bool:
+        """Whether dense PRF runs over `n_sources` fused sources: the weight is not 0 and the dense
+        side is fused with another source (a lone dense side has no fused ranking to learn from)."""
+        return bool(self.dense_prf) and n_sources > 1
+
     def feedback_top(self, sources: Sequence[NamedList]) -> list[str]:
         """The ids of the fused top `prf_top` of the first pass's `sources` (what dense PRF moves
         the query toward); empty when `dense_prf` is 0."""

@@ -166,7 +166,7 @@ class QueryFlow:
             raise ValueError(f"source names must be unique, got {names}")
         self.sources = list(sources)
         self.config = config.replace(weights=config.weights_for(len(sources), per="source"))
-        fed = bool(config.dense_prf) and len(sources) > 1
+        fed = config.feeds_back(len(sources))
         #: indexes of the dense sides that feed back
         self.feedback = [i for i, s in enumerate(self.sources) if fed and isinstance(s, DenseSide)]
 

@@ -19,6 +19,7 @@ from llama_index.core.vector_stores.types import BasePydanticVectorStore, Vector
 from contextual_retrieval_core import Chunk, ContextualChunk, HybridSearcher
 from contextual_retrieval_core.app.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES
 from contextual_retrieval_langchain import ContextualDocumentTransformer, ContextualEnsembleRetriever, LocalMiniLMEmbeddings
+from contextual_retrieval_langchain.sources import feedback_sides
 from contextual_retrieval_llamaindex import ContextualNodeParser, HybridRetriever, LocalMiniLMEmbedding, chroma_vector_store
 
 QUERIES = [q.query for q in DEMO_QUERIES] + [
@@ -120,7 +121,7 @@ async def test_prf_top_20_is_the_cores_in_both_frameworks(corpus, kind):
         lc = langchain(docs, make_lc())
     else:  # LangChain's Chroma: from_documents builds it
         lc = ContextualEnsembleRetriever.from_documents(docs, LocalMiniLMEmbeddings(), k=20)
-    assert lc.dense_prf == 0.5 and [i for i, _ in lc._feedback_sides()] == [0]
+    assert lc.dense_prf == 0.5 and [i for i, _ in feedback_sides(lc.retrievers, lc.config)] == [0]
     changed = 0
     for query in QUERIES:
         expected = [h.id for h in core[0.5].search(query)]
@@ -139,7 +140,7 @@ def test_prf_off_in_both_frameworks_is_the_cores_without_it(corpus):
     nodes, docs, core = corpus
     li = llamaindex(nodes, SimpleVectorStore(), dense_prf=0)
     lc = langchain(docs, InMemoryVectorStore(LocalMiniLMEmbeddings()), dense_prf=0)
-    assert li._feedback == {} and lc._feedback_sides() == []
+    assert li._feedback == {} and feedback_sides(lc.retrievers, lc.config) == []
     for query in QUERIES:
         expected = [h.id for h in core[0].search(query)]
         assert [r.node.node_id for r in li.retrieve(query)] == expected
@@ -251,7 +252,7 @@ def test_langchain_prf_applies_the_score_threshold_to_both_dense_searches(corpus
     from contextual_retrieval_langchain import ContextualBM25Retriever
 
     lc = ContextualEnsembleRetriever(retrievers=[dense, ContextualBM25Retriever.from_documents(docs)], k=20)
-    assert [i for i, _ in lc._feedback_sides()] == [0]
+    assert [i for i, _ in feedback_sides(lc.retrievers, lc.config)] == [0]
     cut = 0
     for query in QUERIES:
         lists = [d.metadata for d in lc.invoke(query)]

@@ -51,3 +51,10 @@ def test_llamaindex_keywords_are_the_configs_fields() -> None:
     assert (hybrid.config.top_k, hybrid.config.rrf_k, hybrid.config.prf_top) == (1, 60, 2)
     with pytest.raises(TypeError, match="similarity_top_k"):
         HybridRetriever([ContextualBM25Retriever(nodes)], top_k=1)
+    # every setting reads back under its LlamaIndex name (weights: one per retriever, as resolved)
+    from contextual_retrieval_core.search.config import FusionConfig
+    from contextual_retrieval_llamaindex.hybrid import SETTING_NAMES
+
+    own = {core: name for name, core in SETTING_NAMES.items()}
+    for name in FusionConfig.field_names():
+        assert hasattr(hybrid, own.get(name, name) if name != "weights" else "weights"), name
