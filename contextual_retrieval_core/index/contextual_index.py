@@ -73,7 +73,6 @@ from contextual_retrieval_core.index.report import IndexHit, IndexReport
 from contextual_retrieval_core.index.snapshot import (
     SNAPSHOT_MAX_CHUNKS,
     Snapshot,
-    SnapshotSide,
     has_snapshot,
     snapshot_order,
     write_snapshot,
@@ -176,9 +175,9 @@ class ContextualIndex:
         with self._version_lock:
             stamp = manifest_stamp(self.path)
             if stamp != self._stamp:
-                self._stamp = stamp
-                self._reload_manifest()
                 self._vector_index = None
+                self._reload_manifest()  # may raise (another embedder, a damaged manifest): read again next time
+                self._stamp = stamp
             manifest = self.manifest
             if manifest is None or manifest.chunk_count == 0:
                 return manifest, None, None
@@ -541,7 +540,7 @@ class ContextualIndex:
         assert bm25 is not None and vectors is not None
         dense: SyncDenseSide
         if isinstance(vectors, Snapshot):
-            dense = SnapshotSide("dense", self.embedder, vectors, fusion.depth)
+            dense = vectors.side("dense", self.embedder, fusion.depth)
         else:
             rows_in_chroma = len(vectors)
             if rows_in_chroma < total:

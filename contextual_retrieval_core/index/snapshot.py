@@ -2,14 +2,13 @@
 
 An update writes the new version's folder (the one the manifest's ``bm25`` field names) whole
 before the manifest switch: beside the BM25 index, the dense rows of that version (``vectors.npy``,
-float32 as the embedder gave them, one row per chunk and per extra window, and ``vectors.json``,
-their ids: the `VectorIndex` format) and the shown fields of its chunks (``chunks.sqlite3``: the
+float32, L2-normalised, one row per chunk and per extra window, and ``vectors.json``, their ids:
+the `VectorIndex` format) and the shown fields of its chunks (``chunks.sqlite3``: the
 indexed text and the metadata Chroma holds for each chunk). A query of an embedded index then
 reads only that folder:
 
-- exact cosine search over the rows (`VectorIndex`, as `HybridSearcher` searches below
-  `ANN_THRESHOLD`), each chunk ranked at its best row;
-- the dense feedback rows of the fused top chunks, read from the same rows;
+- exact cosine search over the rows, each chunk ranked at its best row, and dense feedback from
+  the same rows: the `InMemoryDenseSide` `HybridSearcher` searches below `ANN_THRESHOLD`;
 - the hits' text and metadata, read from ``chunks.sqlite3`` (opened read-only and immutable).
 
 So a query neither imports nor starts Chroma, which was most of `contextual-retrieval query`'s
@@ -30,7 +29,6 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from contextlib import closing
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 import numpy as np
@@ -38,13 +36,13 @@ import numpy as np
 from contextual_retrieval_core.checks import IndexFileError
 from contextual_retrieval_core.dense.hnsw import ANN_THRESHOLD
 from contextual_retrieval_core.dense.vectors import VectorIndex
-from contextual_retrieval_core.dense.window_rows import collapse_rows, row_owner, row_window
+from contextual_retrieval_core.dense.window_rows import row_owner, row_window
 from contextual_retrieval_core.embeddings.base import Embedder
 from contextual_retrieval_core.index.manifest import IndexDamagedError
-from contextual_retrieval_core.search.feedback import FeedbackRows, StoreRead
-from contextual_retrieval_core.search.flow import SyncDenseSide
+from contextual_retrieval_core.search.feedback import FeedbackRows, feedback_rows
+from contextual_retrieval_core.search.sides import InMemoryDenseSide
 
-__all__ = ["SNAPSHOT_MAX_CHUNKS", "CHUNKS_FILE", "Snapshot", "SnapshotSide", "write_snapshot", "has_snapshot", "snapshot_order"]
+__all__ = ["SNAPSHOT_MAX_CHUNKS", "CHUNKS_FILE", "Snapshot", "write_snapshot", "has_snapshot", "snapshot_order"]
 
 #: the most chunks a version keeps a snapshot for: exact search reads every row per query, which
 #: stays cheap below the threshold where `HybridSearcher` switches to HNSW
@@ -72,8 +70,9 @@ def snapshot_order(row_ids: Sequence[str], chunk_ids: Sequence[str]) -> list[str
 
 def write_snapshot(folder: Path, row_ids: Sequence[str], vectors: np.ndarray, chunks: Mapping[str, tuple[str, dict]]) -> None:
     """Write a snapshot into the version `folder` (new, not yet named by a manifest): the rows
-    `row_ids` with their `vectors`, and for each chunk id its (indexed text, metadata)."""
-    VectorIndex(list(row_ids), vectors, normalize=False).save(folder)
+    `row_ids` with their `vectors` (normalised here), and for each chunk id its (indexed text,
+    metadata)."""
+    VectorIndex(list(row_ids), vectors).save(folder)
     with closing(sqlite3.connect(folder / CHUNKS_FILE)) as db:
         db.execute("CREATE TABLE chunks (id TEXT PRIMARY KEY, document TEXT NOT NULL, metadata TEXT NOT NULL)")
         db.executemany("INSERT INTO chunks VALUES (?, ?, ?)",
@@ -82,17 +81,15 @@ def write_snapshot(folder: Path, row_ids: Sequence[str], vectors: np.ndarray, ch
 
 
 class Snapshot:
-    """An open snapshot: `rows` (the stored vectors, as written), `search_rows` (the same rows
-    L2-normalised, for cosine search) and the chunks' shown fields, read on demand."""
+    """An open snapshot: `rows` (the normalised row vectors, memory-mapped), `owners` (window row ->
+    its chunk), `feedback` (the rows as dense feedback reads them) and the chunks' shown fields,
+    read on demand."""
 
     def __init__(self, folder: Path, rows: VectorIndex, fix: str) -> None:
         self.folder, self.rows, self.fix = folder, rows, fix
-        self.search_rows = VectorIndex(rows.ids, rows.vectors)
-        self._rows_of: dict[str, list[int]] = {}
-        for i, rid in enumerate(rows.ids):
-            self._rows_of.setdefault(row_owner(rid), []).append(i)
-        for numbers in self._rows_of.values():
-            numbers.sort(key=lambda i: row_window(rows.ids[i]))
+        self.owners = {rid: row_owner(rid) for rid in rows.ids if row_owner(rid) != rid}
+        self.chunk_count = len(rows) - len(self.owners)
+        self.feedback: FeedbackRows = feedback_rows(rows.ids, rows.vectors, self.owners, normalized=True)
 
     @classmethod
     def open(cls, folder: Path, chunk_ids: Sequence[str], *, fix: str) -> Snapshot | None:
@@ -118,9 +115,11 @@ class Snapshot:
     def __len__(self) -> int:
         return len(self.rows)
 
-    @property
-    def chunk_count(self) -> int:
-        return len(self._rows_of)
+    def side(self, name: str, embedder: Embedder, depth: int) -> InMemoryDenseSide:
+        """The query flow's dense side over these rows: exact search, each chunk once at its best
+        row, feedback from the same rows."""
+        return InMemoryDenseSide(name, embedder, self.rows, depth, self.owners, len(self.owners), self.chunk_count,
+                                 self.feedback)
 
     def shown(self, chunk_ids: Sequence[str]) -> dict[str, tuple[str, dict]]:
         """Chunk id -> (indexed text, metadata) for `chunk_ids`; every one must be there."""
@@ -139,29 +138,3 @@ class Snapshot:
         if absent:
             raise IndexDamagedError(f"{file} lacks {len(absent)} chunks the manifest lists (first: {absent[0]}); {self.fix}")
         return out
-
-    def read(self, chunk_ids: Sequence[str]) -> StoreRead:
-        """The stored rows of `chunk_ids` as `search.feedback.stored_read` reads them from Chroma."""
-        ids = list(dict.fromkeys(chunk_ids))
-        numbers = {c: self._rows_of.get(c, []) for c in ids}
-        held = {self.rows.ids[i]: self.rows.vectors[i] for per in numbers.values() for i in per}
-        return StoreRead(ids, {c: [self.rows.ids[i] for i in per] for c, per in numbers.items()}, held)
-
-
-class SnapshotSide(SyncDenseSide):
-    """A snapshot as the query flow's dense side: every row searched exactly, each chunk once at
-    its best row, at most `depth` chunks; feedback rows read from the snapshot."""
-
-    def __init__(self, name: str, embedder: Embedder, snapshot: Snapshot, depth: int) -> None:
-        self.name, self.embedder, self.snapshot, self.depth = name, embedder, snapshot, depth
-        self._rows = depth + len(snapshot) - snapshot.chunk_count
-
-    def embed_queries(self, queries: Sequence[str]) -> np.ndarray:
-        return np.asarray(self.embedder.embed_queries(list(queries)), dtype=np.float32)
-
-    def search_vectors(self, vectors: Sequence[Any]) -> list[Any]:
-        found = self.snapshot.search_rows.search_many(np.asarray(vectors, dtype=np.float32), self._rows)
-        return [collapse_rows(hits, self.depth) for hits in found]
-
-    def feedback_rows(self, top: Sequence[str]) -> FeedbackRows:
-        return self.snapshot.read(top).rows()
