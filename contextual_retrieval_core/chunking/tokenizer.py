@@ -52,7 +52,9 @@ def _mark_class() -> str:
     table = MARK_RANGES.get(unicodedata.unidata_version) or scan_marks()
     ranges = []
     for part in table.split():
-        a, _, b = part.partition("-")
+        a, dash, b = part.partition("-")
+        if dash and not b:
+            raise ValueError(f"malformed mark range {part!r} in unicode_marks.MARK_RANGES")
         lo, hi = chr(int(a, 16)), chr(int(b or a, 16))
         ranges.append(re.escape(lo) if lo == hi else f"{re.escape(lo)}-{re.escape(hi)}")
     return "[" + "".join(ranges) + "]"

@@ -155,3 +155,18 @@ def test_the_stored_mark_ranges_of_this_python_are_its_unicode_database():
     from contextual_retrieval_core.chunking.unicode_marks import MARK_RANGES, scan_marks
 
     assert MARK_RANGES[unicodedata.unidata_version] == scan_marks()  # a new Python: add its entry (see the module)
+
+
+def test_every_stored_mark_table_is_well_formed_ranges_in_order():
+    import re
+
+    from contextual_retrieval_core.chunking.unicode_marks import MARK_RANGES
+
+    for version, table in MARK_RANGES.items():
+        last = -1
+        for part in table.split():
+            assert re.fullmatch(r"[0-9A-F]+(-[0-9A-F]+)?", part), (version, part)
+            lo, _, hi = part.partition("-")
+            start, end = int(lo, 16), int(hi or lo, 16)
+            assert last < start <= end, (version, part)
+            last = end
