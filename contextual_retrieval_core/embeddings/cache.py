@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from contextual_retrieval_core._sdk import in_thread
 from contextual_retrieval_core.embeddings.base import Embedder, as_texts
 
 __all__ = ["CachedEmbedder"]
@@ -127,14 +128,10 @@ class CachedEmbedder:
         return self._embed("query", texts, self.embedder.embed_queries)
 
     async def aembed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        import asyncio
-
-        return await asyncio.to_thread(self.embed_documents, texts)
+        return await in_thread(self.embed_documents, texts)
 
     async def aembed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        import asyncio
-
-        return await asyncio.to_thread(self.embed_queries, texts)
+        return await in_thread(self.embed_queries, texts)
 
     def close(self) -> None:
         self._conn.close()

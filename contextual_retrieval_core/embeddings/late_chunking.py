@@ -31,7 +31,6 @@ never saw.
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import os
 import threading
@@ -42,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from contextual_retrieval_core._sdk import in_thread
 from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.embeddings.base import as_texts, chunk_lists, consecutive_groups
 from contextual_retrieval_core.embeddings.minilm import TOKENIZER_PATH, LocalMiniLMEmbedder
@@ -213,7 +213,7 @@ class LateChunkingEmbedder:
     async def aembed_document_chunks(
         self, documents: Sequence[Sequence[str]], contexts: Sequence[Sequence[str]] | None = None
     ) -> list[np.ndarray]:
-        return await asyncio.to_thread(self.embed_document_chunks, documents, contexts)
+        return await in_thread(self.embed_document_chunks, documents, contexts)
 
     def embed_grouped(self, texts: Sequence[str], groups: Sequence[Any]) -> np.ndarray:
         """Vectors of `texts` in input order; texts with the same `groups` key are one document,
@@ -227,7 +227,7 @@ class LateChunkingEmbedder:
         return self._embed_groups(items, list(by_key.values()))
 
     async def aembed_grouped(self, texts: Sequence[str], groups: Sequence[Any]) -> np.ndarray:
-        return await asyncio.to_thread(self.embed_grouped, texts, groups)
+        return await in_thread(self.embed_grouped, texts, groups)
 
     def embed_contextual_chunks(self, chunks: Sequence[ContextualChunk]) -> np.ndarray:
         """Vectors of `chunks` in input order, grouped by document id (each document's chunks in
@@ -241,14 +241,14 @@ class LateChunkingEmbedder:
         return self._embed_groups(items, [[i] for i in range(len(items))])
 
     async def aembed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        return await asyncio.to_thread(self.embed_documents, texts)
+        return await in_thread(self.embed_documents, texts)
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         """Query vectors from `query_embedder` (the ordinary MiniLM embedding)."""
         return np.asarray(self.query_embedder.embed_queries(texts), dtype=np.float32)
 
     async def aembed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return await asyncio.to_thread(self.embed_queries, texts)
+        return await in_thread(self.embed_queries, texts)
 
     # -- the work -------------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from contextual_retrieval_core._sdk import LazyClients
+from contextual_retrieval_core._sdk import LazyClients, in_thread
 from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.embeddings.base import as_texts
 
@@ -270,7 +270,7 @@ class VoyageEmbedder(VoyageClients):
 
     async def _aembed(self, texts: Sequence[str], input_type: InputType) -> np.ndarray:
         if self._async_in_thread:
-            return await asyncio.to_thread(self._embed, texts, input_type)
+            return await in_thread(self._embed, texts, input_type)
         items = as_texts(texts)
         if not items:
             return self._empty()

@@ -29,6 +29,7 @@ from typing import Any, Literal
 import numpy as np
 
 from contextual_retrieval_core._compat import voyage_contextualized_acreate, voyage_contextualized_create
+from contextual_retrieval_core._sdk import in_thread
 from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.embeddings.base import as_texts, chunk_lists, consecutive_groups
 from contextual_retrieval_core.embeddings.voyage import VoyageClients, estimate_tokens, plan_batches
@@ -258,7 +259,7 @@ class VoyageContextualizedEmbedder(VoyageClients):
 
     async def _run_async(self, texts: list[str], groups: list[list[int]], input_type: InputType) -> np.ndarray:
         if self._async_in_thread:
-            return await asyncio.to_thread(self._run_sync, texts, groups, input_type)
+            return await in_thread(self._run_sync, texts, groups, input_type)
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         client = self._aio_client()

@@ -8,11 +8,10 @@ request; retrieval candidate lists are far shorter). Long documents are truncate
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from contextual_retrieval_core._sdk import LazyClients
+from contextual_retrieval_core._sdk import LazyClients, in_thread
 from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.rerank.base import RerankResult, best_first, candidate_texts, check_top_n
 
@@ -84,7 +83,7 @@ class CohereReranker(LazyClients):
         """Async `rerank`, through `cohere.AsyncClientV2` (or the sync client in a worker thread
         when only `client=` was given)."""
         if self._async_in_thread:
-            return await asyncio.to_thread(self.rerank, query, texts, top_n)
+            return await in_thread(self.rerank, query, texts, top_n)
         check_top_n(top_n)
         items = candidate_texts(texts)
         if not items:

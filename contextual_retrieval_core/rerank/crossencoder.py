@@ -6,12 +6,12 @@ only when a model is loaded by name.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from contextual_retrieval_core._sdk import in_thread
 from contextual_retrieval_core.rerank.base import RerankResult, best_first, candidate_texts, check_top_n
 
 __all__ = ["CrossEncoderReranker", "PairScorer"]
@@ -83,7 +83,7 @@ class CrossEncoderReranker:
 
     async def arerank(self, query: str, texts: Sequence[str], top_n: int | None = None) -> list[RerankResult]:
         """`rerank` in a worker thread, so the event loop stays free while the model runs."""
-        return await asyncio.to_thread(self.rerank, query, texts, top_n)
+        return await in_thread(self.rerank, query, texts, top_n)
 
 
 def _load_cross_encoder(model_name: str, *, max_length: int | None, device: str | None) -> PairScorer:

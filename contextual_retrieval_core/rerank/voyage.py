@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from contextual_retrieval_core._sdk import in_thread
 from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.embeddings.voyage import VoyageClients, estimate_tokens, plan_batches
 from contextual_retrieval_core.rerank.base import RerankResult, best_first, candidate_texts, check_top_n
@@ -106,7 +107,7 @@ class VoyageReranker(VoyageClients):
         """Async `rerank`; several requests (over 1,000 candidates) run concurrently. With only
         `client=` given, `rerank` runs in a worker thread instead."""
         if self._async_in_thread:
-            return await asyncio.to_thread(self.rerank, query, texts, top_n)
+            return await in_thread(self.rerank, query, texts, top_n)
         check_top_n(top_n)
         items = candidate_texts(texts)
         if not items:

@@ -98,7 +98,7 @@ def test_updates_write_a_snapshot_of_exactly_the_new_version(tmp_path):
     assert "30 days" in hit.text and hit.path == "notes/billing.md"
 
 
-def test_a_query_of_an_embedded_index_never_imports_chroma(tmp_path):
+def test_a_query_of_an_embedded_index_never_imports_chroma_asyncio_or_the_update_machinery(tmp_path):
     ix = tmp_path / "ix"
     ContextualIndex(ix, embedder=CountingEmbedder()).update([make_corpus(tmp_path)], show_progress=False)
     probe = (
@@ -106,7 +106,9 @@ def test_a_query_of_an_embedded_index_never_imports_chroma(tmp_path):
         "from contextual_retrieval_core.index.contextual_index import ContextualIndex\n"
         "from tests.unit.test_indexing import CountingEmbedder\n"
         f"hits = ContextualIndex({str(ix)!r}, embedder=CountingEmbedder()).search('refunds', top_k=2)\n"
-        "print(json.dumps([hits[0].path, sorted(m for m in sys.modules if m.split('.')[0] in ('chromadb', 'bm25s', 'scipy'))]))"
+        "unneeded = ('chromadb', 'bm25s', 'scipy', 'asyncio', 'tqdm', 'contextual_retrieval_core.index.changes',\n"
+        "            'contextual_retrieval_core.generators.structural')\n"
+        "print(json.dumps([hits[0].path, sorted(m for m in sys.modules if m in unneeded or m.split('.')[0] in unneeded)]))"
     )
     out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == ["notes/billing.md", []]
