@@ -125,13 +125,18 @@ def stop_postgres(url: str) -> None:
     subprocess.run([*pg_ctl, "-m", "immediate", "stop"], check=True, capture_output=True, env=env)
 
 
+def start_postgres(url: str) -> None:
+    """Start again the cluster `stop_postgres` stopped, on the same port and data."""
+    pg_ctl, start_opts, env = _CLUSTERS[url]
+    subprocess.run([*pg_ctl, *start_opts, "-w", "-t", "60", "start"], check=True, capture_output=True, env=env)
+
+
 def restart_postgres(url: str, down_s: float = 1.0) -> None:
     """Stop the cluster `running_postgres` started at `url` at once (every connection drops, as
     in a crash), keep it down for `down_s` seconds, start it again on the same port and data."""
-    pg_ctl, start_opts, env = _CLUSTERS[url]
     stop_postgres(url)
     time.sleep(down_s)
-    subprocess.run([*pg_ctl, *start_opts, "-w", "-t", "60", "start"], check=True, capture_output=True, env=env)
+    start_postgres(url)
 
 
 @contextmanager

@@ -108,8 +108,7 @@ class PostgresContextStore(ContextStore, schemes=("postgresql", "postgres")):
         self._conn: Any = None
         self.read_only_reason: str | None = "opened with read_only=True" if read_only else None
         try:
-            self._conn = psycopg.connect(self._url, autocommit=True, connect_timeout=max(1, int(timeout)))
-            self._conn.execute(f"SET lock_timeout = {int(timeout * 1000)}")
+            self._conn = self._open_connection()
         except psycopg.Error as exc:
             raise ContextStoreError(
                 f"cannot open the context store {self.path}: {str(exc).replace(self._url, self.path)}; check that "
@@ -282,6 +281,12 @@ class PostgresContextStore(ContextStore, schemes=("postgresql", "postgres")):
 
     # -- a server that went away -----------------------------------------------------------------
 
+    def _open_connection(self) -> Any:
+        """A new autocommit connection whose lock waits end after the store's `timeout`."""
+        conn = self._psycopg.connect(self._url, autocommit=True, connect_timeout=max(1, int(self._timeout)))
+        conn.execute(f"SET lock_timeout = {int(self._timeout * 1000)}")
+        return conn
+
     def _connection_lost(self) -> bool:
         conn = self._conn
         return conn is not None and bool(conn.closed or getattr(conn, "broken", False))
@@ -300,12 +305,10 @@ class PostgresContextStore(ContextStore, schemes=("postgresql", "postgres")):
             last: BaseException = error
             while True:
                 try:
-                    conn = psycopg.connect(self._url, autocommit=True, connect_timeout=max(1, int(self._timeout)))
-                    conn.execute(f"SET lock_timeout = {int(self._timeout * 1000)}")
+                    conn = self._open_connection()
                 except psycopg.Error as exc:
                     last = exc
-                    if time.monotonic() >= deadline:
-                        self._conn = None
+                    if time.monotonic() >= deadline:  # the closed connection stays: the next call tries again
                         text = str(last).replace(self._url, self.path).strip()
                         raise ContextStoreError(
                             f"context store {self.path}: the connection to the server was lost and the server did not "

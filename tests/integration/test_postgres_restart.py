@@ -15,7 +15,7 @@ from contextual_retrieval_core.store.context_store import ContextStore
 from contextual_retrieval_core.store.errors import ContextStoreError
 from tests.claims_worker import finish, start_workers
 from tests.fakes.anthropic_server import FakeAnthropicServer
-from tests.servers import pg_bin, restart_postgres, running_postgres, stop_postgres
+from tests.servers import pg_bin, restart_postgres, running_postgres, start_postgres, stop_postgres
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -74,7 +74,7 @@ def test_workers_ride_out_a_postgresql_restart_and_pay_each_chunk_once(own_postg
         assert store.claims() == {}  # every worker released its claims
 
 
-def test_a_server_that_stays_down_is_named_in_a_clear_error(own_postgres):
+def test_a_server_that_stays_down_is_named_in_a_clear_error_and_the_store_recovers_when_it_is_back(own_postgres):
     store = ContextStore(own_postgres, timeout=2)
     store.put("k", "a context", generator="g", model="m")
     stop_postgres(own_postgres)
@@ -84,3 +84,5 @@ def test_a_server_that_stays_down_is_named_in_a_clear_error(own_postgres):
     message = str(info.value)
     assert "127.0.0.1" in message and "did not answer" in message and "check that the server runs" in message, message
     assert time.monotonic() - started < 15  # bounded by the store's timeout
+    start_postgres(own_postgres)  # back after the store gave up: the same store object works again
+    assert store.get("k") == "a context"
