@@ -23,7 +23,7 @@ Usage:
         [--memory-queries 10000] [--rw-queries 200] [--cases concurrent,read_during_write,memory]
 
 The offline parts throughout: MiniLM embeddings, structural contexts, no reranker. The tests
-(tests/integration/test_soak_*.py) run the same functions on the demo corpus with fewer queries.
+(tests/integration/test_concurrent_queries.py, tests/integration/test_reads_during_writes.py) run the same functions on the demo corpus with fewer queries.
 """
 
 from __future__ import annotations

@@ -65,3 +65,19 @@ def test_a_run_of_a_tiny_test_file_is_measured(suite_cost, tmp_path, monkeypatch
     assert run["exit_code"] == 0 and run["counts"] == {"passed": 1} and run["tests"] == 1
     assert run["wall_s"] > 0 and run["cpu_s"] > 0 and run["peak_rss_mb"] > 0
     assert result["summary"]["tree"]["tests"] == 1 and "wall_ratio_base_over_tree" not in result
+
+
+def test_the_split_counts_each_test_once_on_its_side(tmp_path):
+    split = load_script("benchmarks/suite_split.py").split
+    junit = tmp_path / "run.xml"
+    junit.write_text(
+        '<testsuites><testsuite name="pytest" time="7.5">'
+        '<testcase classname="tests.unit.test_a" name="test_old[1]" time="1.0"/>'
+        '<testcase classname="tests.integration.test_b" name="test_new" time="4.0"/>'
+        '<testcase classname="contextual_retrieval_core.search.bm25" name="contextual_retrieval_core.search.bm25.BM25Index" time="0.5"/>'
+        "</testsuite></testsuites>", encoding="utf-8")
+    got = split(junit, {"test_old[1]", "contextual_retrieval_core.bm25.BM25Index"})  # the doctest's module moved
+    assert got["run_seconds"] == 7.5
+    assert got["tests_before"] == {"count": 2, "seconds": 1.5} and got["tests_added"] == {"count": 1, "seconds": 4.0}
+    assert got["seconds_by_tier"] == {"doctests": 0.5, "integration": 4.0, "unit": 1.0}
+    assert got["added_by_file"] == [{"file": "test_b", "seconds": 4.0}]
