@@ -34,7 +34,7 @@ def require(config: pytest.Config, ok: bool, reason: str) -> None:
             return plugin.require(config, ok, reason)
     raise RuntimeError("tests/conftest.py is not loaded: run pytest from the repository root")
 
-__all__ = ["chroma_server", "postgres_server", "running_postgres", "restart_postgres", "stop_postgres", "pg_bin", "free_port", "PG_BIN_DIRS"]
+__all__ = ["chroma_server", "chroma_executable", "postgres_server", "postgres_binaries", "start_postgres", "running_postgres", "restart_postgres", "stop_postgres", "pg_bin", "free_port", "PG_BIN_DIRS"]
 
 
 def free_port() -> int:
@@ -60,11 +60,18 @@ def _chroma_executable() -> str | None:
     return str(beside) if beside.is_file() else shutil.which("chroma")
 
 
+def chroma_executable(pytestconfig: pytest.Config) -> str:
+    """The `chroma` command (skip locally, fail under --ci when there is none)."""
+    exe = _chroma_executable()
+    require(pytestconfig, exe is not None, "no `chroma` command: pip install 'contextual-retrieval-kit[chroma]'")
+    assert exe is not None
+    return exe
+
+
 @pytest.fixture(scope="session")
 def chroma_server(pytestconfig: pytest.Config) -> Iterator[str]:
     """URL (``http://127.0.0.1:PORT``) of a Chroma server started with the chromadb package's CLI."""
-    exe = _chroma_executable()
-    require(pytestconfig, exe is not None, "no `chroma` command: pip install 'contextual-retrieval-kit[chroma]'")
+    exe = chroma_executable(pytestconfig)
     port = free_port()
     data = tempfile.mkdtemp(prefix="chroma-server-")
     log = open(Path(data) / "server.log", "wb")  # noqa: SIM115 - closed below
@@ -186,9 +193,9 @@ def running_postgres(bin_dir: Path) -> Iterator[str]:
         shutil.rmtree(data, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def postgres_server(pytestconfig: pytest.Config) -> Iterator[str]:
-    """URL of a throwaway PostgreSQL cluster for the session (`running_postgres`)."""
+def postgres_binaries(pytestconfig: pytest.Config) -> Path:
+    """The PostgreSQL server binaries a throwaway cluster runs on, and a user to own it when the
+    tests run as root (skip locally, fail under --ci when either is missing)."""
     bin_dir = pg_bin()
     require(
         pytestconfig,
@@ -205,8 +212,14 @@ def postgres_server(pytestconfig: pytest.Config) -> Iterator[str]:
             pwd.getpwnam(user)
         except KeyError:
             require(pytestconfig, False, f"running as root and no user {user!r} to own the PostgreSQL cluster")
+    return bin_dir
+
+
+@pytest.fixture(scope="session")
+def postgres_server(pytestconfig: pytest.Config) -> Iterator[str]:
+    """URL of a throwaway PostgreSQL cluster for the session (`running_postgres`)."""
     try:
-        with running_postgres(bin_dir) as url:
+        with running_postgres(postgres_binaries(pytestconfig)) as url:
             yield url
     except RuntimeError as exc:
         pytest.fail(str(exc))

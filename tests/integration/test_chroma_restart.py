@@ -22,7 +22,7 @@ from contextual_retrieval_core.app.cli import main  # noqa: E402
 from contextual_retrieval_core.app.demo_corpus import DEMO_DOCUMENTS  # noqa: E402
 from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder  # noqa: E402
 from contextual_retrieval_core.index.contextual_index import ContextualIndex  # noqa: E402
-from tests.servers import _chroma_executable, _stop, free_port, require  # noqa: E402
+from tests.servers import _stop, chroma_executable, free_port  # noqa: E402
 
 QUERIES = ["fork server child process", "battery life of the Widget Pro", "parental leave at the Austin office"]
 
@@ -60,9 +60,7 @@ class ChromaProcess:
 
 @pytest.fixture
 def server(pytestconfig: pytest.Config, tmp_path: Path):
-    exe = _chroma_executable()
-    require(pytestconfig, exe is not None, "no `chroma` command: pip install 'contextual-retrieval-kit[chroma]'")
-    chroma = ChromaProcess(str(exe), tmp_path)
+    chroma = ChromaProcess(chroma_executable(pytestconfig), tmp_path)
     chroma.start()
     try:
         yield chroma

@@ -15,7 +15,7 @@ import pytest
 from contextual_retrieval_core.app.cli import main
 from tests.fakes.anthropic_server import FakeAnthropicServer
 from tests.integration.test_chroma_restart import ChromaProcess
-from tests.servers import _chroma_executable
+from tests.servers import chroma_executable
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -28,10 +28,8 @@ def _guides(folder: Path, n: int) -> Path:
     return folder
 
 
-def test_index_survives_a_chroma_server_restart_without_paying_or_embedding_twice(tmp_path, monkeypatch, capsys):
-    exe = _chroma_executable()
-    if exe is None:
-        pytest.skip("no `chroma` command")
+def test_index_survives_a_chroma_server_restart_without_paying_or_embedding_twice(tmp_path, monkeypatch, capsys, pytestconfig):
+    exe = chroma_executable(pytestconfig)
     docs, index_dir = _guides(tmp_path / "docs", 8), tmp_path / "ix"
     (tmp_path / "chroma").mkdir()
     chroma = ChromaProcess(exe, tmp_path / "chroma")

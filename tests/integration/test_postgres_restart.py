@@ -4,7 +4,6 @@ chunk is paid for once (requests == chunks), and no claim is left held. Real wor
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 
@@ -15,24 +14,15 @@ from contextual_retrieval_core.store.context_store import ContextStore
 from contextual_retrieval_core.store.errors import ContextStoreError
 from tests.claims_worker import finish, start_workers
 from tests.fakes.anthropic_server import FakeAnthropicServer
-from tests.servers import pg_bin, restart_postgres, running_postgres, start_postgres, stop_postgres
+from tests.servers import postgres_binaries, restart_postgres, running_postgres, start_postgres, stop_postgres
 
 pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture
-def own_postgres():
-    bin_dir = pg_bin()
-    if bin_dir is None:
-        pytest.skip("no PostgreSQL server binaries (initdb, pg_ctl)")
-    if os.geteuid() == 0:
-        import pwd
-
-        try:
-            pwd.getpwnam(os.environ.get("CONTEXTUAL_RETRIEVAL_PG_USER", "postgres"))
-        except KeyError:
-            pytest.skip("running as root and no user to own the PostgreSQL cluster")
-    with running_postgres(bin_dir) as url:
+def own_postgres(pytestconfig):
+    """A cluster of this test's own (it is stopped and restarted), not the session's."""
+    with running_postgres(postgres_binaries(pytestconfig)) as url:
         yield url
 
 

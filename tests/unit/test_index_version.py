@@ -1,7 +1,8 @@
 """A `ContextualIndex` kept open while another one updates the folder: its next query answers
 from the new version (the manifest switched, the old BM25 folder and rows gone), and a query that
-runs into an update's clean-up runs again on the new version (`index.version`). Real Chroma, real
-BM25, the small deterministic embedder of test_indexing.py; tests/integration/
+runs into an update's clean-up runs again on the new version (`index.version`), whether the
+version's dense rows are read from its query snapshot or from Chroma (indexes over the snapshot
+limit). Real Chroma, real BM25, the small deterministic embedder of test_indexing.py; tests/integration/
 test_reads_during_writes.py runs the same with separate processes racing."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from contextual_retrieval_core.index import contextual_index as contextual_index_module
 from contextual_retrieval_core.index.contextual_index import ContextualIndex, IndexDamagedError
 from contextual_retrieval_core.index.manifest import MANIFEST_NAME
 from contextual_retrieval_core.index.version import READ_TRIES, manifest_stamp, read_retrying
@@ -24,13 +26,17 @@ def answer(index: ContextualIndex) -> list[tuple[str, str]]:
     return [(h.id, h.text) for h in index.search(QUERY, top_k=10)]
 
 
-def test_an_open_index_answers_from_the_new_version_after_another_updates_the_folder(tmp_path: Path) -> None:
+@pytest.mark.parametrize("rows", ["snapshot", "chroma"])
+def test_an_open_index_answers_from_the_new_version_after_another_updates_the_folder(tmp_path: Path, rows: str,
+                                                                                      monkeypatch) -> None:
+    if rows == "chroma":  # no snapshot: the version's rows come from Chroma (client_for_version)
+        monkeypatch.setattr(contextual_index_module, "SNAPSHOT_MAX_CHUNKS", 0)
     src, index_dir = make_corpus(tmp_path), tmp_path / "index"
     writer = ContextualIndex(index_dir, embedder=CountingEmbedder())
     writer.update([src], show_progress=False)
     reader = ContextualIndex(index_dir, embedder=CountingEmbedder())
     before = answer(reader)
-    assert "14 days" in before[0][1]
+    assert "14 days" in before[0][1] and (reader._snapshot is None) == (rows == "chroma")
 
     change_corpus(src)  # billing changed, readme removed: its rows and the old BM25 folder go
     writer.update([src], show_progress=False)
@@ -57,27 +63,17 @@ def test_a_query_that_meets_the_clean_up_of_its_version_runs_again_on_the_new_on
     assert len(tries) == 2 and tries[0] != tries[1]
 
 
-def test_a_damaged_index_still_fails_with_its_own_error_after_the_tries(tmp_path: Path) -> None:
+@pytest.mark.parametrize("error, tries_made", [(IndexDamagedError("bm25/bm25.json is missing"), READ_TRIES),
+                                               (ValueError("the question is empty"), 1)],
+                         ids=["damaged-retried-then-raised", "other-not-retried"])
+def test_an_error_that_stays_is_raised_as_it_is(tmp_path: Path, error: Exception, tries_made: int) -> None:
     (tmp_path / MANIFEST_NAME).write_text("{}", encoding="utf-8")
     tries = []
 
     def attempt() -> str:
         tries.append(1)
-        raise IndexDamagedError("bm25/bm25.json is missing")
+        raise error
 
-    with pytest.raises(IndexDamagedError, match="bm25.json is missing"):
+    with pytest.raises(type(error), match=str(error)):
         read_retrying(tmp_path, attempt, pause=0.001)
-    assert len(tries) == READ_TRIES
-
-
-def test_other_errors_are_not_retried(tmp_path: Path) -> None:
-    (tmp_path / MANIFEST_NAME).write_text("{}", encoding="utf-8")
-    tries = []
-
-    def attempt() -> str:
-        tries.append(1)
-        raise ValueError("the question is empty")
-
-    with pytest.raises(ValueError):
-        read_retrying(tmp_path, attempt)
-    assert len(tries) == 1
+    assert len(tries) == tries_made
