@@ -35,10 +35,6 @@ from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_core.search.feedback import FeedbackRows
 from contextual_retrieval_core.search.flow import FlowResult, Hits
 from contextual_retrieval_core.search.ranked import (
-    FUSED_SCORE_KEY,
-    RANKS_KEY,
-    RERANK_ERROR_KEY,
-    RERANK_SCORE_KEY,
     SCORE_KEY,
 )
 from contextual_retrieval_langchain._compat import retriever_ls_params
@@ -241,14 +237,9 @@ def ranked_documents(result: FlowResult, sources: Sequence[SourceRun]) -> list[D
         meta = {
             **doc.metadata,
             SCORE_KEY: hit.score,
-            FUSED_SCORE_KEY: hit.fused_score,
-            RANKS_KEY: dict(hit.ranks),
+            **hit.result_metadata(),
             SOURCE_SCORES_KEY: {s.name: scores[hit.id] for s, scores in zip(sources, own) if hit.id in scores},  # type: ignore[index]
         }
-        if hit.rerank_score is not None:
-            meta[RERANK_SCORE_KEY] = hit.rerank_score
-        if hit.rerank_error is not None:
-            meta[RERANK_ERROR_KEY] = hit.rerank_error
         out.append(doc.model_copy(update={"metadata": meta, "id": hit.id}))
     return out
 

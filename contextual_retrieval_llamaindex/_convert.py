@@ -87,11 +87,7 @@ def indexed_text(node: BaseNode) -> str:
 def with_result(node: BaseNode, hit: RankedHit) -> NodeWithScore:
     """A NodeWithScore for a fused hit; a copy of the node carries the fused score and ranks."""
     copy = node.model_copy(deep=False)
-    copy.metadata = {**node.metadata, FUSED_SCORE_KEY: hit.fused_score, RANKS_KEY: dict(hit.ranks)}
-    if hit.rerank_score is not None:
-        copy.metadata[RERANK_SCORE_KEY] = hit.rerank_score
-    if hit.rerank_error is not None:
-        copy.metadata[RERANK_ERROR_KEY] = hit.rerank_error
+    copy.metadata = {**node.metadata, **hit.result_metadata()}
     for attr in ("excluded_embed_metadata_keys", "excluded_llm_metadata_keys"):
         keys = list(getattr(node, attr))
         setattr(copy, attr, keys + [k for k in RESULT_KEYS if k not in keys])

@@ -87,6 +87,16 @@ class RankedHit(NamedTuple):
     rerank_score: float | None = None
     rerank_error: str | None = None
 
+    def result_metadata(self) -> dict[str, Any]:
+        """What a framework result carries of this hit in its metadata: `FUSED_SCORE_KEY`,
+        `RANKS_KEY`, and `RERANK_SCORE_KEY` / `RERANK_ERROR_KEY` when there is one."""
+        meta: dict[str, Any] = {FUSED_SCORE_KEY: self.fused_score, RANKS_KEY: dict(self.ranks)}
+        if self.rerank_score is not None:
+            meta[RERANK_SCORE_KEY] = self.rerank_score
+        if self.rerank_error is not None:
+            meta[RERANK_ERROR_KEY] = self.rerank_error
+        return meta
+
 
 def default_weights(n: int) -> list[float]:
     """(0.5, 0.5) for a dense + BM25 pair (`DEFAULT_WEIGHTS`), equal weights otherwise."""
