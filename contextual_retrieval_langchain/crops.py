@@ -27,13 +27,13 @@ from typing import Any
 from langchain_core.documents import Document as LCDocument
 
 from contextual_retrieval_core.chunking.frames import (
-    CROP_KEY,
-    FRAME_KEY,
     CropBatch,
     CropInput,
     FrameInput,
     crop_chunks,
     crop_metadata,
+    crop_of,
+    frame_of,
 )
 from contextual_retrieval_core.contextualize.contextualizer import ContextualizeResult
 from contextual_retrieval_langchain._documents import contextual_document
@@ -75,10 +75,10 @@ def image_batch(frames: Sequence[LCDocument], crops: Sequence[LCDocument], paren
 
 def crop_documents(result: ContextualizeResult, documents: Sequence[Any]) -> list[LCDocument]:
     """A Document per contextual crop (see the module docstring)."""
-    frames = {d.id: d.metadata[FRAME_KEY] for d in documents}
+    frames = {d.id: frame_of(d) for d in documents}
     out = []
     for chunk in result.chunks:
-        crop = chunk.chunk.metadata[CROP_KEY]
+        crop = crop_of(chunk.chunk)
         metadata = crop_metadata(crop, frames[chunk.document_id])
         if crop.image is not None and crop.image.path:
             metadata[IMAGE_PATH_KEY] = crop.image.path

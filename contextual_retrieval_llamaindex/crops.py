@@ -27,14 +27,14 @@ from typing import Any
 from llama_index.core.schema import BaseNode, Document, ImageNode, NodeRelationship, RelatedNodeInfo
 
 from contextual_retrieval_core.chunking.frames import (
-    CROP_KEY,
     CROP_METADATA_KEYS,
-    FRAME_KEY,
     CropBatch,
     CropInput,
     FrameInput,
     crop_chunks,
     crop_metadata,
+    crop_of,
+    frame_of,
 )
 from contextual_retrieval_core.chunking.images import ImageData
 from contextual_retrieval_core.contextualize.contextualizer import ContextualizeResult
@@ -74,10 +74,10 @@ def image_batch(nodes: Sequence[BaseNode]) -> CropBatch:
 
 def crop_nodes(result: ContextualizeResult, documents: Sequence[Any], position: ContextPosition, separator: str) -> list[ImageNode]:
     """An `ImageNode` per contextual crop (see the module docstring)."""
-    frames = {d.id: d.metadata[FRAME_KEY] for d in documents}
+    frames = {d.id: frame_of(d) for d in documents}
     out: list[ImageNode] = []
     for chunk in result.chunks:
-        crop = chunk.chunk.metadata[CROP_KEY]
+        crop = crop_of(chunk.chunk)
         frame = frames[chunk.document_id]
         image: ImageData | None = crop.image
         fields: dict[str, Any] = {}
