@@ -9,7 +9,8 @@ import numpy as np
 
 from contextual_retrieval_core._sdk import in_thread
 
-__all__ = ["Embedder", "aembed_documents", "aembed_queries", "as_texts"]
+__all__ = ["Embedder", "aembed_documents", "aembed_queries", "as_texts", "chunk_lists", "consecutive_groups",
+           "group_positions", "split_by_sizes"]
 
 
 @runtime_checkable
@@ -106,3 +107,19 @@ def consecutive_groups(docs: list[list[str]]) -> list[list[int]]:
         groups.append(list(range(start, start + len(doc))))
         start += len(doc)
     return groups
+
+
+def group_positions(texts: Sequence[str], groups: Sequence[Any]) -> list[list[int]]:
+    """The positions of `texts` grouped by their `groups` key (one key per text: a document's
+    key), groups in first-seen order, positions in input order; errors name the fix."""
+    if isinstance(groups, str) or len(groups) != len(texts):
+        raise ValueError(f"groups must hold one document key per text: got {len(groups)} keys for {len(texts)} texts")
+    by_key: dict[Any, list[int]] = {}
+    for i, key in enumerate(groups):
+        by_key.setdefault(key, []).append(i)
+    return list(by_key.values())
+
+
+def split_by_sizes(flat: np.ndarray, sizes: Sequence[int]) -> list[np.ndarray]:
+    """`flat`'s rows cut into consecutive arrays of `sizes` rows (one per document)."""
+    return list(np.split(flat, np.cumsum(sizes)[:-1])) if len(sizes) else []

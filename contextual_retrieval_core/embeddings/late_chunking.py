@@ -43,7 +43,7 @@ import numpy as np
 
 from contextual_retrieval_core._sdk import in_thread
 from contextual_retrieval_core.checks import positive_int
-from contextual_retrieval_core.embeddings.base import as_texts, chunk_lists, consecutive_groups
+from contextual_retrieval_core.embeddings.base import as_texts, chunk_lists, consecutive_groups, group_positions, split_by_sizes
 from contextual_retrieval_core.embeddings.minilm import TOKENIZER_PATH, LocalMiniLMEmbedder
 from contextual_retrieval_core.types import ContextualChunk, compose_indexed_text
 
@@ -208,7 +208,7 @@ class LateChunkingEmbedder:
                 raise ValueError("contexts must hold one context per chunk, shaped like documents (use '' for none)")
             docs = [[compose_indexed_text(c, t) for c, t in zip(cs, ts)] for cs, ts in zip(ctx, docs)]
         flat = self._embed_groups([t for d in docs for t in d], consecutive_groups(docs))
-        return list(np.split(flat, np.cumsum([len(d) for d in docs])[:-1])) if docs else []
+        return split_by_sizes(flat, [len(d) for d in docs])
 
     async def aembed_document_chunks(
         self, documents: Sequence[Sequence[str]], contexts: Sequence[Sequence[str]] | None = None
@@ -219,12 +219,7 @@ class LateChunkingEmbedder:
         """Vectors of `texts` in input order; texts with the same `groups` key are one document,
         in the order they appear here (pass a document's chunks in document order)."""
         items = as_texts(texts)
-        if isinstance(groups, str) or len(groups) != len(items):
-            raise ValueError(f"groups must hold one document key per text: got {len(groups)} keys for {len(items)} texts")
-        by_key: dict[Any, list[int]] = {}
-        for i, key in enumerate(groups):
-            by_key.setdefault(key, []).append(i)
-        return self._embed_groups(items, list(by_key.values()))
+        return self._embed_groups(items, group_positions(items, groups))
 
     async def aembed_grouped(self, texts: Sequence[str], groups: Sequence[Any]) -> np.ndarray:
         return await in_thread(self.embed_grouped, texts, groups)

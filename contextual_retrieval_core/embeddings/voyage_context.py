@@ -31,7 +31,7 @@ import numpy as np
 from contextual_retrieval_core._compat import voyage_contextualized_acreate, voyage_contextualized_create
 from contextual_retrieval_core._sdk import in_thread
 from contextual_retrieval_core.checks import positive_int
-from contextual_retrieval_core.embeddings.base import as_texts, chunk_lists, consecutive_groups
+from contextual_retrieval_core.embeddings.base import as_texts, chunk_lists, consecutive_groups, group_positions, split_by_sizes
 from contextual_retrieval_core.embeddings.voyage import VoyageClients, estimate_tokens, plan_batches
 
 __all__ = [
@@ -142,22 +142,22 @@ class VoyageContextualizedEmbedder(VoyageClients):
         """One (n_chunks, d) array per document; each document's chunks embedded together."""
         docs = chunk_lists(documents)
         flat = self._run_sync([c for d in docs for c in d], consecutive_groups(docs), "document")
-        return _split(flat, [len(d) for d in docs])
+        return split_by_sizes(flat, [len(d) for d in docs])
 
     async def aembed_document_chunks(self, documents: Sequence[Sequence[str]]) -> list[np.ndarray]:
         docs = chunk_lists(documents)
         flat = await self._run_async([c for d in docs for c in d], consecutive_groups(docs), "document")
-        return _split(flat, [len(d) for d in docs])
+        return split_by_sizes(flat, [len(d) for d in docs])
 
     def embed_grouped(self, texts: Sequence[str], groups: Sequence[str]) -> np.ndarray:
         """Vectors of `texts` in input order, texts of one `groups` key embedded together (in the
         order they appear here: pass a document's chunks in document order)."""
         items = as_texts(texts)
-        return self._run_sync(items, _group_positions(items, groups), "document")
+        return self._run_sync(items, group_positions(items, groups), "document")
 
     async def aembed_grouped(self, texts: Sequence[str], groups: Sequence[str]) -> np.ndarray:
         items = as_texts(texts)
-        return await self._run_async(items, _group_positions(items, groups), "document")
+        return await self._run_async(items, group_positions(items, groups), "document")
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """Each text as a document of its own (no grouping: use `embed_grouped` for context)."""
@@ -276,20 +276,6 @@ class VoyageContextualizedEmbedder(VoyageClients):
         for request, response in zip(requests, responses):
             out = self._fill(out, request, response)
         return _normalise(out)
-
-
-def _group_positions(texts: list[str], groups: Sequence[str]) -> list[list[int]]:
-    """Positions grouped by key, groups in first-seen order, positions in input order."""
-    if isinstance(groups, str) or len(groups) != len(texts):
-        raise ValueError(f"groups must hold one document key per text: got {len(groups)} keys for {len(texts)} texts")
-    by_key: dict[Any, list[int]] = {}
-    for i, key in enumerate(groups):
-        by_key.setdefault(key, []).append(i)
-    return list(by_key.values())
-
-
-def _split(flat: np.ndarray, sizes: list[int]) -> list[np.ndarray]:
-    return list(np.split(flat, np.cumsum(sizes)[:-1])) if sizes else []
 
 
 def _normalise(vectors: np.ndarray) -> np.ndarray:
