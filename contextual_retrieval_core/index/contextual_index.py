@@ -39,7 +39,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -85,6 +85,9 @@ from contextual_retrieval_core.search.feedback import FeedbackRows, stored_feedb
 from contextual_retrieval_core.search.flow import QueryFlow, SyncDenseSide
 from contextual_retrieval_core.search.ranked import DEFAULT_WEIGHTS
 from contextual_retrieval_core.search.sides import BM25Side
+
+if TYPE_CHECKING:  # the update machinery is imported by update(), never by a query
+    from contextual_retrieval_core.index.space import UpdateSpace
 
 __all__ = ["ContextualIndex", "IndexMismatchError", "IndexDamagedError"]
 
@@ -140,7 +143,7 @@ class ContextualIndex:
         self._generator = generator
         self.chunk_chars = int(chunk_chars)
         self.concurrency = concurrency
-        self.weights = FusionConfig(weights=None if weights is None else tuple(weights)).weights_for(2, per="side (dense, BM25)")
+        self.weights = FusionConfig(weights=cast("tuple[float, ...] | None", weights)).weights_for(2, per="side (dense, BM25)")
         self._cached: Any = None
         self.chroma_url = chroma_url
         requested_windows(windows, None)  # checked here, resolved against the manifest by update
@@ -308,10 +311,10 @@ class ContextualIndex:
         check_not_nested(self.path, paths)
         with folder_lock(self.path, lock_wait):
             self._reload_manifest()  # another run may have updated it while this one waited
-            self._space = UpdateSpace(self.path)
+            space = UpdateSpace(self.path)
             try:
-                with self._space.errors():  # a full disk: IndexFullError naming the folder and the space
-                    return self._update(paths, show_progress, batch_size, max_file_bytes, prune_missing)
+                with space.errors():  # a full disk: IndexFullError naming the folder and the space
+                    return self._update(paths, space, show_progress, batch_size, max_file_bytes, prune_missing)
             finally:
                 self.close()  # the embedding cache is checkpointed now, under the lock, not at some later GC
 
@@ -321,6 +324,7 @@ class ContextualIndex:
         if isinstance(paths, (str, os.PathLike)) or not paths:
             raise ValueError("pass a non-empty list of paths: remove([path, ...])")
         from contextual_retrieval_core.index.lock import folder_lock
+        from contextual_retrieval_core.index.space import UpdateSpace
 
         started = time.perf_counter()
         with folder_lock(self.path, lock_wait):
@@ -340,12 +344,13 @@ class ContextualIndex:
                                  "`contextual-retrieval query INDEX ... --json` shows the indexed paths")
             report = IndexReport(files_removed=len(gone))
             files = {d: e for d, e in self.manifest.files.items() if d not in gone}
-            self._commit(dataclasses.replace(self.manifest, files=files), report, {})
+            with UpdateSpace(self.path).errors():  # the new version folder is written whole
+                self._commit(dataclasses.replace(self.manifest, files=files), report, {})
             report.elapsed_s = time.perf_counter() - started
             return report
 
-    def _update(self, paths: Sequence[str | os.PathLike[str]], show_progress: bool, batch_size: int, max_file_bytes: int,
-                prune_missing: bool) -> IndexReport:
+    def _update(self, paths: Sequence[str | os.PathLike[str]], space: UpdateSpace, show_progress: bool, batch_size: int,
+                max_file_bytes: int, prune_missing: bool) -> IndexReport:
         from contextual_retrieval_core.index.changes import read_changes
 
         started = time.perf_counter()
@@ -414,7 +419,7 @@ class ContextualIndex:
         fresh: list[str] = []
         written: dict[str, np.ndarray] = {}
         shown: dict[str, dict] = {}
-        self._space.check(len(chunks), manifest.chunk_count)  # before anything is paid for or written
+        space.check(len(chunks), manifest.chunk_count)  # before anything is paid for or written
         if chunks:
             from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
 
