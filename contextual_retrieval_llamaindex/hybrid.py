@@ -116,7 +116,6 @@ class HybridRetriever(BaseRetriever):
             config, {**settings, "weights": weights, "reranker": reranker}, names=SETTING_NAMES, owner="HybridRetriever"
         )
         self.weights = list(self.config.weights_for(len(named), per="retriever"))  # the count checked here, up front
-        self._weighted = self.config.replace(weights=tuple(self.weights))
         self.retrievers: dict[str, BaseRetriever] = named
         # dense PRF: the vector sides, when fused with another retriever and the weight is not 0
         sides = {name: vector_side(r) for name, r in named.items()} if self.config.feeds_back(len(named)) else {}
@@ -198,7 +197,9 @@ class HybridRetriever(BaseRetriever):
         if _blank(query_bundle):
             return []
         sources = bound_sources(self.retrievers, self._feedback, query_bundle)
-        fused = QueryFlow(self._weighted, sources).run([query_bundle.query_str], rerank=False)[0].fused
+        # the flow fuses (weights resolved there); the rerank step runs here, not as the flow's last
+        # step, because LlamaIndex's rerank events and postprocessors need the fused pool first
+        fused = QueryFlow(self.config, sources).run([query_bundle.query_str], rerank=False)[0].fused
         nodes = first_nodes(sources)
         if self._postprocessor is not None:
             try:
@@ -215,7 +216,7 @@ class HybridRetriever(BaseRetriever):
         if _blank(query_bundle):
             return []
         sources = bound_sources(self.retrievers, self._feedback, query_bundle)
-        fused = (await QueryFlow(self._weighted, sources).arun([query_bundle.query_str], rerank=False))[0].fused
+        fused = (await QueryFlow(self.config, sources).arun([query_bundle.query_str], rerank=False))[0].fused
         nodes = first_nodes(sources)
         if self._postprocessor is not None:
             try:
