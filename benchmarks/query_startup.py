@@ -11,8 +11,8 @@ with the code and .venv of `--before-tree` (a checkout of the commit before the 
 with this checkout. Each run is a fresh process under /usr/bin/time: wall seconds (as the user
 waits, interpreter start included) and peak resident memory. Reported per tree: median, min and
 max wall, peak RSS, and whether every run printed the same output as the first. One more run of
-the after tree with ``python -X importtime`` lists what its start-up still spends on imports, by
-top-level package (`imports_after`). `--dataset` is accepted for symmetry with the other scripts
+each tree with ``python -X importtime`` lists what its start-up spends on imports, by top-level
+package (`imports_before`, `imports_after`). `--dataset` is accepted for symmetry with the other scripts
 and unused: the demo corpus is built in.
 """
 
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
                 row = run_query(python, path, index_dir, args.question, work)
                 runs[tree].append(row)
                 print(f"{i} {tree:6s} {row['wall_s']:.2f} s  {row['rss_peak_mb']} MB", flush=True)
-        imports = import_costs(*trees["after"], index_dir, args.question, work)
+        imports = {tree: import_costs(python, path, index_dir, args.question, work) for tree, (python, path) in trees.items()}
     first = runs["after"][0]["stdout"]
     summary = {tree: {"median_s": round(statistics.median(r["wall_s"] for r in rs), 3), "min_s": min(r["wall_s"] for r in rs),
                       "max_s": max(r["wall_s"] for r in rs), "rss_peak_mb": max(r["rss_peak_mb"] for r in rs),
@@ -105,10 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     if "before" in summary:
         summary["after"]["median_ratio"] = round(summary["after"]["median_s"] / summary["before"]["median_s"], 3)
     payload = {"question": args.question, "runs": args.runs, "cpus": os.cpu_count(),
-               "load_average": [round(x, 2) for x in os.getloadavg()], "trees": summary, "imports_after": imports,
+               "load_average": [round(x, 2) for x in os.getloadavg()], "trees": summary, "imports_after": imports["after"], "imports_before": imports.get("before"),
                "walls": {tree: [r["wall_s"] for r in rs] for tree, rs in runs.items()}}
     Path(args.json).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-    print(json.dumps({"trees": summary, "imports_after": imports}, indent=2))
+    print(json.dumps({"trees": summary, "imports": imports}, indent=2))
     return 0
 
 
