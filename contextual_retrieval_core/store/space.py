@@ -8,14 +8,24 @@ write that then fails for space frees the reserve (`release`) and is tried again
 sending, the answers in flight are stored in the freed space, and the run ends with
 `StoreFullError` naming the folder and the space still needed. A store that is not a local file
 (":memory:", PostgreSQL) needs none of this: every method does nothing.
+
+Each run has a reserve file of its own (`<store>.reserve-<pid>-<random>`), locked (`flock`) while
+the run holds it, so that runs sharing a store neither free nor reuse each other's reserve. A run
+that was killed leaves its file unlocked; the next run deletes it before measuring the free space.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import threading
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not on POSIX: a killed run's reserve file stays
+    fcntl = None  # type: ignore[assignment]
 
 from contextual_retrieval_core.store.context_store import ContextStore
 from contextual_retrieval_core.store.errors import StoreFullError
@@ -61,7 +71,7 @@ class SpaceReserve:
         self.contexts = contexts
         self.reserve_bytes = _RESERVE_BASE + _RESERVE_PER_REQUEST * in_flight
         self._lock = threading.Lock()
-        self._held = False
+        self._held: tuple[Path, int] | None = None  # this run's reserve file, and its locked descriptor
 
     @property
     def folder(self) -> Path | None:
@@ -83,41 +93,72 @@ class SpaceReserve:
 
     def check_and_hold(self) -> None:
         """Raise `StoreFullError` unless the disk holds the run's contexts and the reserve; then
-        write the reserve file."""
+        write this run's reserve file (after deleting those killed runs left)."""
         if self.file is None or not self.contexts:
             return
-        reserve = Path(str(self.file) + _RESERVE_SUFFIX)
-        held = reserve.stat().st_size if reserve.exists() else 0  # left by a run that was killed
-        needed = self.needed() + self.reserve_bytes - held
+        self._delete_abandoned()
+        needed = self.needed() + self.reserve_bytes
         free = self.free()
         if free < needed:
             raise StoreFullError(
                 f"context store {self.file}: the disk holding {self.folder} has {mb(free)} free; this run needs about "
                 f"{mb(needed)} for {self.contexts} contexts — free some space (or use a store on another disk) and run "
                 "again; nothing was sent", str(self.file))
+        token = f"{os.getpid()}-{secrets.token_hex(4)}"
+        # locked under a name the sweep ignores, then renamed into place: no run can take a live
+        # reserve for an abandoned one
+        claiming = self.file.with_name(f"{self.file.name}.reserving-{token}")
+        reserve = self.file.with_name(f"{self.file.name}{_RESERVE_SUFFIX}-{token}")
+        fd = os.open(claiming, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            with open(reserve, "r+b" if reserve.exists() else "wb") as f:
-                if hasattr(os, "posix_fallocate"):
-                    os.posix_fallocate(f.fileno(), 0, self.reserve_bytes)
-                else:  # pragma: no cover - not on Linux
-                    f.truncate(0)
-                    f.write(b"\0" * self.reserve_bytes)
-                f.flush()
-                os.fsync(f.fileno())
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            os.rename(claiming, reserve)
+            if hasattr(os, "posix_fallocate"):
+                os.posix_fallocate(fd, 0, self.reserve_bytes)
+            else:  # pragma: no cover - not on Linux
+                os.write(fd, b"\0" * self.reserve_bytes)
+            os.fsync(fd)
         except OSError as exc:
-            reserve.unlink(missing_ok=True)
+            for path in (claiming, reserve):
+                path.unlink(missing_ok=True)
+            os.close(fd)
             raise StoreFullError(
                 f"context store {self.file}: cannot set {mb(self.reserve_bytes)} aside in {self.folder} ({exc}); "
                 "free some space and run again; nothing was sent", str(self.file)) from exc
-        self._held = True
+        self._held = (reserve, fd)
+
+    def _delete_abandoned(self) -> None:
+        """Delete the reserve files no run holds a lock on (their runs were killed)."""
+        if fcntl is None or self.file is None:  # pragma: no cover - not on POSIX
+            return
+        prefix = f"{self.file.name}{_RESERVE_SUFFIX}"
+        for path in self.file.parent.glob(f"{prefix}*"):
+            if path.name != prefix and not path.name.startswith(f"{prefix}-"):
+                continue
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)  # a live run's reserve
+                continue
+            try:
+                path.unlink(missing_ok=True)
+            finally:
+                os.close(fd)
 
     def release(self) -> bool:
-        """Free the reserve (a write failed for space); False when none was held."""
+        """Free this run's reserve (a write failed for space); False when none was held."""
         with self._lock:
-            if not self._held or self.file is None:
+            if self._held is None:
                 return False
-            self._held = False
-            Path(str(self.file) + _RESERVE_SUFFIX).unlink(missing_ok=True)
+            path, fd = self._held
+            self._held = None
+            path.unlink(missing_ok=True)
+            os.close(fd)
             return True
 
     def close(self) -> None:
