@@ -61,6 +61,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(later)
 
 
+#: a throwaway self-signed certificate (its key was never kept): the only CA the in-process tiers trust
+LOOPBACK_CA = TESTS / "fakes" / "loopback_ca.pem"
+
+
+@pytest.fixture(autouse=True)
+def _loopback_only_trust(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK clients the tests build talk plain HTTP to loopback fakes, yet each one makes an SSL
+    context and loads every CA certificate of SSL_CERT_FILE (or the system's bundle) into it: about
+    25 ms a client, some 190 clients in tests/unit. Outside tests/e2e (which installs packages over
+    HTTPS) the tests trust one throwaway certificate instead; nothing in them can reach the internet."""
+    if tier_of(request.path) != "e2e":
+        monkeypatch.setenv("SSL_CERT_FILE", str(LOOPBACK_CA))
+        monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+
+
 def require(config: pytest.Config, ok: bool, reason: str) -> None:
     """Skip the test when a prerequisite is missing, naming it; under --ci (CI), fail instead."""
     if ok:

@@ -8,6 +8,8 @@ answer the next requests with injected faults (429, 503, ...) before serving nor
 from __future__ import annotations
 
 import json
+import os
+import selectors
 import socket
 import threading
 from collections import deque
@@ -195,22 +197,43 @@ def serve_in_thread(httpd: Any, owner: object, name: str) -> tuple[Any, threadin
         finish(request)
 
     httpd.process_request, httpd.shutdown_request = process_request, shutdown_request
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name=name, daemon=True)
+    # served by our own loop rather than `serve_forever`, whose `shutdown()` only notices the request
+    # at its next poll: a pipe wakes the loop, so a test's server stops as soon as it is told to
+    httpd.wake_pipe = os.pipe()
+    thread = threading.Thread(target=_serve_until_woken, args=(httpd,), name=name, daemon=True)
     thread.start()
     return httpd, thread
+
+
+def _serve_until_woken(httpd: Any) -> None:
+    wake = httpd.wake_pipe[0]
+    with selectors.DefaultSelector() as selector:
+        selector.register(httpd, selectors.EVENT_READ)
+        selector.register(wake, selectors.EVENT_READ)
+        while True:
+            ready = selector.select()
+            if any(key.fileobj == wake for key, _ in ready):
+                return
+            httpd._handle_request_noblock()  # accept, and hand the connection to a handler thread
+            httpd.service_actions()
 
 
 def stop_server(httpd: Any, thread: threading.Thread | None) -> None:
     """Shut a server started by `serve_in_thread` down and wait for its thread."""
     if httpd is not None:
-        httpd.shutdown()
+        wake_r, wake_w = httpd.wake_pipe
+        os.write(wake_w, b"x")
+        if thread is not None:
+            thread.join(timeout=5)
         for connection in list(getattr(httpd, "open_sockets", ())):
             try:
                 connection.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
         httpd.server_close()
-    if thread is not None:
+        os.close(wake_r)
+        os.close(wake_w)
+    elif thread is not None:
         thread.join(timeout=5)
 
 
