@@ -20,3 +20,9 @@ def sources() -> list[Path]:
 def parsed(path: Path) -> ast.Module:
     """The syntax tree of `path` (shared: do not change it)."""
     return ast.parse(path.read_text(encoding="utf-8"))
+
+
+@functools.cache
+def nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of `path`'s syntax tree in `ast.walk` order (shared: do not change them)."""
+    return tuple(ast.walk(parsed(path)))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.source_tree import ROOT, parsed, sources
+from tests.source_tree import ROOT, nodes, sources
 
 
 def where(path: Path, node: ast.AST) -> str:
@@ -22,9 +22,8 @@ def test_the_positive_integer_check_has_one_home() -> None:
     for path in sources():
         if path.name == "checks.py" and path.parent.name == "contextual_retrieval_core":
             continue
-        tree = parsed(path)
-        docstrings = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
-        for node in ast.walk(tree):
+        docstrings = {id(n.value) for n in nodes(path) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+        for node in nodes(path):
             if id(node) in docstrings:
                 continue
             if isinstance(node, ast.BoolOp):
@@ -44,7 +43,7 @@ def test_the_positive_integer_check_has_one_home() -> None:
 def test_generators_are_read_through_their_protocol_not_probed() -> None:
     probes = []
     for path in sources():
-        for node in ast.walk(parsed(path)):
+        for node in nodes(path):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args):
                 continue
             if node.func.id == "hasattr" and "gen" in ast.unparse(node.args[0]).lower():

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.source_tree import PACKAGES, ROOT, parsed
+from tests.source_tree import PACKAGES, ROOT, nodes
 
 #: the core's stages in the order data flows; a module may import its own stage and earlier ones
 STAGES = [
@@ -42,10 +42,9 @@ def modules() -> dict[str, Path]:
 
 def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
     """Our modules `name` imports anywhere in its file (functions, TYPE_CHECKING included)."""
-    tree = parsed(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(tree):
+    for node in nodes(path):
         targets: list[str] = []
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
@@ -139,7 +138,7 @@ def test_the_core_imports_no_framework() -> None:
     for name, path in modules().items():
         if not name.startswith("contextual_retrieval_core"):
             continue
-        for node in ast.walk(parsed(path)):
+        for node in nodes(path):
             names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             assert not [n for n in names if n.split(".")[0] in frameworks], (name, names)
