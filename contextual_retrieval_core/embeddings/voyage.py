@@ -97,7 +97,7 @@ def estimate_tokens(text: str) -> int:
         >>> estimate_tokens("contextual retrieval")
         8
     """
-    ascii_chars = sum(1 for ch in text if ord(ch) < 128)
+    ascii_chars = len(text.encode("ascii", "ignore"))  # the ASCII characters, counted in C
     return math.ceil(ascii_chars / 3) + (len(text) - ascii_chars) + 1
 
 
