@@ -58,7 +58,7 @@ from typing import Any
 
 from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.chunking.detections import Detection, DetectionError, parse_detections
-from contextual_retrieval_core.chunking.images import ImageData, ImageSource, UnreadableImageError, cut, read_image
+from contextual_retrieval_core.chunking.images import ImageData, ImageSource, UnreadableImageError, cut_all, read_image
 from contextual_retrieval_core.types import Chunk, Document, stable_chunk_id
 
 __all__ = [
@@ -370,11 +370,10 @@ def _frame(spec: FrameInput, given: list[CropInput]) -> tuple[Frame, list[Crop]]
             "(an empty list for a frame with no objects) or its crops already cut"
         )
     detections = parse_detections(meta["detections"], **read)
-    crops = []
-    for i, det in enumerate(detections):
-        crop_image = cut(image, det.pixel_box) if image is not None else None
-        crops.append(Crop(frame.id, i, det, f"crop_{i + 1}", crop_image))
-    return frame, crops
+    pixels: list[ImageData | None] = [None] * len(detections)
+    if image is not None:
+        pixels = list(cut_all(image, [det.pixel_box for det in detections]))
+    return frame, [Crop(frame.id, i, det, f"crop_{i + 1}", pixels[i]) for i, det in enumerate(detections)]
 
 
 def _given_crops(frame: Frame, given: list[CropInput], read: dict[str, Any]) -> list[Crop]:

@@ -3,7 +3,8 @@
 Frames and crops carry their pixels as `ImageData`. `read_image` opens a path or bytes with Pillow
 (the ``images`` extra), so an unreadable file fails with `UnreadableImageError` naming it before
 any context is generated. Formats the Messages API does not take (anything but JPEG, PNG, GIF and
-WebP) are re-encoded as PNG when read; `cut` returns a box of an image as a new PNG.
+WebP) are re-encoded as PNG when read; `cut` returns a box of an image as a new PNG (`cut_all`, several
+boxes of one image, decoding it once).
 
 Example:
     >>> import io
@@ -15,6 +16,10 @@ Example:
     ('image/png', 64, 48)
     >>> cut(image, (8, 8, 40, 24)).size
     (32, 16)
+    >>> [piece.size for piece in cut_all(image, [(0, 0, 8, 8), (8, 8, 40, 24)])]
+    [(8, 8), (32, 16)]
+    >>> cut_all(image, [(8, 8, 40, 24)])[0].data == cut(image, (8, 8, 40, 24)).data
+    True
     >>> read_image(b"not an image", name="crop_1.jpg")
     Traceback (most recent call last):
     ...
@@ -26,12 +31,13 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
 
 from contextual_retrieval_core._sdk import import_sdk
 
-__all__ = ["ImageData", "UnreadableImageError", "read_image", "cut", "scaled_to_fit", "API_MEDIA_TYPES", "ImageSource"]
+__all__ = ["ImageData", "UnreadableImageError", "read_image", "cut", "cut_all", "scaled_to_fit", "API_MEDIA_TYPES", "ImageSource"]
 
 #: what the Messages API accepts in an image block
 API_MEDIA_TYPES = {"JPEG": "image/jpeg", "PNG": "image/png", "GIF": "image/gif", "WEBP": "image/webp"}
@@ -119,14 +125,25 @@ def read_image(source: ImageSource, *, name: str | None = None) -> ImageData:
 
 def cut(image: ImageData, box: tuple[int, int, int, int]) -> ImageData:
     """The pixels of `image` inside `box` (x1, y1, x2, y2 in pixels, x2 / y2 exclusive), as PNG."""
+    return cut_all(image, [box])[0]
+
+
+def cut_all(image: ImageData, boxes: Sequence[tuple[int, int, int, int]]) -> list[ImageData]:
+    """`cut` for each of `boxes`, decoding `image` once (a frame's detections are cut together)."""
+    if not boxes:
+        return []
     pil = _pil()
+    pieces = []
     with pil.open(io.BytesIO(image.data)) as img:
-        piece = img.crop(box)
-        if piece.mode not in ("RGB", "RGBA", "L"):
-            piece = piece.convert("RGBA" if "A" in piece.getbands() else "RGB")
-        out = io.BytesIO()
-        piece.save(out, format="PNG")
-    return ImageData(out.getvalue(), "image/png", piece.width, piece.height)
+        img.load()
+        for box in boxes:
+            piece = img.crop(box)
+            if piece.mode not in ("RGB", "RGBA", "L"):
+                piece = piece.convert("RGBA" if "A" in piece.getbands() else "RGB")
+            out = io.BytesIO()
+            piece.save(out, format="PNG")
+            pieces.append(ImageData(out.getvalue(), "image/png", piece.width, piece.height))
+    return pieces
 
 
 def scaled_to_fit(image: ImageData, long_edge: int) -> ImageData:
