@@ -1,4 +1,5 @@
-"""Shared plumbing for the hosted-API backends: optional SDK imports and API keys from the env.
+"""Shared plumbing for the hosted-API backends: optional SDK imports, API keys from the env, and
+the chain of errors an SDK's error was raised from (`error_chain`).
 
 API keys are read from the environment only when no client was injected, and never appear in a
 message: errors name the variable and the alternative instead.
@@ -9,13 +10,13 @@ from __future__ import annotations
 import importlib
 import os
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from types import ModuleType
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["env_key", "require_env_key", "import_sdk", "in_thread"]
+__all__ = ["env_key", "require_env_key", "import_sdk", "in_thread", "error_chain"]
 
 
 def in_thread(call: Callable[..., T], *args: Any) -> Awaitable[T]:
@@ -24,6 +25,27 @@ def in_thread(call: Callable[..., T], *args: Any) -> Awaitable[T]:
     import asyncio
 
     return asyncio.to_thread(call, *args)
+
+
+def error_chain(exc: BaseException | None) -> Iterator[BaseException]:
+    """`exc`, then each error it was raised from (its `__cause__`, else its `__context__`), each
+    once: a library's error often wraps the one that says what happened.
+
+    Example:
+        >>> try:
+        ...     try:
+        ...         raise ConnectionResetError("reset by peer")
+        ...     except OSError as low:
+        ...         raise RuntimeError("request failed") from low
+        ... except RuntimeError as high:
+        ...     [type(e).__name__ for e in error_chain(high)]
+        ['RuntimeError', 'ConnectionResetError']
+    """
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
 
 
 def env_key(*names: str) -> str | None:

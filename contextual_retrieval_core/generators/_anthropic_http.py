@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from contextual_retrieval_core._sdk import error_chain
 from contextual_retrieval_core.generators.base import (
     SPEND_LIMIT_WORDS,
     FatalGenerationError,
@@ -117,13 +118,11 @@ _SPEND_STOP = (
 
 def translate_error(exc: Exception, sdk: Any) -> Exception:
     """SDK errors -> ours: fatal for the run (spend limit, auth) or for this chunk only."""
-    chain: BaseException | None = exc
-    while chain is not None:
+    for chain in error_chain(exc):
         if isinstance(chain, SpendLimitReached):
             return FatalGenerationError(_SPEND_STOP.format(chain))
         if isinstance(chain, RunGaveUp):
             return GenerationError(str(chain))
-        chain = chain.__cause__ or chain.__context__
     if isinstance(exc, sdk.AuthenticationError):
         return FatalGenerationError("Anthropic rejected the API key (401); check ANTHROPIC_API_KEY")
     if isinstance(exc, sdk.PermissionDeniedError):

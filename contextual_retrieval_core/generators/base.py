@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from contextual_retrieval_core._sdk import error_chain
 from contextual_retrieval_core.types import Chunk, Document
 
 __all__ = [
@@ -126,10 +127,7 @@ def is_transient(exc: BaseException) -> bool:
         >>> is_transient(ConnectionResetError("connection reset by peer"))
         True
     """
-    seen: set[int] = set()
-    error: BaseException | None = exc
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
+    for error in error_chain(exc):
         if isinstance(error, GenerationError):
             return isinstance(error, TransientGenerationError)
         if SPEND_LIMIT_WORDS.search(str(error)):
@@ -143,7 +141,6 @@ def is_transient(exc: BaseException) -> bool:
             return status in _TRANSIENT_STATUS or 500 <= status < 600
         if any(name in type(error).__name__ for name in _TRANSIENT_NAMES):
             return True
-        error = error.__cause__ or error.__context__
     return False
 
 

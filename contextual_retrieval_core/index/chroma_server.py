@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from contextual_retrieval_core._sdk import error_chain
 from contextual_retrieval_core.dense.chroma import ChromaVectorIndex, chroma_collection
 from contextual_retrieval_core.index.manifest import IndexDamagedError
 
@@ -50,12 +51,7 @@ def _transport_errors() -> tuple[type[BaseException], ...]:
 
 def _down(exc: BaseException | None) -> bool:
     """Whether `exc`, or an error it was raised from, is the HTTP client's for a server that is down."""
-    seen = 0
-    while exc is not None and seen < 8:
-        if isinstance(exc, _transport_errors()):
-            return True
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    return False
+    return any(isinstance(error, _transport_errors()) for error in error_chain(exc))
 
 
 class ServerCollection:

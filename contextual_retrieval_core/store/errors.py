@@ -6,6 +6,8 @@ import errno
 import os
 from pathlib import Path
 
+from contextual_retrieval_core._sdk import error_chain
+
 __all__ = ["ContextStoreError", "StoreFullError", "check_store_path", "explain", "is_disk_full", "unwritable_reason"]
 
 
@@ -29,16 +31,12 @@ class StoreFullError(ContextStoreError):
 def is_disk_full(exc: BaseException) -> bool:
     """Whether `exc`, or an error it was raised from, says the disk is full (ENOSPC, or SQLite's
     "database or disk is full", as a library may pass it on in its own error)."""
-    seen: set[int] = set()
-    error: BaseException | None = exc
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
+    for error in error_chain(exc):
         if isinstance(error, OSError) and error.errno == errno.ENOSPC:
             return True
         text = str(error).lower()
         if "disk is full" in text or "no space left" in text:
             return True
-        error = error.__cause__ or error.__context__
     return False
 
 

@@ -1,6 +1,6 @@
 """House rules of the code base (issue 11's acceptance), checked on the source: one
 positive-integer check (`checks.positive_int`), generators' labels read through `label_of`, no
-`hasattr` probing of generators. (The layout rules, one concept per module in its stage folder and
+`hasattr` probing of generators, one walk down an error chain (`_sdk.error_chain`). (The layout rules, one concept per module in its stage folder and
 no import circle, are tests/unit/test_import_graph.py's.)"""
 
 from __future__ import annotations
@@ -52,3 +52,16 @@ def test_generators_are_read_through_their_protocol_not_probed() -> None:
                     and node.args[1].value == "label" and not path.match("generators/base.py")):
                 probes.append(where(path, node))
     assert probes == [], f"read a generator's label with generators.base.label_of, declare capabilities as Protocols: {probes}"
+
+
+def test_the_walk_down_an_error_chain_has_one_home() -> None:
+    """`e.__cause__ or e.__context__` outside `_sdk.error_chain` is a copy of that walk (and,
+    written without its `seen` set, a loop that never ends on an error chained to itself)."""
+    copies = [
+        where(path, node)
+        for path in sources() if not path.match("contextual_retrieval_core/_sdk.py")
+        for node in nodes(path)
+        if isinstance(node, ast.BoolOp)
+        and {"__cause__", "__context__"} <= {v.attr for v in node.values if isinstance(v, ast.Attribute)}
+    ]
+    assert copies == [], f"walk an error's chain with contextual_retrieval_core._sdk.error_chain: {copies}"
