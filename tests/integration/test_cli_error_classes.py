@@ -22,8 +22,7 @@ from contextual_retrieval_core.index.contextual_index import ContextualIndex
 from contextual_retrieval_core.index.manifest import IndexManifest
 from tests.fakes.anthropic_server import CREDIT_BALANCE_MESSAGE, FakeAnthropicServer
 from tests.fakes.cohere_server import FakeCohereServer
-from tests.integration.test_index_atomic import folder_digest
-from tests.unit.test_indexing import make_corpus
+from tests.notes_corpus import folder_digest, make_corpus
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("contextual_retrieval_core", "contextual_retrieval_llamaindex", "contextual_retrieval_langchain")

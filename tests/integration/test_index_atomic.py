@@ -1,11 +1,10 @@
 """`ContextualIndex` failure paths: an update interrupted at any point leaves the previous index
 fully queryable; damaged index folders give `IndexDamagedError` naming the file and the fix, and a
 re-run of `index` repairs them; `query` never creates or alters an index folder. Real Chroma,
-real BM25; the embedder is the small deterministic one of test_indexing.py."""
+real BM25; the embedder is the small deterministic one of tests/notes_corpus.py."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -16,19 +15,7 @@ from contextual_retrieval_core.app.cli import main
 from contextual_retrieval_core.dense.chroma import ChromaVectorIndex
 from contextual_retrieval_core.index.contextual_index import ContextualIndex, IndexDamagedError
 from contextual_retrieval_core.search.bm25 import BM25Index
-from tests.unit.test_indexing import CountingEmbedder, make_corpus
-
-
-def folder_digest(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def change_corpus(folder: Path) -> None:
-    (folder / "billing.md").write_text(
-        "# Billing\n\n## Refunds\n\nRefunds are issued within 30 days of a written request.\n", encoding="utf-8")
-    (folder / "readme.txt").unlink()
-    (folder / "faq.md").write_text("# FAQ\n\nThe office opens at nine.\n", encoding="utf-8")
+from tests.notes_corpus import CountingEmbedder, change_corpus, folder_digest, make_corpus
 
 
 def assert_serves(index_dir: Path, *, refund_days: str, has_readme: bool) -> None:

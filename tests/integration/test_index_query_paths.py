@@ -11,8 +11,7 @@ import pytest
 from contextual_retrieval_core.app.cli import main
 from contextual_retrieval_core.index.contextual_index import ContextualIndex
 from contextual_retrieval_core.search.config import FusionConfig
-from tests.integration.test_index_atomic import folder_digest
-from tests.unit.test_indexing import CountingEmbedder, make_corpus
+from tests.notes_corpus import CountingEmbedder, folder_digest, make_corpus
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 index reads only its version folder and answers exactly as the Chroma collection does, damaged
 snapshot files are named with their fix and repaired by the next update, an index written before
 snapshots gets one on its next run, and large indexes keep searching Chroma. Real Chroma, real
-BM25; the small deterministic embedder of test_indexing.py, and the offline model for the demo."""
+BM25; the small deterministic embedder of tests/notes_corpus.py, and the offline model for the demo."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from contextual_retrieval_core.index.contextual_index import ContextualIndex, In
 from contextual_retrieval_core.index.snapshot import CHUNKS_FILE, has_snapshot
 from contextual_retrieval_core.search.config import FusionConfig
 from tests.integration.test_index_windows import TruncatingEmbedder, make_folder
-from tests.unit.test_indexing import CountingEmbedder, make_corpus
+from tests.notes_corpus import CountingEmbedder, make_corpus
 
 ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOT_FILES = ("vectors.npy", "vectors.json", CHUNKS_FILE)
@@ -104,7 +104,7 @@ def test_a_query_of_an_embedded_index_never_imports_chroma_asyncio_or_the_update
     probe = (
         "import json, sys\n"
         "from contextual_retrieval_core.index.contextual_index import ContextualIndex\n"
-        "from tests.unit.test_indexing import CountingEmbedder\n"
+        "from tests.notes_corpus import CountingEmbedder\n"
         f"hits = ContextualIndex({str(ix)!r}, embedder=CountingEmbedder()).search('refunds', top_k=2)\n"
         "unneeded = ('chromadb', 'bm25s', 'scipy', 'asyncio', 'tqdm', 'contextual_retrieval_core.index.changes',\n"
         "            'contextual_retrieval_core.generators.structural')\n"

@@ -14,7 +14,7 @@ import pytest
 from contextual_retrieval_core.dense.window_rows import WINDOW_OF_KEY, row_owner, stale_rows, windowable
 from contextual_retrieval_core.dense.windows import WINDOW_MARK, WindowConfig
 from contextual_retrieval_core.index.contextual_index import ContextualIndex
-from tests.unit.test_indexing import CountingEmbedder, CountingGenerator
+from tests.notes_corpus import CountingEmbedder, CountingGenerator
 
 WINDOW = 24  # tokens the toy embedder reads
 

@@ -2,7 +2,7 @@
 from the new version (the manifest switched, the old BM25 folder and rows gone), and a query that
 runs into an update's clean-up runs again on the new version (`index.version`), whether the
 version's dense rows are read from its query snapshot or from Chroma (indexes over the snapshot
-limit). Real Chroma, real BM25, the small deterministic embedder of test_indexing.py; tests/integration/
+limit). Real Chroma, real BM25, the small deterministic embedder of tests/notes_corpus.py; tests/integration/
 test_reads_during_writes.py runs the same with separate processes racing."""
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from contextual_retrieval_core.index import contextual_index as contextual_index
 from contextual_retrieval_core.index.contextual_index import ContextualIndex, IndexDamagedError
 from contextual_retrieval_core.index.manifest import MANIFEST_NAME
 from contextual_retrieval_core.index.version import READ_TRIES, manifest_stamp, read_retrying
-from tests.integration.test_index_atomic import change_corpus
-from tests.unit.test_indexing import CountingEmbedder, make_corpus
+from tests.notes_corpus import CountingEmbedder, change_corpus, make_corpus
 
 QUERY = "how many days until refunds are issued"
 
