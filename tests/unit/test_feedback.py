@@ -85,30 +85,6 @@ def test_prf_is_on_by_default_for_hybrid_only_checked_and_leaves_blank_queries_e
         HybridSearcher(chunks(), emb, prf_top=0)
 
 
-def test_eval_dense_prf_reaches_the_searcher_and_the_json(tiny_dataset, tmp_path, offline_embedder):
-    import json
-
-    from contextual_retrieval_core.app.cli import main
-    from contextual_retrieval_core.app.evaluation import evaluate, load_contexts_jsonl, load_cookbook
-
-    ds = load_cookbook(tiny_dataset)
-    contexts = load_contexts_jsonl(tiny_dataset / "contexts.jsonl", ds)
-    out = tmp_path / "r.json"
-    assert main(["eval", "--dataset", str(tiny_dataset), "--contexts", str(tiny_dataset / "contexts.jsonl"),
-                 "--configs", "contextual-hybrid", "--dense-prf", "--json", str(out),
-                 "--embedding-cache", "none", "--no-progress"]) == 0
-    payload = json.loads(out.read_text())
-    assert payload["dense_prf"] == 0.5
-    (direct,) = evaluate(ds, offline_embedder, contexts, ["contextual-hybrid"], dense_prf=0.5)
-    assert payload["configs"][0] == direct.to_json()  # the command ran the searcher with feedback
-    assert main(["eval", "--dataset", str(tiny_dataset), "--contexts", str(tiny_dataset / "contexts.jsonl"),
-                 "--configs", "contextual-hybrid", "--no-dense-prf", "--json", str(out),
-                 "--embedding-cache", "none", "--no-progress"]) == 0
-    payload = json.loads(out.read_text())
-    (without,) = evaluate(ds, offline_embedder, contexts, ["contextual-hybrid"], dense_prf=0)
-    assert payload["dense_prf"] == 0.0 and payload["configs"][0] == without.to_json()
-
-
 def test_the_moved_query_is_unit_length_whatever_the_querys_length():
     from contextual_retrieval_core.search.feedback import feedback_rows
 
