@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["env_key", "require_env_key", "import_sdk", "in_thread", "error_chain"]
+__all__ = ["env_key", "require_env_key", "import_sdk", "in_thread", "error_chain", "LoopClients", "aclose_client"]
 
 
 def in_thread(call: Callable[..., T], *args: Any) -> Awaitable[T]:
@@ -46,6 +46,69 @@ def error_chain(exc: BaseException | None) -> Iterator[BaseException]:
         seen.add(id(exc))
         yield exc
         exc = exc.__cause__ or exc.__context__
+
+
+class LoopClients:
+    """Async clients built by the library, one per event loop, each closed when its loop shuts down.
+
+    A client's connections belong to the loop that opened them, so a client kept from an earlier
+    `asyncio.run` would fail with "Event loop is closed": `get()` builds one (with `build`) per
+    running loop. When the loop is shut down the way `asyncio.run` does it
+    (`loop.shutdown_asyncgens()`), the client built for it is closed first, so its connections do
+    not outlive the loop and wait for the garbage collector ("unclosed transport").
+
+    Example:
+        >>> import asyncio
+        >>> class Client:
+        ...     closed = False
+        ...     async def close(self):
+        ...         self.closed = True
+        >>> clients = LoopClients(Client)
+        >>> async def use():
+        ...     return clients.get(), clients.get()
+        >>> first, again = asyncio.run(use())
+        >>> first is again, first.closed
+        (True, True)
+        >>> asyncio.run(use())[0] is first
+        False
+    """
+
+    def __init__(self, build: Callable[[], Any]) -> None:
+        self._build = build
+        self._clients: weakref.WeakKeyDictionary[Any, tuple[Any, Any]] = weakref.WeakKeyDictionary()
+
+    def get(self) -> Any:
+        """The client for the running event loop, built on first use."""
+        import asyncio  # loaded wherever an event loop runs
+
+        loop = asyncio.get_running_loop()
+        entry = self._clients.get(loop)
+        if entry is None:
+            client = self._build()
+            closer = _closed_at_shutdown(client)
+            # its first step registers it with the loop, whose shutdown_asyncgens() then closes it
+            asyncio.ensure_future(closer.asend(None))
+            entry = self._clients[loop] = (client, closer)
+        return entry[0]
+
+
+async def _closed_at_shutdown(client: Any) -> Any:
+    try:
+        yield
+    finally:
+        await aclose_client(client)
+
+
+async def aclose_client(client: Any) -> None:
+    """Close an SDK's async client: its `close()` coroutine (Anthropic), else its `async with`
+    exit (Cohere); a client with neither holds no connections of its own (Voyage)."""
+    import inspect
+
+    close = getattr(client, "close", None)
+    if close is not None and inspect.iscoroutinefunction(close):
+        await close()
+    elif hasattr(type(client), "__aexit__"):
+        await client.__aexit__(None, None, None)
 
 
 def env_key(*names: str) -> str | None:
@@ -84,9 +147,8 @@ class LazyClients:
     environment (it would miss the injected client's key, base URL and settings): the subclass runs
     its sync path in a worker thread instead (`asyncio.to_thread`) when `_async_in_thread` is set.
 
-    An async client built here is built once per event loop: its connections belong to the loop
-    that opened them, so a client kept from an earlier `asyncio.run` would fail with "Event loop
-    is closed". An injected async client is the caller's, used as given.
+    An async client built here is built once per event loop and closed when that loop shuts down
+    (`LoopClients`). An injected async client is the caller's, used as given.
     """
 
     _sdk: tuple[str, str, str]
@@ -100,7 +162,7 @@ class LazyClients:
     _timeout: float | None
     _base_url: str | None
     _async_in_thread: bool
-    _loop_clients: weakref.WeakKeyDictionary
+    _loop_clients: LoopClients
 
     def _init_clients(
         self,
@@ -119,7 +181,7 @@ class LazyClients:
         self._max_retries = max_retries
         self._timeout = timeout
         self._base_url = base_url
-        self._loop_clients = weakref.WeakKeyDictionary()
+        self._loop_clients = LoopClients(lambda: self._build(self._async_cls))
         # a sync client injected alone: async calls run the sync path in a worker thread
         self._async_in_thread = client is not None and async_client is None
         if client is None and async_client is None:
@@ -140,13 +202,7 @@ class LazyClients:
         """The injected async client, or the one built for the running event loop."""
         if self._async_client is not None:
             return self._async_client
-        import asyncio  # loaded wherever an event loop runs
-
-        loop = asyncio.get_running_loop()
-        client = self._loop_clients.get(loop)
-        if client is None:
-            client = self._loop_clients[loop] = self._build(self._async_cls)
-        return client
+        return self._loop_clients.get()
 
 
 def lazy_exports(namespace: dict, lazy: dict[str, str]):  # type: ignore[no-untyped-def]

@@ -13,7 +13,8 @@ it at the first answer, and the run stops with `FatalGenerationError` carrying t
 (`rate_limited_since`), so a run can give up on sustained rate limiting.
 
 Async clients built here are built once per event loop: an async client's connections belong to
-the loop that opened them, so two `asyncio.run(...)` calls in a row each get their own.
+the loop that opened them, so two `asyncio.run(...)` calls in a row each get their own, and each
+is closed when its loop shuts down.
 """
 
 from __future__ import annotations
@@ -21,12 +22,11 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
-import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from contextual_retrieval_core._sdk import env_key, import_sdk
+from contextual_retrieval_core._sdk import LoopClients, env_key, import_sdk
 from contextual_retrieval_core.generators._anthropic_http import (
     AsyncGuard,
     SpendLimitReached,
@@ -130,8 +130,8 @@ class AnthropicContextGenerator:
         self._client = guarded(client, SyncGuard(self._rate_clock)) if client is not None else None
         self._async_client = guarded(async_client, AsyncGuard(self._rate_clock)) if async_client is not None else None
         self._own_clients = client is None and async_client is None
-        #: async clients built here, one per event loop (a client's connections belong to its loop)
-        self._loop_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+        #: async clients built here, one per event loop, closed when it shuts down
+        self._loop_clients = LoopClients(self._build_async)
         self._known: dict[tuple[str, int, int], bool] = {}
         self._lock = threading.Lock()
 
@@ -151,14 +151,13 @@ class AnthropicContextGenerator:
         """The async client for the running loop: the injected one, or one built for this loop."""
         if self._async_client is not None or not self._own_clients:
             return self._async_client
-        loop = asyncio.get_running_loop()
-        client = self._loop_clients.get(loop)
-        if client is None:
-            sdk = import_sdk("anthropic", "anthropic", "Anthropic")
-            client = self._loop_clients[loop] = sdk.AsyncAnthropic(
-                max_retries=self._max_retries, timeout=self._timeout, middleware=[AsyncGuard(self._rate_clock)]
-            )
-        return client
+        return self._loop_clients.get()
+
+    def _build_async(self) -> Any:
+        sdk = import_sdk("anthropic", "anthropic", "Anthropic")
+        return sdk.AsyncAnthropic(
+            max_retries=self._max_retries, timeout=self._timeout, middleware=[AsyncGuard(self._rate_clock)]
+        )
 
     @property
     def has_sync_path(self) -> bool:

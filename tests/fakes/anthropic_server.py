@@ -154,7 +154,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from .loopback import serve_in_thread, stop_server
+from .loopback import open_connections, serve_in_thread, stop_server
 
 __all__ = [
     "DEFAULT_MIN_CACHE_TOKENS",
@@ -491,6 +491,10 @@ class FakeAnthropicServer:
         self._stopping.set()
         stop_server(self._httpd, self._thread)
         self._httpd, self._thread = None, None
+
+    def open_connections(self) -> int:
+        """How many client connections the server holds open now (kept alive between requests)."""
+        return open_connections(self._httpd)
 
     def __enter__(self) -> FakeAnthropicServer:
         return self.start()

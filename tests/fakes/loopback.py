@@ -133,6 +133,10 @@ class LoopbackServer:
         stop_server(self._httpd, self._thread)
         self._httpd, self._thread = None, None
 
+    def open_connections(self) -> int:
+        """How many client connections the server holds open now (kept alive between requests)."""
+        return open_connections(self._httpd)
+
     def __enter__(self) -> LoopbackServer:
         return self.start()
 
@@ -216,6 +220,11 @@ def _serve_until_woken(httpd: Any) -> None:
                 return
             httpd._handle_request_noblock()  # accept, and hand the connection to a handler thread
             httpd.service_actions()
+
+
+def open_connections(httpd: Any) -> int:
+    """How many connections a server started by `serve_in_thread` holds open now."""
+    return len(httpd.open_sockets) if httpd is not None else 0
 
 
 def stop_server(httpd: Any, thread: threading.Thread | None) -> None:

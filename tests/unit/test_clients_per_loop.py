@@ -4,6 +4,7 @@ a row must each work (issue 12: every second call failed with "Event loop is clo
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -67,6 +68,35 @@ def test_anthropic_generator_built_from_the_environment_works_on_two_loops(monke
         first, second = _twice(lambda: generator.agenerate(document, chunk))
         assert first.context == second.context and first.usage.requests == 1
         assert len(server.requests_to("/v1/messages")) == 2
+
+
+def _all_closed_soon(*servers) -> bool:
+    deadline = time.monotonic() + 5
+    while any(s.open_connections() for s in servers) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return not any(s.open_connections() for s in servers)
+
+
+def test_the_clients_built_for_a_loop_are_closed_when_the_loop_ends(monkeypatch):
+    """No connection outlives the `asyncio.run` that opened it (they used to wait for the garbage
+    collector, with an "unclosed transport" warning)."""
+    document = Document("d", "The whole document about BM25 and contextual retrieval. " * 10)
+    chunk = Chunk("c", "d", "The whole document about BM25", 0)
+    with FakeCohereServer() as cohere, FakeAnthropicServer() as claude:
+        monkeypatch.setenv("COHERE_API_KEY", cohere.api_key)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", claude.api_key)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", claude.url)
+        reranker = CohereReranker(base_url=cohere.base_url)
+        generator = AnthropicContextGenerator("claude-3-haiku-20240307")
+
+        async def use_both() -> tuple[int, int]:
+            await reranker.arerank(QUERY, TEXTS, top_n=2)
+            await generator.agenerate(document, chunk)
+            return cohere.open_connections(), claude.open_connections()
+
+        for _ in range(2):
+            assert asyncio.run(use_both()) == (1, 1)  # kept alive while the loop runs ...
+            assert _all_closed_soon(cohere, claude)  # ... and closed with it
 
 
 @pytest.mark.parametrize("cls", [CohereReranker, VoyageReranker, VoyageEmbedder])
