@@ -12,6 +12,7 @@ sending, the answers in flight are stored in the freed space, and the run ends w
 Each run has a reserve file of its own (`<store>.reserve-<pid>-<random>`), locked (`flock`) while
 the run holds it, so that runs sharing a store neither free nor reuse each other's reserve. A run
 that was killed leaves its file unlocked; the next run deletes it before measuring the free space.
+(Without `fcntl`, on Windows, a killed run's reserve file stays until it is deleted by hand.)
 """
 
 from __future__ import annotations
