@@ -13,6 +13,7 @@ from contextual_retrieval_core.app.evaluation import (
     pass_at_k,
     recall_at_k,
 )
+from tests.notes_corpus import CountingEmbedder
 
 
 def test_pass_at_k_is_the_cookbooks_mean_of_fractions():
@@ -67,38 +68,6 @@ def test_evaluate_tiny_dataset_contexts_help(tiny_dataset, offline_embedder):
         evaluate(ds, offline_embedder, None, ["magic"])
     with pytest.raises(ValueError, match="have no context"):
         evaluate(ds, offline_embedder, {"doc_a_chunk_0": "x"}, ["contextual-bm25"])
-
-
-class CountingEmbedder:
-    """A hashed bag of words that records every text it is asked to embed."""
-
-    model_name = "toy-bow"
-    normalized = True
-
-    def __init__(self) -> None:
-        self.documents: list[str] = []
-        self.queries: list[str] = []
-
-    @staticmethod
-    def _vec(texts):
-        import hashlib
-        import re
-
-        import numpy as np
-
-        out = np.zeros((len(texts), 64), dtype=np.float32)
-        for i, t in enumerate(texts):
-            for w in re.findall(r"\w+", t.lower()):
-                out[i, int(hashlib.md5(w.encode()).hexdigest(), 16) % 64] += 1.0
-        return out / np.clip(np.linalg.norm(out, axis=1, keepdims=True), 1e-9, None)
-
-    def embed_documents(self, texts):
-        self.documents.extend(texts)
-        return self._vec(texts)
-
-    def embed_queries(self, texts):
-        self.queries.extend(texts)
-        return self._vec(texts)
 
 
 def test_evaluate_embeds_each_distinct_text_once_per_run(tiny_dataset):
