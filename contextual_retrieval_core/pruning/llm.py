@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from contextual_retrieval_core._sdk import import_sdk
+from contextual_retrieval_core._sdk import LoopClients, import_sdk
 from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.generators.usage import estimate_tokens, model_info
 from contextual_retrieval_core.pruning.pruner import _as_contextual, _line
@@ -99,6 +99,8 @@ class LLMContextCompressor:
         self.token_counter = token_counter or regex_token_counter
         self._client, self._async_client = client, async_client
         self._max_retries, self._timeout = max_retries, timeout
+        #: async clients built here, one per event loop (closed when it shuts down)
+        self._loop_clients = LoopClients(self._build_async)
         if llm is None and client is None and async_client is None:
             from contextual_retrieval_core._sdk import require_env_key
 
@@ -176,10 +178,14 @@ class LLMContextCompressor:
         return self._client
 
     def _aio_client(self) -> Any:
-        if self._async_client is None:
-            sdk = import_sdk("anthropic", "anthropic", "Anthropic")
-            self._async_client = sdk.AsyncAnthropic(max_retries=self._max_retries, timeout=self._timeout)
-        return self._async_client
+        """The injected async client, or the one built for the running event loop."""
+        if self._async_client is not None:
+            return self._async_client
+        return self._loop_clients.get()
+
+    def _build_async(self) -> Any:
+        sdk = import_sdk("anthropic", "anthropic", "Anthropic")
+        return sdk.AsyncAnthropic(max_retries=self._max_retries, timeout=self._timeout)
 
     def _finish(self, items: list[ContextualChunk], answer: str, report: PruningReport, started: float) -> PruningResult:
         haystacks = [_normalised(c.text) for c in items]

@@ -99,6 +99,24 @@ def test_the_clients_built_for_a_loop_are_closed_when_the_loop_ends(monkeypatch)
             assert _all_closed_soon(cohere, claude)  # ... and closed with it
 
 
+def test_the_llm_pruner_built_from_the_environment_works_on_two_loops_and_closes_with_each(monkeypatch):
+    from contextual_retrieval_core.pruning.llm import LLMContextCompressor
+
+    chunks = [Chunk("c1", "d", "Revenue grew by 3% over the previous quarter.", 0)]
+    with FakeAnthropicServer() as server:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", server.api_key)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        pruner = LLMContextCompressor()
+
+        async def prune() -> tuple[object, int]:
+            return await pruner.acompress("how did revenue change?", chunks), server.open_connections()
+
+        (first, open_first), (second, open_second) = _twice(prune)
+        assert first.text == second.text and open_first == open_second == 1
+        assert _all_closed_soon(server)
+        assert len(server.requests_to("/v1/messages")) == 2
+
+
 @pytest.mark.parametrize("cls", [CohereReranker, VoyageReranker, VoyageEmbedder])
 def test_an_injected_async_client_is_used_as_given(cls):
     marker = object()
