@@ -71,6 +71,16 @@ class LoopClients:
         (True, True)
         >>> asyncio.run(use())[0] is first
         False
+
+    A loop that ended holds nothing of it (its client is forgotten once closed):
+
+        >>> import gc, weakref
+        >>> async def loop_used():
+        ...     clients.get()
+        ...     return weakref.ref(asyncio.get_running_loop())
+        >>> ended = asyncio.run(loop_used())
+        >>> _ = gc.collect(); ended() is None
+        True
     """
 
     def __init__(self, build: Callable[[], Any]) -> None:
@@ -84,19 +94,22 @@ class LoopClients:
         loop = asyncio.get_running_loop()
         entry = self._clients.get(loop)
         if entry is None:
+            for ended in [other for other in self._clients if other.is_closed()]:  # closed without shutdown
+                self._clients.pop(ended, None)
             client = self._build()
-            closer = _closed_at_shutdown(client)
+            closer = self._closed_at_shutdown(loop, client)
             # its first step registers it with the loop, whose shutdown_asyncgens() then closes it
             asyncio.ensure_future(closer.asend(None))
             entry = self._clients[loop] = (client, closer)
         return entry[0]
 
-
-async def _closed_at_shutdown(client: Any) -> Any:
-    try:
-        yield
-    finally:
-        await aclose_client(client)
+    async def _closed_at_shutdown(self, loop: Any, client: Any) -> Any:
+        try:
+            yield
+        finally:
+            # forgotten first: the entry (through this generator) would otherwise keep the loop alive
+            self._clients.pop(loop, None)
+            await aclose_client(client)
 
 
 async def aclose_client(client: Any) -> None:
