@@ -17,6 +17,7 @@ that was killed leaves its file unlocked; the next run deletes it before measuri
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
@@ -105,25 +106,24 @@ class SpaceReserve:
                 f"context store {self.file}: the disk holding {self.folder} has {mb(free)} free; this run needs about "
                 f"{mb(needed)} for {self.contexts} contexts — free some space (or use a store on another disk) and run "
                 "again; nothing was sent", str(self.file))
-        token = f"{os.getpid()}-{secrets.token_hex(4)}"
-        # locked under a name the sweep ignores, then renamed into place: no run can take a live
-        # reserve for an abandoned one
-        claiming = self.file.with_name(f"{self.file.name}.reserving-{token}")
-        reserve = self.file.with_name(f"{self.file.name}{_RESERVE_SUFFIX}-{token}")
-        fd = os.open(claiming, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        reserve = self.file.with_name(f"{self.file.name}{_RESERVE_SUFFIX}-{os.getpid()}-{secrets.token_hex(4)}")
+        fd = None
         try:
+            fd = os.open(reserve, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
             if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            os.rename(claiming, reserve)
+                # best effort: a sweep that takes the name before the lock (or a file system without
+                # locks) only unlinks it; the space stays held by this descriptor until `release`
+                with contextlib.suppress(OSError):
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             if hasattr(os, "posix_fallocate"):
                 os.posix_fallocate(fd, 0, self.reserve_bytes)
             else:  # pragma: no cover - not on Linux
                 os.write(fd, b"\0" * self.reserve_bytes)
             os.fsync(fd)
         except OSError as exc:
-            for path in (claiming, reserve):
-                path.unlink(missing_ok=True)
-            os.close(fd)
+            reserve.unlink(missing_ok=True)
+            if fd is not None:
+                os.close(fd)
             raise StoreFullError(
                 f"context store {self.file}: cannot set {mb(self.reserve_bytes)} aside in {self.folder} ({exc}); "
                 "free some space and run again; nothing was sent", str(self.file)) from exc
@@ -134,11 +134,11 @@ class SpaceReserve:
         if fcntl is None or self.file is None:  # pragma: no cover - not on POSIX
             return
         prefix = f"{self.file.name}{_RESERVE_SUFFIX}"
-        for path in self.file.parent.glob(f"{prefix}*"):
+        for path in self.file.parent.iterdir():
             if path.name != prefix and not path.name.startswith(f"{prefix}-"):
                 continue
             try:
-                fd = os.open(path, os.O_RDONLY)
+                fd = os.open(path, os.O_RDWR)  # NFS emulates flock with write locks
             except OSError:
                 continue
             try:

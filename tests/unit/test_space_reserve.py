@@ -54,3 +54,14 @@ def test_the_reserves_killed_runs_left_are_deleted_by_the_next_run(tmp_path):
     run.close()
     live.close()
     assert _reserves(tmp_path) == ["other.sqlite3.reserve-1-aa"]
+
+
+def test_a_store_name_with_glob_characters_has_its_abandoned_reserves_found(tmp_path):
+    store = ContextStore(tmp_path / "contexts[1].sqlite3")
+    (tmp_path / "contexts[1].sqlite3.reserve-4242-deadbeef").write_bytes(b"\0" * 1024)
+    run = SpaceReserve(store, contexts=10, in_flight=2)
+    run.check_and_hold()
+    (held,) = _reserves(tmp_path)
+    assert held.startswith("contexts[1].sqlite3.reserve-") and "4242-deadbeef" not in held
+    run.close()
+    assert _reserves(tmp_path) == []
