@@ -370,9 +370,7 @@ def _frame(spec: FrameInput, given: list[CropInput]) -> tuple[Frame, list[Crop]]
             "(an empty list for a frame with no objects) or its crops already cut"
         )
     detections = parse_detections(meta["detections"], **read)
-    pixels: list[ImageData | None] = [None] * len(detections)
-    if image is not None:
-        pixels = list(cut_all(image, [det.pixel_box for det in detections]))
+    pixels: list[ImageData | None] = [None] * len(detections) if image is None else [*cut_all(image, [d.pixel_box for d in detections])]
     return frame, [Crop(frame.id, i, det, f"crop_{i + 1}", pixels[i]) for i, det in enumerate(detections)]
 
 

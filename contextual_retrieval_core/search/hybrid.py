@@ -139,7 +139,7 @@ class HybridSearcher:
             else:
                 raise ValueError(f"vector_store must be 'memory', 'chroma' or an index with add/search_many, not {vector_store!r}")
         self._feedback_rows: Any = None
-        if self.config.dense_prf and self.vectors is not None and use_bm25:  # PRF from the fused ranking only
+        if self.vectors is not None and self.config.feeds_back(1 + int(use_bm25)):  # PRF from the fused ranking only
             # the in-process indexes hold the normalised rows in this order: read them, not a copy
             held = getattr(self.vectors, "vectors", None)
             own = isinstance(held, np.ndarray) and list(getattr(self.vectors, "ids", ())) == list(rows.ids)

@@ -284,7 +284,11 @@ class PostgresContextStore(ContextStore, schemes=("postgresql", "postgres")):
     def _open_connection(self) -> Any:
         """A new autocommit connection whose lock waits end after the store's `timeout`."""
         conn = self._psycopg.connect(self._url, autocommit=True, connect_timeout=max(1, int(self._timeout)))
-        conn.execute(f"SET lock_timeout = {int(self._timeout * 1000)}")
+        try:
+            conn.execute(f"SET lock_timeout = {int(self._timeout * 1000)}")
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     def _connection_lost(self) -> bool:
