@@ -70,7 +70,8 @@ def _loopback_only_trust(request: pytest.FixtureRequest, monkeypatch: pytest.Mon
     """The SDK clients the tests build talk plain HTTP to loopback fakes, yet each one makes an SSL
     context and loads every CA certificate of SSL_CERT_FILE (or the system's bundle) into it: about
     25 ms a client, some 190 clients in tests/unit. Outside tests/e2e (which installs packages over
-    HTTPS) the tests trust one throwaway certificate instead; nothing in them can reach the internet."""
+    HTTPS) the tests trust one throwaway certificate instead. A CERTIFICATE_VERIFY_FAILED in one of
+    them means the test reached for the network, which no test outside tests/e2e may do."""
     if tier_of(request.path) != "e2e":
         monkeypatch.setenv("SSL_CERT_FILE", str(LOOPBACK_CA))
         monkeypatch.delenv("SSL_CERT_DIR", raising=False)

@@ -240,8 +240,9 @@ def stop_server(httpd: Any, thread: threading.Thread | None) -> None:
             except OSError:
                 pass
         httpd.server_close()
-        os.close(wake_r)
-        os.close(wake_w)
+        if thread is None or not thread.is_alive():  # else its loop may still be selecting on the pipe
+            os.close(wake_r)
+            os.close(wake_w)
     elif thread is not None:
         thread.join(timeout=5)
 

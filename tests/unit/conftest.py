@@ -34,15 +34,34 @@ def _unit_tmp_root() -> Iterator[Path | None]:
     if memory is None:
         yield None
         return
-    root = Path(tempfile.mkdtemp(prefix="contextual-retrieval-unit-", dir=memory))
+    for old in memory.glob("contextual-retrieval-unit-*"):  # left by runs that were killed
+        pid = old.name.rsplit("-", 2)[-2]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(old, ignore_errors=True)
+    root = Path(tempfile.mkdtemp(prefix=f"contextual-retrieval-unit-{os.getpid()}-", dir=memory))
     yield root
     shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture
-def tmp_path(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, _unit_tmp_root: Path | None) -> Path:
-    """A new empty folder for the test: in memory (see the module docstring), else pytest's own."""
+def tmp_path(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+             _unit_tmp_root: Path | None) -> Iterator[Path]:
+    """A new empty folder for the test: in memory (see the module docstring), deleted when the test
+    passes (a failed test's stays until the session ends); else pytest's own."""
     name = re.sub(r"\W", "_", request.node.name)[:30]
     if _unit_tmp_root is None:
-        return tmp_path_factory.mktemp(name, numbered=True)
-    return Path(tempfile.mkdtemp(prefix=f"{name}-", dir=_unit_tmp_root))
+        yield tmp_path_factory.mktemp(name, numbered=True)
+        return
+    folder = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=_unit_tmp_root))
+    yield folder
+    report = getattr(request.node, "rep_call", None)
+    if report is None or report.passed:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    report = yield
+    if report.when == "call":
+        item.rep_call = report  # type: ignore[attr-defined]
+    return report
