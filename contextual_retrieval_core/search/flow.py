@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from contextual_retrieval_core._sdk import in_thread
+from contextual_retrieval_core.dense.server_errors import server_unavailable
 from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_core.search.feedback import FeedbackRows
 from contextual_retrieval_core.search.ranked import RankedHit, unique_names
@@ -130,7 +131,9 @@ class FlowResult:
 
 @dataclass(frozen=True)
 class _Call:
-    """One step's call: ``target.method(*args)``, or awaited ``target.amethod(*args)``."""
+    """One step's call: ``target.method(*args)``, or awaited ``target.amethod(*args)``. A source
+    whose vector server does not answer raises `VectorServerUnavailable` (naming the server and the
+    fix) in place of its store's error."""
 
     target: Any
     method: str
@@ -138,10 +141,25 @@ class _Call:
     kwargs: dict = field(default_factory=dict)
 
     def run(self) -> Any:
-        return getattr(self.target, self.method)(*self.args, **self.kwargs)
+        try:
+            return getattr(self.target, self.method)(*self.args, **self.kwargs)
+        except Exception as exc:
+            _raise_clear(exc)
+            raise
 
     async def arun(self) -> Any:
-        return await getattr(self.target, "a" + self.method)(*self.args, **self.kwargs)
+        try:
+            return await getattr(self.target, "a" + self.method)(*self.args, **self.kwargs)
+        except Exception as exc:
+            _raise_clear(exc)
+            raise
+
+
+def _raise_clear(exc: Exception) -> None:
+    """Raise the clear error for a vector server that does not answer; nothing for other errors."""
+    clear = server_unavailable(exc)
+    if clear is not None:
+        raise clear from exc
 
 
 Steps = Generator[list[_Call], list[Any], list[FlowResult]]

@@ -1,0 +1,92 @@
+"""A vector server that does not answer, as one clear error: PostgreSQL with pgvector behind a
+framework's store (LangChain's `PGVector`, LlamaIndex's `PGVectorStore`).
+
+Those stores reach the server through SQLAlchemy and a PostgreSQL driver (psycopg, psycopg2 or
+asyncpg); a stopped or restarting server surfaces as the driver's error wrapped in SQLAlchemy's,
+whose text carries the SQL and its parameters (a whole query vector). `server_unavailable` reads
+the chain of errors and returns a `VectorServerUnavailable` naming the server's address (as the
+driver reported it; never a password) and the fix, or None for any other error. The query flow
+(`search.flow`) raises it in place of the store's error, on every query path, sync and async.
+
+The store's engine drops the broken connections itself, so once the server is back the same
+retriever answers again; nothing has to be rebuilt.
+"""
+
+from __future__ import annotations
+
+import re
+
+from contextual_retrieval_core._sdk import error_chain
+
+__all__ = ["VectorServerUnavailable", "server_unavailable"]
+
+
+class VectorServerUnavailable(ConnectionError):
+    """The PostgreSQL server holding the vectors did not answer (stopped, restarting, unreachable,
+    or it dropped the connection mid-query); the message names its address and the fix. The same
+    retriever answers again once the server is back.
+
+    Example:
+        >>> raise VectorServerUnavailable("the PostgreSQL server at 127.0.0.1:5432 does not answer")
+        Traceback (most recent call last):
+        ...
+        contextual_retrieval_core.dense.server_errors.VectorServerUnavailable: the PostgreSQL server at 127.0.0.1:5432 does not answer
+    """
+
+
+#: the PostgreSQL drivers the frameworks' pgvector stores use (through SQLAlchemy)
+_DRIVERS = ("psycopg", "psycopg2", "asyncpg")
+#: SQLSTATEs of a lost server: class 08 (connection exception), admin/crash shutdown, cannot connect now
+_LOST_STATES = ("57P01", "57P02", "57P03")
+#: asyncpg's classes for a connection that is gone
+_ASYNCPG_LOST = ("ConnectionDoesNotExistError", "CannotConnectNowError", "PostgresConnectionError",
+                 "AdminShutdownError", "CrashShutdownError", "ConnectionFailureError")
+_ADDRESS = re.compile(r'connection to server at "([^"]+)"(?: \([^)]*\))?, port (\d+)')
+
+
+def _driver(error: BaseException) -> str | None:
+    module = type(error).__module__.split(".", 1)[0]
+    return module if module in _DRIVERS else None
+
+
+def _lost(error: BaseException, driver: str | None) -> bool:
+    names = {cls.__name__ for cls in type(error).__mro__}
+    if driver == "asyncpg":
+        return bool(names & set(_ASYNCPG_LOST))
+    if driver is not None and "OperationalError" in names:
+        state = getattr(error, "sqlstate", None) or getattr(error, "pgcode", None)
+        # no SQLSTATE: libpq's own error (refused, closed, reset); with one, only the lost-server states
+        return state is None or state.startswith("08") or state in _LOST_STATES
+    return False
+
+
+def server_unavailable(exc: BaseException) -> VectorServerUnavailable | None:
+    """The clear error for `exc` when it (or an error it was raised from) says the PostgreSQL
+    server is down or dropped the connection; None for any other error.
+
+    Example:
+        >>> class OperationalError(Exception):  # psycopg's, as a stand-in
+        ...     sqlstate = None
+        >>> OperationalError.__module__ = "psycopg"
+        >>> low = OperationalError('connection failed: connection to server at "127.0.0.1", port 5433 failed: '
+        ...                        'Connection refused')
+        >>> print(server_unavailable(low))  # doctest: +ELLIPSIS
+        the PostgreSQL server at 127.0.0.1:5433 does not answer (OperationalError: connection failed: ...); start it ...
+        >>> server_unavailable(ValueError("bad input")) is None
+        True
+    """
+    chain = list(error_chain(exc))
+    lost = next((e for e in chain if _lost(e, _driver(e))), None)
+    # asyncpg reports a refused connection as the OS's error
+    if lost is None and any(_driver(e) == "asyncpg" or type(e).__module__.startswith("sqlalchemy") for e in chain):
+        lost = next((e for e in chain if isinstance(e, (ConnectionRefusedError, ConnectionResetError))), None)
+    if lost is None:
+        return None
+    text = " ".join(str(lost).split()) or type(lost).__name__
+    found = next((m for m in map(_ADDRESS.search, (str(e) for e in chain)) if m), None)
+    where = f" at {found.group(1)}:{found.group(2)}" if found else ""
+    return VectorServerUnavailable(
+        f"the PostgreSQL server{where} does not answer ({type(lost).__name__}: {text[:300]}); start it again "
+        "(`pg_ctl -D DATA start`, `systemctl start postgresql`) or check the vector store's connection URL, "
+        "then retry: the same retriever answers once the server is back"
+    )
