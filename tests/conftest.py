@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 # the real servers' session fixtures, defined here once so that each server starts once per run
-from tests.servers import chroma_server, postgres_server  # noqa: F401, E402
+from tests.servers import chroma_server, pgvector_server, postgres_server  # noqa: F401, E402
 
 REPO = Path(__file__).resolve().parents[1]
 COOKBOOK = Path(os.environ.get("CONTEXTUAL_RETRIEVAL_DATASET", REPO.parent / "shared" / "data" / "cookbook-codebase"))

@@ -34,7 +34,8 @@ def require(config: pytest.Config, ok: bool, reason: str) -> None:
             return plugin.require(config, ok, reason)
     raise RuntimeError("tests/conftest.py is not loaded: run pytest from the repository root")
 
-__all__ = ["chroma_server", "chroma_executable", "postgres_server", "postgres_binaries", "start_postgres", "running_postgres", "restart_postgres", "stop_postgres", "pg_bin", "free_port", "PG_BIN_DIRS"]
+__all__ = ["chroma_server", "chroma_executable", "postgres_server", "postgres_binaries", "start_postgres", "running_postgres", "restart_postgres", "stop_postgres", "pg_bin", "free_port", "PG_BIN_DIRS",
+           "pgvector_bin", "pgvector_binaries", "pgvector_server"]
 
 
 def free_port() -> int:
@@ -120,6 +121,29 @@ def pg_bin() -> Path | None:
         return None
     shipped = Path(pgserver.__file__).parent / "pginstall" / "bin"
     return shipped if (shipped / "initdb").is_file() else None
+
+
+def _has_pgvector(bin_dir: Path) -> bool:
+    """Whether the server in `bin_dir` has the pgvector extension (``vector.control``): Debian's
+    postgresql-NN-pgvector puts it under /usr/share/postgresql/NN, the pgserver wheel beside its bin."""
+    shares = [bin_dir.parent / "share" / "postgresql", bin_dir.parent / "share", Path("/usr/share/postgresql") / bin_dir.parent.name]
+    return any((share / "extension" / "vector.control").is_file() for share in shares)
+
+
+def pgvector_bin() -> Path | None:
+    """The folder of server binaries (initdb, pg_ctl) whose PostgreSQL has pgvector: Debian's
+    (with postgresql-NN-pgvector), PATH's, or the pgserver package's (it ships pgvector); None if none."""
+    folders = [folder for folder in PG_BIN_DIRS if (folder / "initdb").is_file() and (folder / "pg_ctl").is_file()]
+    found = shutil.which("initdb")
+    if found and shutil.which("pg_ctl"):
+        folders.append(Path(found).parent)
+    try:
+        import pgserver  # type: ignore[import-not-found]
+    except ImportError:
+        pass
+    else:
+        folders.append(Path(pgserver.__file__).parent / "pginstall" / "bin")
+    return next((folder for folder in folders if (folder / "initdb").is_file() and _has_pgvector(folder)), None)
 
 
 #: url -> (pg_ctl command for the cluster, its start options, environment), while it runs
@@ -220,6 +244,33 @@ def postgres_server(pytestconfig: pytest.Config) -> Iterator[str]:
     """URL of a throwaway PostgreSQL cluster for the session (`running_postgres`)."""
     try:
         with running_postgres(postgres_binaries(pytestconfig)) as url:
+            yield url
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+
+
+def pgvector_binaries(pytestconfig: pytest.Config) -> Path:
+    """`postgres_binaries` for a server with the pgvector extension (skip locally, fail under --ci
+    when there is none)."""
+    postgres_binaries(pytestconfig)  # a server at all, and a user to own it as root
+    bin_dir = pgvector_bin()
+    require(
+        pytestconfig,
+        bin_dir is not None,
+        "no PostgreSQL server with the pgvector extension (vector.control): apt-get install "
+        "postgresql-NN-pgvector for the installed server's major version NN (Debian 13 and later), "
+        "or pip install pgserver (its wheel ships pgvector)",
+    )
+    assert bin_dir is not None
+    return bin_dir
+
+
+@pytest.fixture(scope="session")
+def pgvector_server(pytestconfig: pytest.Config) -> Iterator[str]:
+    """URL of a throwaway PostgreSQL cluster with pgvector available (``CREATE EXTENSION vector``
+    is left to the stores, as they do it themselves)."""
+    try:
+        with running_postgres(pgvector_binaries(pytestconfig)) as url:
             yield url
     except RuntimeError as exc:
         pytest.fail(str(exc))
