@@ -14,12 +14,15 @@ Vectors (384-d, as all-MiniLM-L6-v2), two kinds:
 
 Each size runs in a child process of its own (so peak RSS is that size's): generate the corpus,
 build `BM25Index` (from token lists) and the dense index that `HybridSearcher` builds
-(`ann.dense_index`: exact below 20k chunks, HNSW above), save both (on-disk size), then time, per
+(`dense.hnsw.dense_index`: exact below 20k chunks, the calibrated IVF index above), save both
+(on-disk size), then time, per
 query, BM25 top-150, dense top-150 (query vector given), weighted RRF of the two lists
 (`fuse_sources`, as `HybridSearcher`), and the whole hybrid query (the three in sequence, as
 `HybridSearcher.search_many` runs them after embedding the query). Recall of the exact top 150
 is measured for the dense index at each size (exact search over the same vectors), and on the
-real MiniLM vectors of the cookbook and demo corpora with the HNSW index forced.
+real MiniLM vectors of the cookbook and demo corpora with the HNSW index forced. Then a fresh
+child process opens the saved indexes (memory-mapped) and runs the hybrid queries again: its
+peak RSS (`query_process_peak_rss_mb`) is what a query server needs.
 
 Peers at 100k, same run, same texts (tokens joined by spaces), top 150: our BM25Index built from
 the texts, LlamaIndex's `BM25Retriever` (llama-index-retrievers-bm25) and LangChain's
@@ -251,12 +254,38 @@ def one_size(n: int, n_queries: int, kinds: list[str]) -> list[dict]:
                 "queries": n_queries,
             })
             del dense
+            np.save(work / "queries.npy", qv, allow_pickle=False)
+            (work / "queries.json").write_text(json.dumps(query_texts), encoding="utf-8")
+            rows[-1].update(_child(["--_query", str(work), "--kinds", kind]))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     for row in rows:
         row["peak_rss_mb"] = round(peak, 1)
     return rows
+
+
+def query_process(work: Path, kind: str) -> dict:
+    """A fresh process that opens the saved indexes (memory-mapped) and runs every hybrid query:
+    its peak RSS is what a query server needs, with nothing of the build in its heap."""
+    from contextual_retrieval_core.dense.hnsw import load_dense_index
+
+    t0 = time.perf_counter()
+    bm25 = BM25Index.load(work / "bm25")
+    dense = load_dense_index(work / kind)
+    load_s = time.perf_counter() - t0
+    _single_threaded_queries()
+    qv = np.load(work / "queries.npy", allow_pickle=False)
+    texts = json.loads((work / "queries.json").read_text(encoding="utf-8"))
+    wall = []
+    for text, vec in zip(texts, qv):
+        t = time.perf_counter()
+        d = dense.search_many(vec[None, :], DEPTH)[0]
+        b = bm25.search(text, DEPTH)
+        fuse_sources([("dense", d, WEIGHTS[0]), ("bm25", b, WEIGHTS[1])], depth=DEPTH)
+        wall.append(time.perf_counter() - t)
+    return {"query_process_load_s": round(load_s, 2), "query_process_hybrid_p50_ms": _pcts(wall)[0],
+            "query_process_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
 
 
 def peers(n: int, n_queries: int) -> list[dict]:
@@ -368,10 +397,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="rerun only the peer comparison and replace `peers` in the --json file")
     ap.add_argument("--_one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--_peers", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--_query", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
     if args._one:
         print(json.dumps(one_size(args._one, args.queries, kinds)))
+        return 0
+    if args._query:
+        print(json.dumps(query_process(Path(args._query), kinds[0])))
         return 0
     if args._peers:
         print(json.dumps(peers(args._peers, args.peer_queries)))

@@ -2,7 +2,7 @@
 
 Exact search (`VectorIndex`) reads every vector for every query: at 100,000 MiniLM chunks that
 is one 100k x 384 matrix product per query, and its cost grows linearly with the corpus. Above
-`ANN_THRESHOLD` chunks `dense_index` builds an HNSW graph instead; below it, exact search is
+`ANN_THRESHOLD` chunks `dense_index` builds a calibrated `IVFIndex` (dense/ivf.py) instead; below it, exact search is
 cheap (well under the fusion and BM25 costs) and stays the default, with no extra dependency.
 
 Why FAISS (`faiss-cpu`): chromadb 1.x no longer ships Python HNSW bindings (its HNSW lives in
@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from contextual_retrieval_core.checks import positive_int
+from contextual_retrieval_core.dense.ivf import IVFIndex, IVFParams
 from contextual_retrieval_core.dense.vectors import VectorIndex
 
 __all__ = ["ANN_THRESHOLD", "HNSWIndex", "HNSWParams", "dense_index", "load_dense_index"]
@@ -214,9 +215,10 @@ class HNSWIndex:
 
 
 def dense_index(
-    ids: Sequence[str], vectors: np.ndarray, *, threshold: int = ANN_THRESHOLD, params: HNSWParams | None = None
-) -> VectorIndex | HNSWIndex:
-    """Exact `VectorIndex` below `threshold` rows, `HNSWIndex` from it on.
+    ids: Sequence[str], vectors: np.ndarray, *, threshold: int = ANN_THRESHOLD, params: IVFParams | None = None
+) -> VectorIndex | IVFIndex:
+    """Exact `VectorIndex` below `threshold` rows, the calibrated `IVFIndex` from it on
+    (`HNSWIndex` stays available, built by hand, and loads).
 
     Without faiss-cpu installed, exact search at every size, with a warning naming the extra.
 
@@ -234,10 +236,12 @@ def dense_index(
     except ImportError as exc:
         warnings.warn(f"{len(ids)} vectors: exact search, which is slow at this size ({exc})", stacklevel=2)
         return VectorIndex(ids, vectors)
-    return HNSWIndex(ids, vectors, params=params)
+    return IVFIndex(ids, vectors, params=params)
 
 
-def load_dense_index(path: str | Path) -> VectorIndex | HNSWIndex:
-    """Open a directory saved by either index (an ``hnsw.json`` marks an HNSW one)."""
+def load_dense_index(path: str | Path) -> VectorIndex | HNSWIndex | IVFIndex:
+    """Open a directory saved by any of the three (``ivf.json`` marks an IVF one, ``hnsw.json`` an HNSW one)."""
     path = Path(path)
+    if (path / "ivf.json").is_file():
+        return IVFIndex.load(path)
     return HNSWIndex.load(path) if (path / "hnsw.json").is_file() else VectorIndex.load(path)

@@ -4,7 +4,8 @@ The term weights are computed once, vectorised, into a sparse term-by-document m
 term-major (CSR: each term's postings contiguous, the "eager" layout of bm25s); a query sums the
 rows of its terms (`Postings.scores`), so query time grows with the postings of the query's terms,
 never with a Python loop over the corpus. Saved as JSON plus `.npy` arrays read with
-``allow_pickle=False``: loading an index never executes code.
+``allow_pickle=False`` and memory-mapped on load (a query process reads only the postings of the
+terms it is asked for): loading an index never executes code.
 """
 
 from __future__ import annotations
@@ -253,13 +254,35 @@ def _strings(file: Path, meta: dict, key: str) -> list[str]:
     return values
 
 
+_CHECK_BLOCK = 1 << 22  # entries read at a time when a mapped array is checked
+
+
 def _load_array(file: Path) -> np.ndarray:
+    """The array in `file`, memory-mapped read-only (pages shared, read on demand)."""
     if not file.is_file():
         raise IndexFileError(file, "missing")
     try:
-        return np.load(file, allow_pickle=False)
+        array = np.load(file, allow_pickle=False, mmap_mode="r")
     except (OSError, ValueError, EOFError) as exc:
         raise IndexFileError(file, f"truncated or corrupted ({type(exc).__name__}: {exc})") from None
+    if array.dtype.hasobject:  # pragma: no cover - np.load refuses object arrays without pickle
+        raise IndexFileError(file, "holds Python objects")
+    return array
+
+
+def _blocks(file: Path, array: np.ndarray) -> Iterable[np.ndarray]:
+    """A mapped 1-D array's entries in blocks, read from the file rather than through the map, so
+    checking a large index does not leave all of it resident in the process."""
+    if not isinstance(array, np.memmap):
+        yield from (array[i : i + _CHECK_BLOCK] for i in range(0, array.size, _CHECK_BLOCK))
+        return
+    with open(file, "rb") as fh:
+        fh.seek(int(array.offset))
+        for start in range(0, array.size, _CHECK_BLOCK):
+            block = np.fromfile(fh, dtype=array.dtype, count=min(_CHECK_BLOCK, array.size - start))
+            if block.size == 0:
+                raise IndexFileError(file, "truncated")
+            yield block
 
 
 def _check_arrays(path: Path, arrays: dict[str, np.ndarray], n_docs: int, n_terms: int) -> None:
@@ -277,10 +300,12 @@ def _check_arrays(path: Path, arrays: dict[str, np.ndarray], n_docs: int, n_term
         raise IndexFileError(path / "indptr.npy", f"{indptr.size} entries for {n_terms} terms in bm25.json (expected {n_terms + 1})")
     if indptr[0] != 0 or indptr[-1] != data.size or np.any(np.diff(indptr) < 0):
         raise IndexFileError(path / "indptr.npy", f"offsets are not ordered from 0 to {data.size} (the size of data.npy)")
-    if indices.size and (indices.min() < 0 or indices.max() >= n_docs):
-        raise IndexFileError(path / "indices.npy", f"a document number outside 0..{n_docs - 1} (bm25.json lists {n_docs} ids)")
-    if not np.all(np.isfinite(data)):
-        raise IndexFileError(path / "data.npy", "a weight is NaN or infinite")
+    for block in _blocks(path / "indices.npy", indices):
+        if block.min() < 0 or block.max() >= n_docs:
+            raise IndexFileError(path / "indices.npy", f"a document number outside 0..{n_docs - 1} (bm25.json lists {n_docs} ids)")
+    for block in _blocks(path / "data.npy", data):
+        if not np.all(np.isfinite(block)):
+            raise IndexFileError(path / "data.npy", "a weight is NaN or infinite")
 
 
 class Postings:

@@ -1,0 +1,302 @@
+"""`IVFIndex`: cluster-pruned dense search over float16 vectors, with a probe count set by a rule.
+
+The corpus is cut into ``nlist`` = ceil(sqrt(n)) clusters (FAISS k-means on a seeded sample of
+at most 64 rows a cluster); each vector is stored once, as float16, in its cluster's list
+(FAISS ``IndexIVFScalarQuantizer`` with ``QT_fp16``, inner product). A query scores the
+``nlist`` centroids, then every vector of its ``nprobe`` best clusters, exactly (float16 rows,
+float32 arithmetic): the scores are the cosines of the stored rows, and only the candidate set is
+approximate.
+
+How ``nprobe`` is chosen (`IVFParams.target_recall`, `IVFParams.calibration_queries`): at build,
+the smallest power of two whose recall of the exact top-`depth` reaches the target on seeded
+pseudo-queries, each the normalised sum of four random indexed vectors (a query between topics
+is the hard case for cluster pruning: its neighbours spread over the most clusters). The exact
+reference is the same index probing every cluster. The chosen value and the recall it reached
+are saved with the index; `calibrate` repeats the choice on real queries when a caller has them.
+A query asking for more than `depth` candidates probes proportionally more clusters.
+
+Memory: the float16 lists are 2 bytes a dimension (768 MB at 1M x 384); `load` maps the saved
+file (FAISS ``IO_FLAG_MMAP``), so a query process reads only the clusters its queries probe.
+Saved as ``ivf.faiss`` (FAISS's own binary format, no pickle) and ``ivf.json`` (ids, parameters,
+calibration). Install FAISS with the ``ann`` extra.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from contextual_retrieval_core.checks import IndexFileError, finite_vectors, not_a_string, positive_int, read_json
+
+__all__ = ["IVFIndex", "IVFParams"]
+
+_FORMAT = 1
+_INSTALL_HINT = "install faiss-cpu: pip install 'contextual-retrieval-kit[ann]'"
+
+
+@dataclass(frozen=True)
+class IVFParams:
+    """How an `IVFIndex` is built and how its probe count is chosen; saved with the index.
+
+    Attributes:
+        depth: the candidate depth the probe count is calibrated for (the query flow's 150).
+        target_recall: recall of the exact top-`depth` the probe count must reach (0.99).
+        calibration_queries: pseudo-queries the recall is measured on (200).
+        seed: seeds the k-means sample and the pseudo-queries.
+    """
+
+    depth: int = 150
+    target_recall: float = 0.99
+    calibration_queries: int = 200
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("depth", "calibration_queries"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"IVFParams.{name} must be a positive integer, got {value!r}")
+        if not 0.0 < float(self.target_recall) <= 1.0:
+            raise ValueError(f"IVFParams.target_recall must be in (0, 1], got {self.target_recall!r}")
+
+
+def _faiss() -> Any:  # faiss ships no type information
+    try:
+        import faiss
+    except ImportError as exc:  # pragma: no cover - exercised only without the extra
+        raise ImportError(f"IVFIndex needs the faiss-cpu package; {_INSTALL_HINT}") from exc
+    return faiss
+
+
+def _normalised(vectors: np.ndarray, what: str) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    if vectors.ndim != 2:
+        raise ValueError(f"{what} must be a 2-D array (n, d), got shape {vectors.shape}")
+    finite_vectors(what, vectors)
+    return np.ascontiguousarray(vectors / np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None))
+
+
+def _recall(exact: np.ndarray, found: np.ndarray) -> float:
+    hit = sum(len(set(e[e >= 0].tolist()) & set(f[f >= 0].tolist())) for e, f in zip(exact, found))
+    return hit / max(int((exact >= 0).sum()), 1)
+
+
+class IVFIndex:
+    """Approximate top-k by cosine similarity: float16 clusters, probe count set by calibration.
+
+    The same interface as `VectorIndex` (``search``, ``search_many``, ``save``, ``load``,
+    ``add``), so either can sit behind `HybridSearcher`. Build from one array, or from blocks
+    with `from_blocks` (the blocks are added one at a time; only the k-means sample is held).
+
+    Args:
+        ids: one id per row.
+        vectors: float array (n, d); L2-normalised on the way in.
+        params: `IVFParams` (default: calibrated for depth 150 at recall 0.99).
+
+    Example:
+        >>> import numpy as np
+        >>> rng = np.random.default_rng(0)
+        >>> vectors = rng.standard_normal((500, 8)).astype("float32")
+        >>> index = IVFIndex([f"v{i}" for i in range(500)], vectors, params=IVFParams(depth=10))
+        >>> index.search(vectors[7], k=1)[0][0]
+        'v7'
+    """
+
+    ids: list[str]
+    params: IVFParams
+    nprobe: int
+    calibration: dict[str, Any]
+    _graph: Any
+    _mapped: Path | None
+
+    def __init__(self, ids: Sequence[str], vectors: np.ndarray, *, params: IVFParams | None = None) -> None:
+        built = IVFIndex.from_blocks([(ids, vectors)], params=params)
+        self.__dict__.update(built.__dict__)
+
+    @classmethod
+    def _empty(cls, params: IVFParams) -> IVFIndex:
+        index = cls.__new__(cls)
+        index.ids, index.params, index.nprobe, index.calibration = [], params, 1, {}
+        index._graph, index._mapped = None, None
+        return index
+
+    @classmethod
+    def from_blocks(
+        cls, blocks: Iterable[tuple[Sequence[str], np.ndarray]], *, params: IVFParams | None = None
+    ) -> IVFIndex:
+        """Build from (ids, vectors) blocks; the first block must hold enough rows to train on
+        (at least ceil(sqrt(n)) of the corpus's n, where later blocks count: pass the largest
+        block first, or one block)."""
+        params = params or IVFParams()
+        index = cls._empty(params)
+        pending: list[tuple[list[str], np.ndarray]] = []
+        for ids, vectors in blocks:
+            not_a_string("ids", ids, "ids")
+            rows = _normalised(vectors, "vectors")
+            if len(ids) != rows.shape[0]:
+                raise ValueError(f"got {len(ids)} ids for {rows.shape[0]} vectors; pass one id per vector")
+            pending.append(([str(i) for i in ids], rows))
+        total = sum(len(i) for i, _ in pending)
+        if total == 0:
+            raise ValueError("cannot build an IVFIndex from no vectors: pass at least one")
+        all_ids = [i for ids, _ in pending for i in ids]
+        if len(set(all_ids)) != len(all_ids):
+            raise ValueError("duplicate ids: every vector needs a unique id")
+        dim = pending[0][1].shape[1]
+        nlist = max(1, math.ceil(math.sqrt(total)))
+        rng = np.random.default_rng(params.seed)
+        sample = _sample_rows(pending, min(total, 64 * nlist), rng)
+        faiss = _faiss()
+        quantizer = faiss.IndexFlatIP(dim)
+        graph = faiss.IndexIVFScalarQuantizer(quantizer, dim, nlist, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
+        graph.cp.seed = params.seed
+        graph.train(sample)
+        index._graph = graph
+        for ids, rows in pending:
+            if rows.shape[1] != dim:
+                raise ValueError(f"vectors are {rows.shape[1]}-d; the first block was {dim}-d")
+            graph.add(rows)
+            index.ids.extend(ids)
+        pseudo = _pseudo_queries(pending, params.calibration_queries, rng)
+        index._calibrate(pseudo, "pseudo-queries: normalised sums of 4 random indexed vectors")
+        return index
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def dim(self) -> int:
+        return int(self._graph.d)
+
+    @property
+    def nlist(self) -> int:
+        return int(self._graph.nlist)
+
+    def calibrate(self, queries: np.ndarray) -> float:
+        """Choose the probe count again on real query vectors; returns the recall it reached."""
+        return self._calibrate(_normalised(queries, "query vectors"), "caller's queries")
+
+    def _calibrate(self, queries: np.ndarray, source: str) -> float:
+        depth = min(self.params.depth, len(self.ids))
+        _, exact = self._search(queries, depth, self.nlist)
+        nprobe, reached = 1, 0.0
+        while True:
+            _, found = self._search(queries, depth, nprobe)
+            reached = _recall(exact, found)
+            if reached >= self.params.target_recall or nprobe >= self.nlist:
+                break
+            nprobe = min(2 * nprobe, self.nlist)
+        self.nprobe = nprobe
+        self.calibration = {"queries": int(len(queries)), "source": source, "depth": depth,
+                            "recall": round(reached, 4), "nprobe": nprobe, "nlist": self.nlist}
+        return reached
+
+    def _search(self, queries: np.ndarray, k: int, nprobe: int) -> tuple[np.ndarray, np.ndarray]:
+        faiss = _faiss()
+        return self._graph.search(queries, k, params=faiss.SearchParametersIVF(nprobe=min(nprobe, self.nlist)))
+
+    def add(self, ids: Sequence[str], vectors: np.ndarray) -> None:
+        """Append rows (new ids only) to the clusters they fall in; the probe count stays."""
+        not_a_string("ids", ids, "ids")
+        rows = _normalised(vectors, "vectors")
+        if len(ids) != rows.shape[0]:
+            raise ValueError(f"got {len(ids)} ids for {rows.shape[0]} vectors; pass one id per vector")
+        if rows.shape[1] != self.dim:
+            raise ValueError(f"vectors are {rows.shape[1]}-d; the index holds {self.dim}-d vectors")
+        clash = set(self.ids).intersection(str(i) for i in ids)
+        if clash:
+            raise ValueError(f"{len(clash)} ids are already indexed (e.g. {sorted(clash)[0]!r}); ids must be unique")
+        if self._mapped:  # mapped lists may not grow: read the saved file into memory first
+            self._graph = _faiss().read_index(str(self._mapped))
+            self._mapped = None
+        self._graph.add(rows)
+        self.ids.extend(str(i) for i in ids)
+
+    def search(self, query: np.ndarray, k: int = 10) -> list[tuple[str, float]]:
+        """The `k` nearest (id, cosine) pairs, best first."""
+        return self.search_many(np.asarray(query, dtype=np.float32)[None, :], k)[0]
+
+    def search_many(self, queries: np.ndarray, k: int = 10) -> list[list[tuple[str, float]]]:
+        """`search` for a matrix of query vectors; ties by insertion order."""
+        k = positive_int("k", k)
+        queries = np.asarray(queries, dtype=np.float32)
+        if queries.ndim != 2 or queries.shape[1] != self.dim:
+            raise ValueError(
+                f"query vectors have shape {queries.shape}; the index holds {self.dim}-d "
+                "vectors: embed queries with the embedder that built the index"
+            )
+        qn = _normalised(queries, "query vectors")
+        k = min(k, len(self.ids))
+        nprobe = self.nprobe * max(1, math.ceil(k / self.params.depth))
+        sims, rows = self._search(qn, k, nprobe)
+        out = []
+        for s, r in zip(sims, rows):
+            keep = r >= 0
+            s, r = s[keep], r[keep]
+            order = np.lexsort((r, -s))
+            out.append([(self.ids[int(r[i])], float(s[i])) for i in order])
+        return out
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        _faiss().write_index(self._graph, str(path / "ivf.faiss"))
+        meta = {"format": _FORMAT, "kind": "ivf", "library": "faiss", "index": "IndexIVFScalarQuantizer", "metric": "ip",
+                "dtype": "fp16", "count": len(self.ids), "dim": self.dim, "nlist": self.nlist, "nprobe": self.nprobe,
+                "params": asdict(self.params), "calibration": self.calibration, "ids": self.ids}
+        (path / "ivf.json").write_text(json.dumps(meta), encoding="utf-8")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> IVFIndex:
+        """Open a saved index with its lists memory-mapped; a damaged file is an `IndexFileError`."""
+        path = Path(path)
+        meta_path, graph_path = path / "ivf.json", path / "ivf.faiss"
+        if not meta_path.is_file():
+            raise FileNotFoundError(f"{path} is not a saved IVFIndex directory (no ivf.json)")
+        meta = read_json(meta_path)
+        if not isinstance(meta, dict) or meta.get("format") != _FORMAT or meta.get("library") != "faiss":
+            raise IndexFileError(meta_path, "not an IVF index this version can read", "rebuild the index")
+        ids = meta.get("ids")
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or len(set(ids)) != len(ids):
+            raise IndexFileError(meta_path, "'ids' must be a list of distinct strings", "rebuild the index")
+        if not graph_path.is_file():
+            raise IndexFileError(graph_path, "missing", "rebuild the index")
+        faiss = _faiss()
+        try:
+            graph = faiss.read_index(str(graph_path), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
+        except RuntimeError as exc:
+            raise IndexFileError(graph_path, f"truncated or corrupted ({exc})", "rebuild the index") from None
+        if graph.ntotal != len(ids) or graph.d != meta.get("dim"):
+            raise IndexFileError(graph_path, f"{graph.ntotal} x {graph.d} vectors for {len(ids)} ids in ivf.json", "rebuild the index")
+        try:
+            params = IVFParams(**meta["params"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise IndexFileError(meta_path, f"bad parameters ({exc})", "rebuild the index") from None
+        index = cls._empty(params)
+        index.ids, index._graph, index._mapped = ids, graph, graph_path
+        index.nprobe, index.calibration = int(meta["nprobe"]), dict(meta.get("calibration") or {})
+        return index
+
+
+def _sample_rows(blocks: list[tuple[list[str], np.ndarray]], m: int, rng: np.random.Generator) -> np.ndarray:
+    """`m` distinct rows drawn uniformly from all blocks (seeded)."""
+    sizes = np.array([len(i) for i, _ in blocks])
+    picks = np.sort(rng.choice(int(sizes.sum()), size=m, replace=False))
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    parts = [rows[picks[(picks >= a) & (picks < b)] - a] for (_, rows), a, b in zip(blocks, starts[:-1], starts[1:])]
+    return np.ascontiguousarray(np.concatenate(parts))
+
+
+def _pseudo_queries(blocks: list[tuple[list[str], np.ndarray]], m: int, rng: np.random.Generator) -> np.ndarray:
+    total = sum(len(i) for i, _ in blocks)
+    rows = _sample_rows(blocks, min(total, 4 * m), rng)
+    rows = rows[rng.permutation(len(rows))]
+    count = max(1, len(rows) // 4)
+    summed = rows[: 4 * count].reshape(count, 4, -1).sum(axis=1) if len(rows) >= 4 else rows
+    return _normalised(summed, "pseudo-queries")
