@@ -5,6 +5,7 @@
     contextual-retrieval remove PATH... [--index-dir DIR]
     contextual-retrieval query INDEX "question" [-k N] [--rerank auto|none|cohere|voyage]
     contextual-retrieval eval --dataset DIR [--contexts FILE] [--json PATH] [--plot PATH]
+    contextual-retrieval eval --generate-questions N PATH [--out DIR] [--dry-run] [--yes] [--batch]
 
 Every subcommand has --help. Exit codes: 0 success (also when the output pipe closes early, as
 with ``| head``), 2 bad usage, input or a damaged file (with a message that names the file and the
@@ -20,6 +21,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, Literal
 
 from contextual_retrieval_core.app.errors import describe, error_classes, gathered_warnings, quiet_broken_pipe
 from contextual_retrieval_core.contextualize.interrupts import TERMINATED_EXIT_CODE, Terminated, sigterm_as_interrupt
@@ -87,6 +89,22 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"SQLite embedding cache (default: {_default_cache()}); 'none' disables it",
     )
     ev.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    own = ev.add_argument_group(
+        "your own corpus", "eval --generate-questions N PATH: sample N chunks of PATH (a folder of files, an index "
+        "folder or a cookbook folder), ask Claude (ANTHROPIC_API_KEY) for one question each, situate every chunk, "
+        "write the set in the cookbook's format and print plain hybrid against contextual hybrid on it")
+    own.add_argument("source", nargs="?", metavar="PATH", help="with --generate-questions: the corpus")
+    own.add_argument("--generate-questions", type=int, metavar="N", help="how many questions to generate")
+    own.add_argument("--out", metavar="DIR", help="where to write the generated set (default: ./eval-<PATH name>)")
+    own.add_argument("--model", default="claude-haiku-4-5", help="the Claude model (default claude-haiku-4-5)")
+    own.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
+    own.add_argument("--batch", action="store_true", help="use Message Batches (50%% off; results within 24 h)")
+    own.add_argument("--store", metavar="PATH", help="the context store questions and contexts go through "
+                     "(default: the one `index` uses)")
+    own.add_argument("--max-quoted-words", type=int, default=8, metavar="N",
+                     help="reject (and ask once more) a question repeating more than N consecutive words of its chunk")
+    own.add_argument("--dry-run", action="store_true", help="print the estimated tokens and dollars, pay nothing")
+    own.add_argument("--yes", "-y", action="store_true", help="do not ask before paying")
     ev.set_defaults(func=_cmd_eval)
     _add_demo(sub)
     _add_index(sub)
@@ -248,31 +266,16 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         resolve_dataset,
         results_to_json,
     )
-    from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
     from contextual_retrieval_core.search.config import FusionConfig
 
     if args.plot:
         _require_plotting()
+    if args.generate_questions is not None or args.source is not None:
+        return _cmd_eval_own(args)
     folder = resolve_dataset(args.dataset)
     dataset = load_cookbook(folder)
     contexts = load_contexts_jsonl(args.contexts, dataset) if args.contexts else None
-    if getattr(args, "embedder", "local") == "voyage-context":
-        from contextual_retrieval_core.factories import choose_embedder
-
-        embedder = choose_embedder("voyage-context")  # type: ignore[assignment]
-    elif getattr(args, "embedder", "local") == "late-chunking":
-        from contextual_retrieval_core.embeddings.late_chunking import LateChunkingEmbedder
-
-        embedder = LateChunkingEmbedder()  # type: ignore[assignment]
-    else:
-        embedder = LocalMiniLMEmbedder()
-    cache = args.embedding_cache
-    if cache is None:
-        cache = str(_default_cache())
-    if cache.lower() != "none":
-        from contextual_retrieval_core.embeddings.cache import CachedEmbedder
-
-        embedder = CachedEmbedder(embedder, cache)  # type: ignore[assignment]
+    embedder = _eval_embedder(args)
     configs = [c.strip() for c in args.configs.split(",") if c.strip()] if args.configs else None
     started = time.perf_counter()
     from contextual_retrieval_core.dense.windows import WindowConfig
@@ -304,6 +307,86 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     if args.plot:
         plot_results(results, args.plot, title=f"Pass@k, {len(dataset.queries)} queries, {embedder.model_name}")
     return 0
+
+
+def _eval_embedder(args: argparse.Namespace) -> Any:
+    """The embedder `eval` scores with (--embedder), behind the embedding cache (--embedding-cache)."""
+    from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
+
+    embedder: Any
+    if getattr(args, "embedder", "local") == "voyage-context":
+        from contextual_retrieval_core.factories import choose_embedder
+
+        embedder = choose_embedder("voyage-context")
+    elif getattr(args, "embedder", "local") == "late-chunking":
+        from contextual_retrieval_core.embeddings.late_chunking import LateChunkingEmbedder
+
+        embedder = LateChunkingEmbedder()
+    else:
+        embedder = LocalMiniLMEmbedder()
+    cache = args.embedding_cache
+    if cache is None:
+        cache = str(_default_cache())
+    if cache.lower() != "none":
+        from contextual_retrieval_core.embeddings.cache import CachedEmbedder
+
+        embedder = CachedEmbedder(embedder, cache)
+    return embedder
+
+
+def _cmd_eval_own(args: argparse.Namespace) -> int:
+    """eval --generate-questions N PATH: the set generated from the user's corpus, then the table."""
+    from contextual_retrieval_core.app.evaluation import load_contexts_jsonl
+    from contextual_retrieval_core.app.question_eval import DEFAULT_CONFIGS, estimate_cost, evaluate_own_corpus, load_corpus
+    from contextual_retrieval_core.contextualize.contextualizer import default_store_path
+    from contextual_retrieval_core.generators.anthropic import AnthropicContextGenerator
+    from contextual_retrieval_core.generators.questions import AnthropicQuestionGenerator
+    from contextual_retrieval_core.store.context_store import ContextStore
+
+    if args.generate_questions is None or args.source is None:
+        raise ValueError("pass both: contextual-retrieval eval --generate-questions N PATH (PATH: a folder of files, "
+                         "an index folder or a cookbook folder)")
+    if args.dataset:
+        raise ValueError("--dataset scores an existing set; with --generate-questions pass the corpus as PATH instead")
+    corpus = load_corpus(args.source)
+    contexts = load_contexts_jsonl(args.contexts, corpus) if args.contexts else None
+    questions = AnthropicQuestionGenerator(args.model)
+    situate = None if contexts is not None else AnthropicContextGenerator(args.model)
+    mode: Literal["realtime", "batch"] = "batch" if args.batch else "realtime"
+    with ContextStore(args.store or default_store_path()) as store:
+        estimate = estimate_cost(corpus, args.generate_questions, questions, situate, store, seed=args.seed, mode=mode)
+        print(f"corpus: {len(corpus.documents)} documents, {len(corpus.chunks)} chunks; "
+              f"{args.generate_questions} questions (seed {args.seed})")
+        print(estimate.format())
+        if args.dry_run:
+            if args.json:
+                _write_json(args.json, {"dry_run": True, "estimate": estimate.to_dict()})
+            return 0
+        if not args.yes and (estimate.questions_to_generate or estimate.contexts_to_generate):
+            if not sys.stdin.isatty():
+                raise ValueError("not confirmed: pass --yes to pay without being asked (or --dry-run to see the estimate only)")
+            if input("go on and pay? [y/N] ").strip().lower() not in ("y", "yes"):
+                print("nothing paid", file=sys.stderr)
+                return 1
+        configs = [c.strip() for c in args.configs.split(",") if c.strip()] if args.configs else DEFAULT_CONFIGS
+        out = Path(args.out) if args.out else Path(f"eval-{Path(args.source).resolve().name}")
+        result = evaluate_own_corpus(
+            corpus, args.generate_questions, question_generator=questions, context_generator=situate,
+            contexts=contexts, store=store, embedder=_eval_embedder(args), out=out, seed=args.seed, mode=mode,
+            max_quoted_words=args.max_quoted_words, configs=configs, show_progress=not args.no_progress,
+            estimate=estimate, structural_header=getattr(args, "structural_header", True),
+            dense_prf=getattr(args, "dense_prf", None),
+        )
+    print(result.format())
+    print(f"({result.elapsed_s:.1f} s)")
+    if args.json:
+        _write_json(args.json, result.to_dict())
+    return 0
+
+
+def _write_json(path: str, payload: Any) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
 
 
 def _require_plotting() -> None:

@@ -37,6 +37,7 @@ __all__ = [
     "structural_contexts",
     "headed_contexts",
     "load_cookbook",
+    "load_cookbook_chunks",
     "load_contexts_jsonl",
     "pass_at_k",
     "recall_at_k",
@@ -90,18 +91,13 @@ def resolve_dataset(path: str | os.PathLike[str] | None) -> Path:
 def load_cookbook(path: str | os.PathLike[str] | None = None) -> EvalDataset:
     """Load a dataset in the cookbook's format (see module docstring)."""
     folder = resolve_dataset(path)
-    raw = json.loads((folder / "codebase_chunks.json").read_text(encoding="utf-8"))
-    documents, chunks = [], []
+    corpus = load_cookbook_chunks(folder / "codebase_chunks.json")
     by_uuid: dict[tuple[str, int], str] = {}
-    keys: dict[tuple[str, int], str] = {}
-    for doc in raw:
-        documents.append(Document(doc["doc_id"], doc["content"], {"uuid": doc.get("original_uuid")}))
-        for c in doc["chunks"]:
-            chunk = Chunk(c["chunk_id"], doc["doc_id"], c["content"], int(c["original_index"]))
-            chunks.append(chunk)
-            keys[(doc["doc_id"], chunk.index)] = chunk.id
-            if doc.get("original_uuid"):
-                by_uuid[(doc["original_uuid"], chunk.index)] = chunk.id
+    docs = {d.id: d for d in corpus.documents}
+    for chunk in corpus.chunks:
+        uuid = docs[chunk.document_id].metadata.get("uuid")
+        if uuid:
+            by_uuid[(uuid, chunk.index)] = chunk.id
     queries = []
     with (folder / "evaluation_set.jsonl").open(encoding="utf-8") as fh:
         for line_no, line in enumerate(fh, 1):
@@ -118,7 +114,26 @@ def load_cookbook(path: str | os.PathLike[str] | None = None) -> EvalDataset:
                     )
                 golden.append(cid)
             queries.append(EvalQuery(item["query"], tuple(golden)))
-    return EvalDataset(documents, chunks, queries, keys)
+    corpus.queries = queries
+    return corpus
+
+
+def load_cookbook_chunks(path: str | os.PathLike[str]) -> EvalDataset:
+    """The documents and chunks of a cookbook ``codebase_chunks.json`` (no queries).
+
+    Each document's ``original_uuid`` is kept as its metadata ``uuid`` (what
+    ``evaluation_set.jsonl`` names golden chunks by).
+    """
+    raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    documents, chunks = [], []
+    keys: dict[tuple[str, int], str] = {}
+    for doc in raw:
+        documents.append(Document(doc["doc_id"], doc["content"], {"uuid": doc.get("original_uuid")}))
+        for c in doc["chunks"]:
+            chunk = Chunk(c["chunk_id"], doc["doc_id"], c["content"], int(c["original_index"]))
+            chunks.append(chunk)
+            keys[(doc["doc_id"], chunk.index)] = chunk.id
+    return EvalDataset(documents, chunks, [], keys)
 
 
 def load_contexts_jsonl(path: str | os.PathLike[str], dataset: EvalDataset | None = None) -> dict[str, str]:

@@ -404,6 +404,9 @@ class FakeAnthropicServer:
             available as `server.batch_hold`).
         shuffle_batch_results: serve batch results in a seeded random order, not request order.
         grouped_drop_ids / grouped_malform_ids / grouped_empty_ids: grouped-answer faults.
+        answerer: `(document, chunk, final user text) -> answer or None` for single-chunk prompts
+            (e.g. a corpus's own golden questions); None answers as usual. Tokens, caching and
+            limits apply to its answers as to the usual ones.
 
     Use as a context manager (or `start()` / `stop()`); `url` is the base_url for the SDK.
     """
@@ -428,8 +431,10 @@ class FakeAnthropicServer:
         grouped_drop_ids: Iterable[str] = (),
         grouped_malform_ids: Iterable[str] = (),
         grouped_empty_ids: Iterable[str] = (),
+        answerer: Callable[[str, str, str], str | None] | None = None,
     ) -> None:
         self.api_key = api_key
+        self.answerer = answerer
         if isinstance(min_cache_tokens, int):
             self._min_default: int = min_cache_tokens
             self._min_by_prefix: dict[str, int] = {}
@@ -1092,7 +1097,8 @@ class FakeAnthropicServer:
         else:
             chunks = _CHUNK.findall(final)
             chunk = chunks[-1] if chunks else final
-            text = self._single_answer(document, chunk)
+            custom = self.answerer(document, chunk, final) if self.answerer is not None else None
+            text = custom if custom is not None else self._single_answer(document, chunk)
         # an assistant prefill is continued, not repeated
         last_msg = max((b.message for b in blocks), default=-1)
         prefill = "".join(

@@ -1,0 +1,186 @@
+"""eval --generate-questions: questions from Claude on the user's own corpus (loopback Anthropic server)."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+
+import anthropic
+import pytest
+
+from contextual_retrieval_core.app.cli import main
+from contextual_retrieval_core.app.evaluation import load_cookbook
+from contextual_retrieval_core.app.question_eval import (
+    estimate_cost,
+    evaluate_own_corpus,
+    generate_questions,
+    load_corpus,
+)
+from contextual_retrieval_core.contextualize.contextualizer import ContextualizationError
+from contextual_retrieval_core.generators.anthropic import AnthropicContextGenerator
+from contextual_retrieval_core.generators.questions import AnthropicQuestionGenerator, quoted_words, sample_chunks
+from contextual_retrieval_core.store.context_store import ContextStore
+from tests.fakes.anthropic_server import FakeAnthropicServer
+
+TOPICS = ["billing", "shipping", "returns", "accounts", "security", "search"]
+
+
+def _corpus(folder, files=6, sections=4):
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(files):
+        topic = TOPICS[i % len(TOPICS)]
+        body = "\n\n".join(
+            f"## {topic} rule {j}\n\n" + " ".join(f"The {topic} team handles case {j}-{k} within {k + 2} days." for k in range(40))
+            for j in range(sections)
+        )
+        (folder / f"{topic}-{i}.md").write_text(f"# {topic.title()} handbook {i}\n\n{body}\n", encoding="utf-8")
+    return folder
+
+
+def _question(document: str, chunk: str, prompt: str) -> str | None:
+    """Questions in the user's words; a chunk about rule 1 is first answered with a verbatim copy."""
+    if "realistic question" not in prompt:
+        return None
+    words = re.findall(r"\w+", chunk)
+    if "rule 1" in chunk and "must not repeat" not in prompt:
+        return " ".join(words[:20]) + "?"
+    return f"How long does the {words[1]} team take for {words[3]} cases?"
+
+
+@pytest.fixture()
+def server():
+    with FakeAnthropicServer(answerer=_question) as srv:  # the real cache minimums (4096 for Haiku 4.5)
+        yield srv
+
+
+def _gens(server):
+    client = anthropic.Anthropic(api_key=server.api_key, base_url=server.url, max_retries=2)
+    return AnthropicQuestionGenerator(client=client), AnthropicContextGenerator(client=client)
+
+
+def test_sample_is_stratified_seeded_and_refuses_too_few_chunks(tmp_path):
+    corpus = load_corpus(_corpus(tmp_path / "docs"))
+    a, b = sample_chunks(corpus.chunks, 6, seed=3), sample_chunks(corpus.chunks, 6, seed=3)
+    assert [c.id for c in a] == [c.id for c in b]
+    assert len({c.document_id for c in a}) == 6  # one per document before any document gets two
+    assert [c.id for c in sample_chunks(corpus.chunks, 6, seed=4)] != [c.id for c in a]
+    with pytest.raises(ValueError, match=rf"only {len(corpus.chunks)} non-empty chunks.*at most {len(corpus.chunks)}"):
+        sample_chunks(corpus.chunks, len(corpus.chunks) + 1)
+
+
+def test_quoted_words_counts_the_longest_verbatim_run():
+    assert quoted_words("where is the retry layer configured", "the SDK has a retry layer; it is configured here") == 2
+    assert quoted_words("Does THE SDK have a retry layer?", "the SDK has a retry layer; the sdk have a retry layer") == 6
+    assert quoted_words("Nothing shared", "at all") == 0
+
+
+def test_generated_set_is_in_the_cookbook_format_and_scores_again(server, tmp_path, offline_embedder):
+    questions, contexts = _gens(server)
+    store = ContextStore(tmp_path / "store.sqlite3")
+    result = evaluate_own_corpus(_corpus(tmp_path / "docs"), 8, question_generator=questions, context_generator=contexts,
+                                 store=store, embedder=offline_embedder, out=tmp_path / "set")
+    lines = [json.loads(x) for x in (tmp_path / "set" / "evaluation_set.jsonl").read_text().splitlines()]
+    assert len(lines) == len(result.questions.questions) == 8 - result.questions.dropped
+    assert set(lines[0]) == {"query", "answer", "golden_doc_uuids", "golden_chunk_uuids", "golden_documents",
+                             "golden_chunks", "meta"}
+    dataset = load_cookbook(tmp_path / "set")
+    chunks = {c.id: c for c in dataset.chunks}
+    assert len(dataset.chunks) == len(result.dataset.chunks)
+    for line, q in zip(lines, dataset.queries):
+        (golden,) = q.golden
+        assert line["golden_chunks"][0]["content"] == chunks[golden].text
+        assert line["golden_chunk_uuids"] == [[line["golden_doc_uuids"][0], chunks[golden].index]]
+    # the rule-1 chunks were answered verbatim first: rejected, asked again with the retry prompt, kept
+    assert result.questions.rejected >= 1 and result.questions.dropped == 0
+    assert all(q.quoted_words <= 8 for q in result.questions.questions)
+    assert {q.attempt for q in result.questions.questions} == {1, 2}
+    assert [r.name for r in result.results] == ["hybrid", "contextual-hybrid"]
+    # the question prompts carry the bare chunk, never a generated context
+    asked = [r for r in server.requests_to("/v1/messages") if "realistic question" in json.dumps(r.body)]
+    assert asked and not any("This chunk is from" in json.dumps(r.body) for r in asked)
+
+
+def test_a_rerun_pays_for_nothing(server, tmp_path):
+    questions, _ = _gens(server)
+    corpus = load_corpus(_corpus(tmp_path / "docs"))
+    store_path = tmp_path / "store.sqlite3"
+    with ContextStore(store_path) as store:
+        first = generate_questions(corpus, 10, questions, store)
+    paid = [r for r in server.requests_to("/v1/messages") if r.status == 200]
+    assert len(paid) == first.usage.requests == 10 + first.rejected
+    with ContextStore(store_path) as store:
+        again = generate_questions(corpus, 10, questions, store)
+    assert again.usage.requests == 0  # every question, the retried ones too, came from the store
+    assert len([r for r in server.requests_to("/v1/messages") if r.status == 200]) == len(paid)
+    assert [q.question for q in again.questions] == [q.question for q in first.questions]
+
+
+def test_a_crash_midway_keeps_what_arrived(tmp_path):
+    corpus = load_corpus(_corpus(tmp_path / "docs"))
+    with FakeAnthropicServer(answerer=_question) as srv:
+        questions, _ = _gens(srv)
+        with ContextStore(tmp_path / "s.sqlite3") as store:
+            srv.fail_next(400, times=1, body={"type": "error", "error": {"type": "invalid_request_error", "message": "boom"}})
+            with pytest.raises(ContextualizationError, match="boom"):
+                generate_questions(corpus, 6, questions, store, concurrency=1)
+            stored = len(store)
+            before = len([r for r in srv.requests_to("/v1/messages") if r.status == 200])
+            done = generate_questions(corpus, 6, questions, store, concurrency=1)
+            paid = len([r for r in srv.requests_to("/v1/messages") if r.status == 200]) - before
+    assert stored + paid == 6 + done.rejected  # the second run paid only for what the first had not stored
+
+
+def test_dry_run_estimate_matches_the_paid_usage_within_ten_percent(server, tmp_path, offline_embedder):
+    questions, contexts = _gens(server)
+    # documents of ~1,600 to ~6,300 tokens: some under the cache minimum, some over
+    corpus = load_corpus(_corpus(tmp_path / "docs", files=6, sections=6))
+    for i, d in enumerate(corpus.documents[:3]):
+        (tmp_path / "docs" / d.id.split("/", 1)[1]).write_text(d.text * (2 if i < 2 else 1) if i else d.text[:6400])
+    corpus = load_corpus(tmp_path / "docs")
+    with ContextStore(tmp_path / "store.sqlite3") as store:
+        estimate = estimate_cost(corpus, 12, questions, contexts, store)
+        assert estimate.questions_to_generate == 12 and estimate.contexts_to_generate == len({(c.document_id, c.text) for c in corpus.chunks})
+        result = evaluate_own_corpus(corpus, 12, question_generator=questions, context_generator=contexts, store=store,
+                                     embedder=offline_embedder, max_quoted_words=100)
+        again = estimate_cost(corpus, 12, questions, contexts, store)
+    paid = result.paid_cost_usd()
+    assert paid and abs(estimate.total_cost_usd - paid) <= 0.10 * paid, (estimate.format(), result.format())
+    assert abs(estimate.total_tokens - sum(result.paid_usage.to_dict()[k] for k in (
+        "input_tokens", "cache_write_tokens", "cache_write_1h_tokens", "cache_read_tokens", "output_tokens"))) <= 0.10 * estimate.total_tokens
+    assert again.total_cost_usd == 0 and again.questions_to_generate == 0 and again.contexts_to_generate == 0
+
+
+def test_cli_dry_run_pays_nothing_and_needs_yes(server, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", server.api_key)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+    docs = _corpus(tmp_path / "docs")
+    base = ["eval", "--generate-questions", "5", str(docs), "--store", str(tmp_path / "s.sqlite3"), "--no-progress",
+            "--embedding-cache", "none", "--out", str(tmp_path / "set")]
+    assert main([*base, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "questions: 5 to generate" in out and "contexts: " in out and "$" in out
+    assert server.requests_to("/v1/messages") == []
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))  # not a terminal: no one to ask
+    assert main(base) == 2
+    assert "pass --yes" in capsys.readouterr().err
+    assert server.requests_to("/v1/messages") == [] and not (tmp_path / "set").exists()
+
+
+def test_cli_errors_name_the_fix(server, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", server.api_key)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+    small = tmp_path / "small"
+    small.mkdir()
+    (small / "a.md").write_text("# One\n\nA single short chunk.\n", encoding="utf-8")
+    assert main(["eval", "--generate-questions", "5", str(small), "--dry-run"]) == 2
+    assert "only 1 non-empty chunks" in capsys.readouterr().err
+    bad = _corpus(tmp_path / "bad", files=2)
+    (bad / "broken.md").write_bytes(b"\x81\x8d\x8f\x90\x9d" * 10)  # not UTF-8, UTF-16 or cp1252
+    assert main(["eval", "--generate-questions", "2", str(bad), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "broken.md" in err and "UTF-8" in err
+    assert main(["eval", "--generate-questions", "2"]) == 2
+    assert "--generate-questions N PATH" in capsys.readouterr().err
+    assert main(["eval", "--generate-questions", "2", str(tmp_path / "nowhere"), "--dry-run"]) == 2
+    assert "does not exist" in capsys.readouterr().err
