@@ -31,6 +31,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.generators.anthropic import AnthropicContextGenerator
 from contextual_retrieval_core.generators.prompts import DEFAULT_DOCUMENT_PROMPT, ContextPrompt
 from contextual_retrieval_core.types import Chunk
@@ -103,8 +104,7 @@ def sample_chunks(chunks: Sequence[Chunk], n: int, seed: int = 0) -> list[Chunk]
     of the document not taken yet (chunks with blank text are never taken). Raises ValueError
     when there are fewer usable chunks than `n`.
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"the number of questions must be a positive whole number, got {n!r}")
+    positive_int("the number of questions", n, what="a positive number of questions")
     rng = random.Random(seed)
     by_doc: dict[str, list[Chunk]] = {}
     for c in chunks:
