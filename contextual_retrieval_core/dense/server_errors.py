@@ -41,7 +41,8 @@ _LOST_STATES = ("57P01", "57P02", "57P03")
 #: asyncpg's classes for a connection that is gone
 _ASYNCPG_LOST = ("ConnectionDoesNotExistError", "CannotConnectNowError", "PostgresConnectionError",
                  "AdminShutdownError", "CrashShutdownError", "ConnectionFailureError")
-_ADDRESS = re.compile(r'connection to server at "([^"]+)"(?: \([^)]*\))?, port (\d+)')
+_ADDRESS = re.compile(r'connection to server at "([^"]+)"(?: \([^)]*\))?, port (\d+)'  # libpq
+                      r"|Connect call failed \('([^']+)', (\d+)")  # asyncio, under asyncpg
 
 
 def _driver(error: BaseException) -> str | None:
@@ -51,12 +52,22 @@ def _driver(error: BaseException) -> str | None:
 
 def _lost(error: BaseException, driver: str | None) -> bool:
     names = {cls.__name__ for cls in type(error).__mro__}
-    if driver == "asyncpg":
-        return bool(names & set(_ASYNCPG_LOST))
+    if driver == "asyncpg":  # a pooled connection the server dropped: "connection is closed"
+        return bool(names & set(_ASYNCPG_LOST)) or ("InterfaceError" in names and "closed" in str(error))
     if driver is not None and "OperationalError" in names:
         state = getattr(error, "sqlstate", None) or getattr(error, "pgcode", None)
         # no SQLSTATE: libpq's own error (refused, closed, reset); with one, only the lost-server states
         return state is None or state.startswith("08") or state in _LOST_STATES
+    return False
+
+
+def _raised_in_driver(error: BaseException) -> bool:
+    """Whether `error` passed through a PostgreSQL driver's code on its way up."""
+    tb = error.__traceback__
+    while tb is not None:
+        if str(tb.tb_frame.f_globals.get("__name__", "")).split(".", 1)[0] in _DRIVERS:
+            return True
+        tb = tb.tb_next
     return False
 
 
@@ -77,14 +88,15 @@ def server_unavailable(exc: BaseException) -> VectorServerUnavailable | None:
     """
     chain = list(error_chain(exc))
     lost = next((e for e in chain if _lost(e, _driver(e))), None)
-    # asyncpg reports a refused connection as the OS's error
-    if lost is None and any(_driver(e) == "asyncpg" or type(e).__module__.startswith("sqlalchemy") for e in chain):
-        lost = next((e for e in chain if isinstance(e, (ConnectionRefusedError, ConnectionResetError))), None)
+    # asyncpg reports a refused connection as the OS's error, unwrapped: raised inside asyncpg
+    if lost is None:
+        lost = next((e for e in chain if isinstance(e, (ConnectionRefusedError, ConnectionResetError))
+                     and (any(_driver(o) for o in chain) or _raised_in_driver(e))), None)
     if lost is None:
         return None
     text = " ".join(str(lost).split()) or type(lost).__name__
     found = next((m for m in map(_ADDRESS.search, (str(e) for e in chain)) if m), None)
-    where = f" at {found.group(1)}:{found.group(2)}" if found else ""
+    where = f" at {found.group(1) or found.group(3)}:{found.group(2) or found.group(4)}" if found else ""
     return VectorServerUnavailable(
         f"the PostgreSQL server{where} does not answer ({type(lost).__name__}: {text[:300]}); start it again "
         "(`pg_ctl -D DATA start`, `systemctl start postgresql`) or check the vector store's connection URL, "

@@ -1,0 +1,105 @@
+"""A PostgreSQL (pgvector) server stopped and started again under a loop of queries through each
+framework's own store (LangChain's `PGVector`, LlamaIndex's `PGVectorStore`) composed with our
+BM25: while it is down every query (sync, and async for LlamaIndex, whose store holds both
+engines; LangChain's `PGVector` is sync or async per store, and the sync one is tested) fails with `VectorServerUnavailable` naming
+the server's address and the fix (not SQLAlchemy's error with its SQL and the query vector, and
+never the URL's password); once it is back the same retriever answers again, the same answers as
+before, without rebuilding anything. A throwaway cluster of this test's own (tests/servers.py)."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import pytest
+
+pytest.importorskip("langchain_postgres")
+pytest.importorskip("llama_index.vector_stores.postgres")
+
+from contextual_retrieval_core import ContextualChunk  # noqa: E402
+from contextual_retrieval_core.app.demo import demo_chunks  # noqa: E402
+from contextual_retrieval_core.dense.server_errors import VectorServerUnavailable  # noqa: E402
+from tests.pgvector_stores import langchain_pgvector, llamaindex_pgvector  # noqa: E402
+from tests.servers import pgvector_binaries, running_postgres, start_postgres, stop_postgres  # noqa: E402
+
+pytestmark = pytest.mark.timeout(300)
+
+QUERIES = ["fork server child process", "battery life of the Widget Pro", "parental leave at the Austin office",
+           "revenue grew by 3% over the previous quarter"]
+#: trust authentication ignores it; it must appear in no error
+PASSWORD = "s3cret-pw-never-printed"
+
+
+@pytest.fixture
+def own_pgvector(pytestconfig):
+    """A cluster of this test's own (it is stopped and started again), not the session's."""
+    with running_postgres(pgvector_binaries(pytestconfig)) as url:
+        yield url
+
+
+def with_password(url: str) -> str:
+    parts = urlsplit(url)
+    return url.replace(f"//{parts.username}@", f"//{parts.username}:{PASSWORD}@", 1)
+
+
+class Framework:
+    """One framework's retriever, asked by chunk id, sync and async."""
+
+    def __init__(self, name: str, url: str, chunks: list[ContextualChunk], embedder) -> None:
+        self.name = name
+        if name == "langchain":
+            self.retriever = langchain_pgvector(url, chunks, embedder, collection="restart", k=10)
+        else:
+            self.retriever = llamaindex_pgvector(url, chunks, embedder, table="restart", k=10)
+
+    def ids(self, query: str) -> list[str]:
+        if self.name == "langchain":
+            return [d.metadata["chunk_id"] for d in self.retriever.invoke(query)]
+        return [r.node.node_id for r in self.retriever.retrieve(query)]
+
+    async def aids(self, query: str) -> list[str] | None:
+        """The async path's ids (LlamaIndex); None for LangChain, whose sync `PGVector` has none."""
+        if self.name == "langchain":
+            return None
+        return [r.node.node_id for r in await self.retriever.aretrieve(query)]
+
+
+def check_clear(error: VectorServerUnavailable) -> str:
+    message = str(error)
+    assert "does not answer" in message and "start it again" in message and "pg_ctl" in message, message
+    assert PASSWORD not in message and "SELECT" not in message and "[0." not in message, message
+    return message
+
+
+@pytest.mark.parametrize("framework", ["langchain", "llamaindex"])
+async def test_queries_fail_clearly_while_the_server_is_down_and_recover_when_it_is_back(
+    own_pgvector, core_embedder, framework
+) -> None:
+    _, chunks = demo_chunks()
+    contextual = [ContextualChunk(c, f"From {c.document_id}.") for c in chunks]
+    url = with_password(own_pgvector)
+    fw = Framework(framework, url, contextual, core_embedder)
+    before = [fw.ids(q) for q in QUERIES]
+    assert all(len(ids) == 10 for ids in before)
+    asynchronous = framework == "llamaindex"
+    if asynchronous:
+        assert [await fw.aids(q) for q in QUERIES] == before
+
+    stop_postgres(own_pgvector)  # every connection drops, as in a crash
+    messages = []
+    for q in QUERIES:  # the loop goes on: every query fails, naming the server and what to do
+        with pytest.raises(VectorServerUnavailable) as failed:
+            fw.ids(q)
+        messages.append(check_clear(failed.value))
+        if asynchronous:
+            with pytest.raises(VectorServerUnavailable) as failed:
+                await fw.aids(q)
+            messages.append(check_clear(failed.value))
+    port = urlsplit(own_pgvector).port
+    # a refused connection names the address (the first query after the stop may only learn that the
+    # connection it held was closed, which names none)
+    assert sum(f"127.0.0.1:{port}" in m for m in messages) >= len(messages) - 2, messages
+
+    start_postgres(own_pgvector)  # same port, same data: the same retriever answers again
+    assert [fw.ids(q) for q in QUERIES] == before
+    if asynchronous:
+        assert [await fw.aids(q) for q in QUERIES] == before
