@@ -58,9 +58,7 @@ class IVFParams:
 
     def __post_init__(self) -> None:
         for name in ("depth", "calibration_queries"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"IVFParams.{name} must be a positive integer, got {value!r}")
+            positive_int(f"IVFParams.{name}", getattr(self, name))
         if not 0.0 < float(self.target_recall) <= 1.0:
             raise ValueError(f"IVFParams.target_recall must be in (0, 1], got {self.target_recall!r}")
 

@@ -168,10 +168,10 @@ class BM25Index:
                 raise ValueError(f"allowed has {allowed.size} entries for {scores.size} indexed texts; pass one per id")
             scores = np.where(allowed, scores, 0.0)
         positive = np.flatnonzero(scores > 0)
-        if positive.size > k:
-            top = np.argpartition(-scores[positive], k - 1)[:k]
-            positive = positive[top]
-        order = np.lexsort((positive, -scores[positive]))
+        if positive.size > k:  # every text tied with the k-th stays in, so ties at the cut go by indexing order too
+            kth = np.partition(scores[positive], positive.size - k)[positive.size - k]
+            positive = positive[scores[positive] >= kth]
+        order = np.lexsort((positive, -scores[positive]))[:k]
         hits = positive[order]
         return [(self.ids[i], float(scores[i])) for i in hits]
 

@@ -161,3 +161,19 @@ def test_postings_sum_the_query_terms_rows_each_time_a_term_is_asked():
         assert np.allclose(postings.scores(terms), weights[terms].sum(axis=0) if terms else 0.0)
     assert postings.scores([]).shape == (9,)
 
+
+
+
+def test_ties_at_the_cut_go_by_indexing_order() -> None:
+    """Many texts share the k-th score: the ones indexed first are returned (argpartition alone
+    picked any of them)."""
+    rng = np.random.default_rng(4)
+    docs = [["common", f"u{i}"] for i in range(300)] + [["common", "rare"]]
+    index = BM25Index().index_tokens([f"d{i}" for i in range(len(docs))], docs)
+    for k in (1, 10, 150):
+        hits = index.search(["common", "rare"], k)
+        assert [h for h, _ in hits] == ["d300"] + [f"d{i}" for i in range(k - 1)]
+    shuffled = [docs[i] for i in rng.permutation(len(docs))]
+    index = BM25Index().index_tokens([f"s{i}" for i in range(len(docs))], shuffled)
+    scores = index.get_scores(["common"])
+    assert [h for h, _ in index.search(["common"], 20)] == [f"s{i}" for i in np.lexsort((np.arange(len(docs)), -scores))[:20]]

@@ -78,7 +78,7 @@ def test_chat_anthropic_clients_are_configured_as_the_model():
 
 
 #: `x._name` where x is one of our own objects (the one module that owns the class reaching into it)
-OWN_OBJECTS = {"index._engine", "index._mapped", "run._below_minimum", "store._rows", "store._write"}
+OWN_OBJECTS = {"index._engine", "index._mapped", "index._graph", "index._calibrate", "run._below_minimum", "store._rows", "store._write"}
 
 
 def test_no_private_member_of_another_package_is_read_outside_compat():
