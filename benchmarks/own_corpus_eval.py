@@ -67,6 +67,18 @@ def answerer(data: Path):
 
 def run(n: int, seed: int) -> dict:
     answer, seen = answerer(DATA)
+    saved = {k: os.environ.get(k) for k in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")}
+    try:
+        return _run(n, seed, answer, seen)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _run(n: int, seed: int, answer, seen: dict) -> dict:
     with FakeAnthropicServer(answerer=answer) as server, tempfile.TemporaryDirectory() as tmp:
         os.environ["ANTHROPIC_API_KEY"], os.environ["ANTHROPIC_BASE_URL"] = server.api_key, server.url
         out, store, cache = Path(tmp) / "set", Path(tmp) / "store.sqlite3", Path(tmp) / "emb.sqlite3"

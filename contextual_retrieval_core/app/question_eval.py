@@ -424,16 +424,19 @@ def generate_questions(
     max_quoted_words: int = DEFAULT_MAX_QUOTED_WORDS,
     concurrency: int = 8,
     show_progress: bool = False,
+    batch_poll_interval: float = 30.0,
 ) -> QuestionSet:
     """One question for each of `n` chunks sampled from `corpus` (see the module docstring).
 
     Every question is stored in `store` as it arrives (a rerun after a crash pays only for the
     missing ones); a question quoting more than `max_quoted_words` consecutive words of its chunk
-    is asked once more, and dropped if the second one quotes too much as well.
+    is asked once more, and dropped if the second one quotes too much as well. `mode="batch"`:
+    Message Batches (50% off), polled every `batch_poll_interval` seconds.
     """
     docs = {d.id: d for d in corpus.documents}
     sample = sample_chunks(corpus.chunks, n, seed)
-    options: dict[str, Any] = {"mode": mode, "concurrency": concurrency, "show_progress": show_progress}
+    options: dict[str, Any] = {"mode": mode, "concurrency": concurrency, "show_progress": show_progress,
+                               "batch_poll_interval": batch_poll_interval}
     first, report = _ask(generator, store, docs, sample, options)
     reports = [report]
     by_id = {c.id: c for c in sample}
@@ -539,6 +542,7 @@ def evaluate_own_corpus(
     configs: Sequence[str] = DEFAULT_CONFIGS,
     concurrency: int = 8,
     show_progress: bool = False,
+    batch_poll_interval: float = 30.0,
     estimate: CostEstimate | None = None,
     **evaluate_options: Any,
 ) -> OwnCorpusEvaluation:
@@ -554,7 +558,8 @@ def evaluate_own_corpus(
         store: the context store questions and contexts go through (default: the library's
             default file, the one ``contextual-retrieval index`` uses).
         embedder: default the offline MiniLM. out: write the set there (`write_evaluation_set`).
-        mode: "realtime" or "batch" (Message Batches, 50% off). max_quoted_words: the bias guard.
+        mode: "realtime" or "batch" (Message Batches, 50% off; polled every `batch_poll_interval`
+            seconds). max_quoted_words: the bias guard.
         configs: the `evaluate` configurations (default plain and contextual hybrid).
         estimate: the `estimate_cost` made before (made here when None).
         evaluate_options: passed to `evaluate` (windows, structural_header, dense_prf).
@@ -574,7 +579,7 @@ def evaluate_own_corpus(
                                      the_store, seed=seed, mode=mode)
         questions = generate_questions(corpus, n, question_generator, the_store, seed=seed, mode=mode,
                                        max_quoted_words=max_quoted_words, concurrency=concurrency,
-                                       show_progress=show_progress)
+                                       show_progress=show_progress, batch_poll_interval=batch_poll_interval)
         if not questions.questions:
             raise ValueError(f"all {questions.sampled} questions quoted their chunk at length and were dropped; "
                              "raise max_quoted_words (--max-quoted-words) or use another model")
@@ -583,7 +588,8 @@ def evaluate_own_corpus(
             assert context_generator is not None
             docs = {d.id: d for d in corpus.documents}
             contexts, report = _ask(context_generator, the_store, docs, list(corpus.chunks),
-                                    {"mode": mode, "concurrency": concurrency, "show_progress": show_progress})
+                                    {"mode": mode, "concurrency": concurrency, "show_progress": show_progress,
+                                     "batch_poll_interval": batch_poll_interval})
     finally:
         if owned:
             the_store.close()

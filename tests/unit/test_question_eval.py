@@ -184,3 +184,18 @@ def test_cli_errors_name_the_fix(server, tmp_path, monkeypatch, capsys):
     assert "--generate-questions N PATH" in capsys.readouterr().err
     assert main(["eval", "--generate-questions", "2", str(tmp_path / "nowhere"), "--dry-run"]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_batch_mode_is_half_price_and_estimated_as_such(server, tmp_path, offline_embedder):
+    questions, contexts = _gens(server)
+    corpus = load_corpus(_corpus(tmp_path / "docs"))
+    with ContextStore(tmp_path / "store.sqlite3") as store:
+        estimate = estimate_cost(corpus, 6, questions, contexts, store, mode="batch")
+        realtime = estimate_cost(corpus, 6, questions, contexts, store)
+        result = evaluate_own_corpus(corpus, 6, question_generator=questions, context_generator=contexts, store=store,
+                                     embedder=offline_embedder, mode="batch", batch_poll_interval=0.05, max_quoted_words=100)
+    assert server.requests_to("/v1/messages") == []  # everything went through Message Batches
+    assert len(server.requests_to("/v1/messages/batches", "POST")) == 2  # one for the questions, one for the contexts
+    assert estimate.batch and estimate.total_cost_usd < 0.6 * realtime.total_cost_usd
+    paid = result.paid_cost_usd()
+    assert paid and abs(estimate.total_cost_usd - paid) <= 0.10 * paid
