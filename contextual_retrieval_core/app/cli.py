@@ -103,6 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "(default: the one `index` uses)")
     own.add_argument("--max-quoted-words", type=int, default=8, metavar="N",
                      help="reject (and ask once more) a question repeating more than N consecutive words of its chunk")
+    own.add_argument("--rerank", choices=["auto", "none", "cohere", "voyage"], default="auto",
+                     help="also score each configuration reranked (auto: Cohere when COHERE_API_KEY is set, else none)")
     own.add_argument("--dry-run", action="store_true", help="print the estimated tokens and dollars, pay nothing")
     own.add_argument("--yes", "-y", action="store_true", help="do not ask before paying")
     ev.set_defaults(func=_cmd_eval)
@@ -339,6 +341,7 @@ def _cmd_eval_own(args: argparse.Namespace) -> int:
     from contextual_retrieval_core.app.evaluation import load_contexts_jsonl
     from contextual_retrieval_core.app.question_eval import DEFAULT_CONFIGS, estimate_cost, evaluate_own_corpus, load_corpus
     from contextual_retrieval_core.contextualize.contextualizer import default_store_path
+    from contextual_retrieval_core.factories import choose_reranker
     from contextual_retrieval_core.generators.anthropic import AnthropicContextGenerator
     from contextual_retrieval_core.generators.questions import AnthropicQuestionGenerator
     from contextual_retrieval_core.store.context_store import ContextStore
@@ -375,7 +378,7 @@ def _cmd_eval_own(args: argparse.Namespace) -> int:
             contexts=contexts, store=store, embedder=_eval_embedder(args), out=out, seed=args.seed, mode=mode,
             max_quoted_words=args.max_quoted_words, configs=configs, show_progress=not args.no_progress,
             estimate=estimate, structural_header=getattr(args, "structural_header", True),
-            dense_prf=getattr(args, "dense_prf", None),
+            dense_prf=getattr(args, "dense_prf", None), reranker=choose_reranker(args.rerank),
         )
     print(result.format())
     print(f"({result.elapsed_s:.1f} s)")

@@ -320,6 +320,7 @@ def evaluate(
     windows: Any = None,
     structural_header: bool = True,
     dense_prf: float | None = None,
+    reranker: Any = None,
 ) -> list[ConfigResult]:
     """Run configurations (default: all that the inputs allow) with the library's defaults.
 
@@ -331,7 +332,8 @@ def evaluate(
     `structural_header`: the `contextual-*` configurations put each chunk's structural context on a
     line before its LLM context (as `Contextualizer(structural_header=True)` does). `dense_prf`:
     `FusionConfig(dense_prf=...)` for every configuration (default: the library's 0.5, which
-    runs where a dense side is fused with BM25; 0: off).
+    runs where a dense side is fused with BM25; 0: off). `reranker`: a `Reranker`; every
+    configuration is then scored twice, as fused and reranked (its row named ``NAME+rerank``).
     """
     if configs is None:
         configs = [c for c, (ctx, _, _) in CONFIGS.items() if contexts is not None or ctx != "llm"]
@@ -366,10 +368,12 @@ def evaluate(
         source, use_dense, use_bm25 = CONFIGS[name]
         found = sources[source]
         chunks = [ContextualChunk(c, found[c.id] if found is not None else "") for c in dataset.chunks]
-        searcher = HybridSearcher(chunks, once if use_dense else None, use_bm25=use_bm25, show_progress=show_progress,
-                                  windows=windows, config=FusionConfig.from_settings(None, {"dense_prf": dense_prf}))
-        ranked = [[h.id for h in hits] for hits in searcher.search_many(queries, top_k=depth)]
-        results.append(score_rankings(name, ranked, golden, ks))
+        for rerank in (None, reranker) if reranker is not None else (None,):
+            config = FusionConfig.from_settings(None, {"dense_prf": dense_prf, "reranker": rerank})
+            searcher = HybridSearcher(chunks, once if use_dense else None, use_bm25=use_bm25, show_progress=show_progress,
+                                      windows=windows, config=config)
+            ranked = [[h.id for h in hits] for hits in searcher.search_many(queries, top_k=depth)]
+            results.append(score_rankings(name + ("+rerank" if rerank is not None else ""), ranked, golden, ks))
     return results
 
 

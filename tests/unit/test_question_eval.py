@@ -199,3 +199,12 @@ def test_batch_mode_is_half_price_and_estimated_as_such(server, tmp_path, offlin
     assert estimate.batch and estimate.total_cost_usd < 0.6 * realtime.total_cost_usd
     paid = result.paid_cost_usd()
     assert paid and abs(estimate.total_cost_usd - paid) <= 0.10 * paid
+
+
+def test_with_a_reranker_every_configuration_is_also_scored_reranked(server, cohere_server, tmp_path, offline_embedder):
+    questions, contexts = _gens(server)
+    with ContextStore(tmp_path / "store.sqlite3") as store:
+        result = evaluate_own_corpus(_corpus(tmp_path / "docs"), 4, question_generator=questions, context_generator=contexts,
+                                     store=store, embedder=offline_embedder, reranker=cohere_server.reranker())
+    assert [r.name for r in result.results] == ["hybrid", "hybrid+rerank", "contextual-hybrid", "contextual-hybrid+rerank"]
+    assert len(cohere_server.rerank_requests()) == 2 * 4  # each reranked row reranked every query (fake Cohere)
