@@ -41,7 +41,9 @@ def llamaindex_pgvector(url: str, chunks: Sequence[ContextualChunk], embedder: A
     from contextual_retrieval_llamaindex._convert import set_context
 
     parts = urlsplit(url)
-    nodes = [set_context(TextNode(id_=c.id, text=c.chunk.text, metadata={"source": c.chunk.document_id}), c.context)
+    # the source stays out of the EMBED text, so each node embeds and BM25-indexes the core's indexed_text
+    nodes = [set_context(TextNode(id_=c.id, text=c.chunk.text, metadata={"source": c.chunk.document_id},
+                                  excluded_embed_metadata_keys=["source"], excluded_llm_metadata_keys=["source"]), c.context)
              for c in chunks]
     store = PGVectorStore.from_params(
         connection_string=sqlalchemy_url(url, "psycopg"), async_connection_string=sqlalchemy_url(url, "asyncpg"),
