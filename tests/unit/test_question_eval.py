@@ -208,3 +208,15 @@ def test_with_a_reranker_every_configuration_is_also_scored_reranked(server, coh
                                      store=store, embedder=offline_embedder, reranker=cohere_server.reranker())
     assert [r.name for r in result.results] == ["hybrid", "hybrid+rerank", "contextual-hybrid", "contextual-hybrid+rerank"]
     assert len(cohere_server.rerank_requests()) == 2 * 4  # each reranked row reranked every query (fake Cohere)
+
+
+def test_an_index_folder_gives_the_chunks_it_indexed(tmp_path, offline_embedder):
+    from contextual_retrieval_core.index.contextual_index import ContextualIndex
+
+    docs = _corpus(tmp_path / "docs", files=2, sections=2)
+    index = ContextualIndex(tmp_path / "idx", embedder=offline_embedder, chunk_chars=600)
+    index.update([docs], show_progress=False)
+    index.close()
+    from_index = load_corpus(tmp_path / "idx")
+    assert sorted(c.id for c in from_index.chunks) == sorted(ContextualIndex.read_manifest(tmp_path / "idx").chunk_ids())
+    assert len(from_index.chunks) > len(load_corpus(docs).chunks)  # its own chunk size (600), not the default
