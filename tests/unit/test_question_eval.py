@@ -21,6 +21,7 @@ from contextual_retrieval_core.contextualize.contextualizer import Contextualiza
 from contextual_retrieval_core.generators.anthropic import AnthropicContextGenerator
 from contextual_retrieval_core.generators.questions import AnthropicQuestionGenerator, quoted_words, sample_chunks
 from contextual_retrieval_core.store.context_store import ContextStore
+from contextual_retrieval_core.store.errors import ContextStoreError
 from tests.fakes.anthropic_server import FakeAnthropicServer
 
 TOPICS = ["billing", "shipping", "returns", "accounts", "security", "search"]
@@ -220,3 +221,48 @@ def test_an_index_folder_gives_the_chunks_it_indexed(tmp_path, offline_embedder)
     from_index = load_corpus(tmp_path / "idx")
     assert sorted(c.id for c in from_index.chunks) == sorted(ContextualIndex.read_manifest(tmp_path / "idx").chunk_ids())
     assert len(from_index.chunks) > len(load_corpus(docs).chunks)  # its own chunk size (600), not the default
+
+
+_CHILD = """
+import sys
+from contextual_retrieval_core.app.question_eval import generate_questions, load_corpus
+from contextual_retrieval_core.generators.questions import AnthropicQuestionGenerator
+from contextual_retrieval_core.store.context_store import ContextStore
+with ContextStore(sys.argv[2]) as store:
+    generate_questions(load_corpus(sys.argv[1]), 10, AnthropicQuestionGenerator(), store, concurrency=1, max_quoted_words=100)
+"""
+
+
+def test_a_killed_run_loses_at_most_the_request_in_flight(tmp_path, monkeypatch):
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    docs, store_path = _corpus(tmp_path / "docs"), tmp_path / "store.sqlite3"
+    with FakeAnthropicServer(answerer=_question, latency_s=0.3) as srv:
+        env = {**os.environ, "ANTHROPIC_API_KEY": srv.api_key, "ANTHROPIC_BASE_URL": srv.url}
+        child = subprocess.Popen([sys.executable, "-c", _CHILD, str(docs), str(store_path)], env=env)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and child.poll() is None:
+            try:  # the child may be creating the file right now
+                with ContextStore(store_path, read_only=True) as peek:
+                    if len(peek) >= 3:
+                        break
+            except (ContextStoreError, sqlite3.Error, ValueError):
+                pass
+            time.sleep(0.05)
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+        with ContextStore(store_path) as store:
+            stored = len(store)
+            assert 3 <= stored < 10
+            killed_paid = len([r for r in srv.requests_to("/v1/messages") if r.status == 200])
+            assert killed_paid <= stored + 1  # at most the one request in flight was lost
+            monkeypatch.setenv("ANTHROPIC_API_KEY", srv.api_key)
+            monkeypatch.setenv("ANTHROPIC_BASE_URL", srv.url)
+            done = generate_questions(load_corpus(docs), 10, AnthropicQuestionGenerator(), store, max_quoted_words=100)
+        assert done.usage.requests == 10 - stored  # the rerun paid only for the questions not stored
+        assert len(done.questions) == 10
