@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from contextual_retrieval_core.checks import positive_int
-from contextual_retrieval_core.dense.ivf import IVFIndex, IVFParams
+from contextual_retrieval_core.dense.ivf import IVFIndex, IVFParams, load_faiss
 from contextual_retrieval_core.dense.vectors import VectorIndex
 
 __all__ = ["ANN_THRESHOLD", "HNSWIndex", "HNSWParams", "dense_index", "load_dense_index"]
@@ -44,7 +44,6 @@ __all__ = ["ANN_THRESHOLD", "HNSWIndex", "HNSWParams", "dense_index", "load_dens
 ANN_THRESHOLD = 20_000
 
 _FORMAT = 1
-_INSTALL_HINT = "install faiss-cpu: pip install 'contextual-retrieval-kit[ann]'"
 
 
 @dataclass(frozen=True)
@@ -71,11 +70,7 @@ class HNSWParams:
 
 
 def _faiss() -> Any:  # faiss ships no type information
-    try:
-        import faiss
-    except ImportError as exc:  # pragma: no cover - exercised only without the extra
-        raise ImportError(f"HNSWIndex needs the faiss-cpu package; {_INSTALL_HINT}") from exc
-    return faiss
+    return load_faiss("HNSWIndex")
 
 
 class HNSWIndex:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,7 @@ import numpy as np
 
 from contextual_retrieval_core.checks import IndexFileError, finite_vectors, not_a_string, positive_int, read_json
 
-__all__ = ["IVFIndex", "IVFParams"]
+__all__ = ["IVFIndex", "IVFParams", "load_faiss"]
 
 _FORMAT = 1
 _INSTALL_HINT = "install faiss-cpu: pip install 'contextual-retrieval-kit[ann]'"
@@ -63,12 +63,16 @@ class IVFParams:
             raise ValueError(f"IVFParams.target_recall must be in (0, 1], got {self.target_recall!r}")
 
 
-def _faiss() -> Any:  # faiss ships no type information
+def load_faiss(what: str = "IVFIndex") -> Any:  # faiss ships no type information
+    """The `faiss` module, or an ImportError saying that `what` needs it and how to install it."""
     try:
         import faiss
     except ImportError as exc:  # pragma: no cover - exercised only without the extra
-        raise ImportError(f"IVFIndex needs the faiss-cpu package; {_INSTALL_HINT}") from exc
+        raise ImportError(f"{what} needs the faiss-cpu package; {_INSTALL_HINT}") from exc
     return faiss
+
+
+_faiss = load_faiss
 
 
 def _normalised(vectors: np.ndarray, what: str) -> np.ndarray:
@@ -88,8 +92,8 @@ class IVFIndex:
     """Approximate top-k by cosine similarity: float16 clusters, probe count set by calibration.
 
     The same interface as `VectorIndex` (``search``, ``search_many``, ``save``, ``load``,
-    ``add``), so either can sit behind `HybridSearcher`. Build from one array, or from blocks
-    with `from_blocks` (the blocks are added one at a time; only the k-means sample is held).
+    ``add``), so either can sit behind `HybridSearcher`. Building holds the float32 rows and their
+    float16 lists at once (2.3 GB at 1M x 384).
 
     Args:
         ids: one id per row.
@@ -113,55 +117,33 @@ class IVFIndex:
     _mapped: Path | None
 
     def __init__(self, ids: Sequence[str], vectors: np.ndarray, *, params: IVFParams | None = None) -> None:
-        built = IVFIndex.from_blocks([(ids, vectors)], params=params)
-        self.__dict__.update(built.__dict__)
+        not_a_string("ids", ids, "ids")
+        rows = _normalised(vectors, "vectors")
+        if len(ids) != rows.shape[0]:
+            raise ValueError(f"got {len(ids)} ids for {rows.shape[0]} vectors; pass one id per vector")
+        if not len(ids):
+            raise ValueError("cannot build an IVFIndex from no vectors: pass at least one")
+        if len(set(ids)) != len(ids):
+            raise ValueError("duplicate ids: every vector needs a unique id")
+        self.params = params or IVFParams()
+        self.ids, self.nprobe, self.calibration, self._mapped = [str(i) for i in ids], 1, {}, None
+        nlist = max(1, math.ceil(math.sqrt(len(rows))))
+        rng = np.random.default_rng(self.params.seed)
+        faiss = _faiss()
+        quantizer = faiss.IndexFlatIP(rows.shape[1])
+        graph = faiss.IndexIVFScalarQuantizer(quantizer, rows.shape[1], nlist, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
+        graph.cp.seed = self.params.seed
+        graph.train(rows[np.sort(rng.choice(len(rows), size=min(len(rows), 64 * nlist), replace=False))])
+        graph.add(rows)
+        self._graph = graph
+        self._calibrate(_pseudo_queries(rows, self.params.calibration_queries, rng),
+                        "pseudo-queries: normalised sums of 4 random indexed vectors")
 
     @classmethod
     def _empty(cls, params: IVFParams) -> IVFIndex:
         index = cls.__new__(cls)
         index.ids, index.params, index.nprobe, index.calibration = [], params, 1, {}
         index._graph, index._mapped = None, None
-        return index
-
-    @classmethod
-    def from_blocks(
-        cls, blocks: Iterable[tuple[Sequence[str], np.ndarray]], *, params: IVFParams | None = None
-    ) -> IVFIndex:
-        """Build from (ids, vectors) blocks; the first block must hold enough rows to train on
-        (at least ceil(sqrt(n)) of the corpus's n, where later blocks count: pass the largest
-        block first, or one block)."""
-        params = params or IVFParams()
-        index = cls._empty(params)
-        pending: list[tuple[list[str], np.ndarray]] = []
-        for ids, vectors in blocks:
-            not_a_string("ids", ids, "ids")
-            rows = _normalised(vectors, "vectors")
-            if len(ids) != rows.shape[0]:
-                raise ValueError(f"got {len(ids)} ids for {rows.shape[0]} vectors; pass one id per vector")
-            pending.append(([str(i) for i in ids], rows))
-        total = sum(len(i) for i, _ in pending)
-        if total == 0:
-            raise ValueError("cannot build an IVFIndex from no vectors: pass at least one")
-        all_ids = [i for ids, _ in pending for i in ids]
-        if len(set(all_ids)) != len(all_ids):
-            raise ValueError("duplicate ids: every vector needs a unique id")
-        dim = pending[0][1].shape[1]
-        nlist = max(1, math.ceil(math.sqrt(total)))
-        rng = np.random.default_rng(params.seed)
-        sample = _sample_rows(pending, min(total, 64 * nlist), rng)
-        faiss = _faiss()
-        quantizer = faiss.IndexFlatIP(dim)
-        graph = faiss.IndexIVFScalarQuantizer(quantizer, dim, nlist, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
-        graph.cp.seed = params.seed
-        graph.train(sample)
-        index._graph = graph
-        for ids, rows in pending:
-            if rows.shape[1] != dim:
-                raise ValueError(f"vectors are {rows.shape[1]}-d; the first block was {dim}-d")
-            graph.add(rows)
-            index.ids.extend(ids)
-        pseudo = _pseudo_queries(pending, params.calibration_queries, rng)
-        index._calibrate(pseudo, "pseudo-queries: normalised sums of 4 random indexed vectors")
         return index
 
     def __len__(self) -> int:
@@ -282,19 +264,10 @@ class IVFIndex:
         return index
 
 
-def _sample_rows(blocks: list[tuple[list[str], np.ndarray]], m: int, rng: np.random.Generator) -> np.ndarray:
-    """`m` distinct rows drawn uniformly from all blocks (seeded)."""
-    sizes = np.array([len(i) for i, _ in blocks])
-    picks = np.sort(rng.choice(int(sizes.sum()), size=m, replace=False))
-    starts = np.concatenate([[0], np.cumsum(sizes)])
-    parts = [rows[picks[(picks >= a) & (picks < b)] - a] for (_, rows), a, b in zip(blocks, starts[:-1], starts[1:])]
-    return np.ascontiguousarray(np.concatenate(parts))
-
-
-def _pseudo_queries(blocks: list[tuple[list[str], np.ndarray]], m: int, rng: np.random.Generator) -> np.ndarray:
-    total = sum(len(i) for i, _ in blocks)
-    rows = _sample_rows(blocks, min(total, 4 * m), rng)
-    rows = rows[rng.permutation(len(rows))]
-    count = max(1, len(rows) // 4)
-    summed = rows[: 4 * count].reshape(count, 4, -1).sum(axis=1) if len(rows) >= 4 else rows
+def _pseudo_queries(rows: np.ndarray, m: int, rng: np.random.Generator) -> np.ndarray:
+    """`m` normalised sums of 4 distinct random rows (fewer when there are fewer rows)."""
+    picks = np.sort(rng.choice(len(rows), size=min(len(rows), 4 * m), replace=False))
+    picks = picks[rng.permutation(len(picks))]
+    count = max(1, len(picks) // 4)
+    summed = rows[picks[: 4 * count]].reshape(count, 4, -1).sum(axis=1) if len(picks) >= 4 else rows[picks]
     return _normalised(summed, "pseudo-queries")

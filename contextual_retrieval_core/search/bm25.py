@@ -265,8 +265,6 @@ def _load_array(file: Path) -> np.ndarray:
         array = np.load(file, allow_pickle=False, mmap_mode="r")
     except (OSError, ValueError, EOFError) as exc:
         raise IndexFileError(file, f"truncated or corrupted ({type(exc).__name__}: {exc})") from None
-    if array.dtype.hasobject:  # pragma: no cover - np.load refuses object arrays without pickle
-        raise IndexFileError(file, "holds Python objects")
     return array
 
 
