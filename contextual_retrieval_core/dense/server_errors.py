@@ -22,9 +22,10 @@ __all__ = ["VectorServerUnavailable", "server_unavailable"]
 
 
 class VectorServerUnavailable(ConnectionError):
-    """The PostgreSQL server holding the vectors did not answer (stopped, restarting, unreachable,
-    or it dropped the connection mid-query); the message names its address and the fix. The same
-    retriever answers again once the server is back.
+    """The server holding the vectors did not answer (stopped, restarting, unreachable, or it
+    dropped the connection mid-query); the message names its address and the fix. The same
+    retriever answers again once the server is back. Raised as is for PostgreSQL (pgvector);
+    an index's Chroma server raises the subclass `ChromaServerUnavailable`.
 
     Example:
         >>> raise VectorServerUnavailable("the PostgreSQL server at 127.0.0.1:5432 does not answer")

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 from contextual_retrieval_core._sdk import error_chain
 from contextual_retrieval_core.dense.chroma import ChromaVectorIndex, chroma_collection
+from contextual_retrieval_core.dense.server_errors import VectorServerUnavailable
 from contextual_retrieval_core.index.manifest import IndexDamagedError
 
 __all__ = ["SERVER_FILE", "chroma_http_client", "open_server_vectors", "uses_server", "drop_server_collection",
@@ -29,9 +30,11 @@ __all__ = ["SERVER_FILE", "chroma_http_client", "open_server_vectors", "uses_ser
 SERVER_FILE = "chroma-server.json"
 
 
-class ChromaServerUnavailable(ConnectionError):
+class ChromaServerUnavailable(VectorServerUnavailable):
     """The Chroma server holding an index's vectors did not answer; the message names its address
-    and the fix. Nothing in the index folder changed: the same call succeeds once it is back."""
+    and the fix. Nothing in the index folder changed: the same call succeeds once it is back. A
+    `VectorServerUnavailable`, as a PostgreSQL (pgvector) server that does not answer is, so one
+    ``except`` catches either."""
 
 
 def _unavailable(url: str, exc: BaseException) -> ChromaServerUnavailable:
