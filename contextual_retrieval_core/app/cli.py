@@ -96,13 +96,14 @@ def build_parser() -> argparse.ArgumentParser:
     own.add_argument("source", nargs="?", metavar="PATH", help="with --generate-questions: the corpus")
     own.add_argument("--generate-questions", type=int, metavar="N", help="how many questions to generate")
     own.add_argument("--out", metavar="DIR", help="where to write the generated set (default: ./eval-<PATH name>)")
-    own.add_argument("--model", default="claude-haiku-4-5", help="the Claude model (default claude-haiku-4-5)")
+    own.add_argument("--model", help="the Claude model (default: AnthropicContextGenerator's)")
     own.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
     own.add_argument("--batch", action="store_true", help="use Message Batches (50%% off; results within 24 h)")
     own.add_argument("--store", metavar="PATH", help="the context store questions and contexts go through "
                      "(default: the one `index` uses)")
-    own.add_argument("--max-quoted-words", type=int, default=8, metavar="N",
-                     help="reject (and ask once more) a question repeating more than N consecutive words of its chunk")
+    own.add_argument("--max-quoted-words", type=int, metavar="N",
+                     help="reject (and ask once more) a question repeating more than N consecutive words of its chunk "
+                          "(default: questions.DEFAULT_MAX_QUOTED_WORDS)")
     own.add_argument("--rerank", choices=["auto", "none", "cohere", "voyage"], default="auto",
                      help="also score each configuration reranked (auto: Cohere when COHERE_API_KEY is set, else none)")
     own.add_argument("--dry-run", action="store_true", help="print the estimated tokens and dollars, pay nothing")
@@ -304,8 +305,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             dense_prf=FusionConfig.merged(dense_prf=getattr(args, "dense_prf", None)).dense_prf,
             elapsed_s=round(elapsed, 1),
         )
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        _write_json(args.json, payload)
     if args.plot:
         plot_results(results, args.plot, title=f"Pass@k, {len(dataset.queries)} queries, {embedder.model_name}")
     return 0
@@ -353,8 +353,8 @@ def _cmd_eval_own(args: argparse.Namespace) -> int:
         raise ValueError("--dataset scores an existing set; with --generate-questions pass the corpus as PATH instead")
     corpus = load_corpus(args.source)
     contexts = load_contexts_jsonl(args.contexts, corpus) if args.contexts else None
-    questions = AnthropicQuestionGenerator(args.model)
-    situate = None if contexts is not None else AnthropicContextGenerator(args.model)
+    questions = AnthropicQuestionGenerator(args.model) if args.model else AnthropicQuestionGenerator()
+    situate = None if contexts is not None else AnthropicContextGenerator(questions.model)
     mode: Literal["realtime", "batch"] = "batch" if args.batch else "realtime"
     with ContextStore(args.store or default_store_path()) as store:
         estimate = estimate_cost(corpus, args.generate_questions, questions, situate, store, seed=args.seed, mode=mode)
@@ -376,7 +376,7 @@ def _cmd_eval_own(args: argparse.Namespace) -> int:
         result = evaluate_own_corpus(
             corpus, args.generate_questions, question_generator=questions, context_generator=situate,
             contexts=contexts, store=store, embedder=_eval_embedder(args), out=out, seed=args.seed, mode=mode,
-            max_quoted_words=args.max_quoted_words, configs=configs, show_progress=not args.no_progress,
+            **({} if args.max_quoted_words is None else {"max_quoted_words": args.max_quoted_words}), configs=configs, show_progress=not args.no_progress,
             estimate=estimate, structural_header=getattr(args, "structural_header", True),
             dense_prf=getattr(args, "dense_prf", None), reranker=choose_reranker(args.rerank),
         )
@@ -446,8 +446,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
     print(report.format())
     print(f'search it: contextual-retrieval query {index_dir} "your question"')
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
+        _write_json(args.json, report.to_dict())
     return 0
 
 

@@ -439,7 +439,6 @@ def generate_questions(
                                "batch_poll_interval": batch_poll_interval}
     first, report = _ask(generator, store, docs, sample, options)
     reports = [report]
-    by_id = {c.id: c for c in sample}
     accepted: dict[str, GeneratedQuestion] = {}
     rejected = []
     for c in sample:
@@ -458,7 +457,7 @@ def generate_questions(
                 dropped += 1
             else:
                 accepted[c.id] = GeneratedQuestion(c.id, c.document_id, second[c.id], quoted, 2)
-    questions = [accepted[c.id] for c in sample if c.id in accepted and by_id[c.id]]
+    questions = [accepted[c.id] for c in sample if c.id in accepted]
     return QuestionSet(questions, len(sample), len(rejected), dropped, reports)
 
 
