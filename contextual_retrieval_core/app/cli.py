@@ -175,6 +175,10 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
                     "when VOYAGE_API_KEY is set")
     ix.add_argument("--chunk-chars", type=int, default=None, metavar="N",
                     help=f"characters per chunk (default: the index's, else {DEFAULT_CHUNK_CHARS})")
+    ix.add_argument("--fit-chunks", action=argparse.BooleanOptionalAction, default=None,
+                    help="cut chunks so that each, with its context, fits the embedder's window (counted with its "
+                    "tokenizer; docs/defaults.md); --no-fit-chunks: --chunk-chars alone; default: the index's "
+                    "setting, on for a new index. Changing it re-chunks every file")
     ix.add_argument("--concurrency", type=int, default=8, metavar="N", help="generation requests in flight (default 8)")
     ix.add_argument("--windows", action=argparse.BooleanOptionalAction, default=None,
                     help="embed chunks longer than the embedder's window as overlapping windows (extra vector rows, "
@@ -433,7 +437,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
     chunk_chars = args.chunk_chars or (old.chunk_chars if old else None) or DEFAULT_CHUNK_CHARS
     index = ContextualIndex(index_dir, embedder=embedder, generator=generator, chunk_chars=chunk_chars,
                             concurrency=args.concurrency, weights=weights_for(embedder), chroma_url=args.chroma_url,
-                            windows=args.windows)
+                            windows=args.windows, fit_chunks=args.fit_chunks)
     for note in unused_keys():
         print(f"note: {note}", file=sys.stderr)
     print(f"indexing {', '.join(args.paths)} into {index_dir} — contexts: "

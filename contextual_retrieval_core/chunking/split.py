@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 from contextual_retrieval_core.chunking.languages import CODE_LANGUAGES, EXTENSIONS
 
@@ -29,7 +29,8 @@ _CODE_DEF = re.compile(
 
 
 def split_text(text: str, *, max_chars: int = DEFAULT_CHUNK_CHARS, code: bool = False,
-               boundaries: Collection[int] | None = None) -> list[tuple[int, str]]:
+               boundaries: Collection[int] | None = None, max_tokens: int | None = None,
+               token_span: Callable[[int, int], int] | None = None) -> list[tuple[int, str]]:
     """Split `text` into chunks of at most `max_chars`, each occurring verbatim in `text`.
 
     Cuts go at line starts, preferring (best first) a heading or, for `code`, a top-level
@@ -37,6 +38,8 @@ def split_text(text: str, *, max_chars: int = DEFAULT_CHUNK_CHARS, code: bool = 
     than `max_chars` is cut at a space. Chunks are stripped of surrounding whitespace and empty
     ones are dropped. `boundaries` (line-start offsets, e.g. `code_outline.chunk_boundaries`: where
     tree-sitter found a definition) replace the `code` line rule for the preferred cuts.
+    `max_tokens` with `token_span(start, end)` (the tokens of ``text[start:end]``) bounds every
+    chunk's tokens too (`budget.split_to_fit` derives both from the embedder's window).
 
     Returns:
         (offset in `text` of the chunk's first character, chunk text) pairs, in order.
@@ -61,22 +64,55 @@ def split_text(text: str, *, max_chars: int = DEFAULT_CHUNK_CHARS, code: bool = 
         strong = _CODE_DEF.match(line.lstrip()) if code else _HEADING.match(line)
         quality.append(3 if strong and (prev_blank or not code) else 2 if prev_blank else 1)
     min_chars = max_chars // 3
+    tokens = token_span if max_tokens is not None else None
     out: list[tuple[int, str]] = []
     pos = 0
     while pos < n:
         end = n
-        if n - pos > max_chars:
+        if n - pos > max_chars or (tokens is not None and tokens(pos, n) > max_tokens):  # type: ignore[operator]
             lo = bisect.bisect_right(starts, pos + min_chars)
             hi = bisect.bisect_right(starts, pos + max_chars)
+            if tokens is not None:
+                hi = _last_within(starts, bisect.bisect_right(starts, pos), hi, lambda j: tokens(pos, starts[j]) <= max_tokens)  # type: ignore[operator]
+                lo = min(lo, _last_within(starts, bisect.bisect_right(starts, pos), hi,
+                                          lambda j: tokens(pos, starts[j]) <= max_tokens // 3))  # type: ignore[operator]
             if lo < hi:
                 best = max(range(lo, hi), key=lambda j: (quality[j], starts[j]))
                 end = starts[best]
             else:
-                space = text.rfind(" ", pos + min_chars, pos + max_chars)
-                end = space + 1 if space > 0 else pos + max_chars
+                limit = pos + max_chars
+                if tokens is not None:  # the furthest space (else character) the tokens allow
+                    limit = min(limit, _furthest(pos, limit, lambda e: tokens(pos, e) <= max_tokens))  # type: ignore[operator]
+                space = text.rfind(" ", pos + min(min_chars, (limit - pos) // 3), limit)
+                end = space + 1 if space > pos else max(limit, pos + 1)
         piece = text[pos:end]
         stripped = piece.strip()
         if stripped:
             out.append((pos + piece.index(stripped[0]), stripped))
         pos = end
     return out
+
+
+def _last_within(starts: list[int], first: int, stop: int, fits: Callable[[int], bool]) -> int:
+    """The index after the last line start in ``starts[first:stop]`` that `fits` (monotone: true,
+    then false), i.e. the `hi` of a search over those line starts; `first` when none fits."""
+    lo, hi = first, stop
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _furthest(pos: int, limit: int, fits: Callable[[int], bool]) -> int:
+    """The largest end in ``(pos, limit]`` that `fits` (monotone), at least ``pos + 1``."""
+    lo, hi = pos + 1, limit
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo

@@ -13,8 +13,11 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from contextual_retrieval_core.chunking.code_outline import chunk_boundaries, parser_fallback
-from contextual_retrieval_core.chunking.split import CODE_EXTENSIONS, split_text
+from typing import Any
+
+from contextual_retrieval_core.chunking.budget import TokenWindow
+from contextual_retrieval_core.chunking.code_outline import parser_fallback
+from contextual_retrieval_core.contextualize.fit import chunk_to_fit
 from contextual_retrieval_core.index.files import SourceFile, UndecodableFileError, file_sha256, read_text
 from contextual_retrieval_core.index.manifest import FileEntry
 from contextual_retrieval_core.index.report import IndexReport
@@ -42,9 +45,13 @@ def read_changes(
     chunk_chars: int,
     report: IndexReport,
     show_progress: bool,
+    *,
+    window: TokenWindow | None = None,
+    generator: Any = None,
 ) -> tuple[dict[str, FileEntry], list[Document], list[Chunk], dict[str, tuple[int, int]]]:
     """Sort `files` into unchanged (size and mtime, else SHA-256, as in `old_files`) and to do;
-    read and chunk the latter (undecodable ones go to ``report.skipped``).
+    read and chunk the latter (undecodable ones go to ``report.skipped``), each chunk fitting
+    `window` with the context `generator` will give it (`chunk_to_fit`; no window: characters only).
 
     Returns:
         the entries of every file found and readable (unchanged ones as they were), the Documents
@@ -81,8 +88,7 @@ def read_changes(
             report.files_changed += 1
         else:
             report.files_new += 1
-        pieces = split_text(text, max_chars=chunk_chars, code=f.path.suffix.lower() in CODE_EXTENSIONS,
-                            boundaries=chunk_boundaries(text, f.path))
+        pieces = chunk_to_fit(Document(f.doc_id, text), window, generator=generator, max_chars=chunk_chars, path=str(f.path))
         fallback = parser_fallback(f.path)
         if fallback:
             report.plain_text_code[fallback] = report.plain_text_code.get(fallback, 0) + 1

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from contextual_retrieval_core.checks import is_blank, renamed_keyword
+from contextual_retrieval_core.chunking.budget import window_of
 from contextual_retrieval_core.chunking.split import DEFAULT_CHUNK_CHARS
 from contextual_retrieval_core.dense.chroma import ChromaVectorIndex
 from contextual_retrieval_core.dense.window_rows import (
@@ -110,6 +111,10 @@ class ContextualIndex:
         chroma_url: keep the vectors on a Chroma server (``http://host:port``) instead of the
             embedded ``chroma/`` folder; remembered in the folder (`chroma_server`).
         windows: a `WindowConfig` (True: default), False, or None: as recorded (`window_rows`).
+        fit_chunks: cut chunks so that each, with its context, fits the embedder's window
+            (`contextualize.fit.chunk_to_fit`: the structural context counted exactly, an LLM's
+            given `LLM_CONTEXT_RESERVE` tokens); False: `chunk_chars` alone; None (default): as
+            recorded, and on for a new index. Changing it re-chunks every file.
 
     Threads and other processes: `search` may be called from many threads at once (they share
     the open BM25 index, the version's query snapshot or Chroma client, and the embedder's ONNX
@@ -137,7 +142,11 @@ class ContextualIndex:
         weights: Sequence[float] = DEFAULT_WEIGHTS,
         chroma_url: str | None = None,
         windows: WindowConfig | bool | None = None,
+        fit_chunks: bool | None = None,
     ) -> None:
+        if fit_chunks is not None and not isinstance(fit_chunks, bool):
+            raise TypeError(f"fit_chunks must be True, False or None (as recorded), got {fit_chunks!r}")
+        self.fit_chunks = fit_chunks
         self.path = Path(path)
         self.embedder = embedder
         self._generator = generator
@@ -367,6 +376,9 @@ class ContextualIndex:
         gen_id = generator_identity(self.generator)
         redo_all = False
         windows = requested_windows(self.windows, old.windows if old else None)
+        fit = self.fit_chunks if self.fit_chunks is not None else (old is None or old.chunk_tokens is not None)
+        window = window_of(self.embedder) if fit else None
+        chunk_tokens = window.size if window is not None else None
         if old:
             damage = self._damage(old)
             if damage:
@@ -381,11 +393,15 @@ class ContextualIndex:
             elif old.chunk_chars != self.chunk_chars:
                 redo_all = True
                 report.note = f"chunk size changed ({old.chunk_chars} -> {self.chunk_chars}): every file is re-chunked"
+            elif old.chunk_tokens != chunk_tokens:
+                redo_all = True
+                report.note = f"chunk token budget changed ({old.chunk_tokens} -> {chunk_tokens}): every file is re-chunked"
             elif old.windows != windows_setting(windows):
                 redo_all = True
                 report.note = f"windows changed ({old.windows} -> {windows_setting(windows)}): every file is re-embedded"
 
-        new_files, documents, chunks, spans = read_changes(scan.files, old_files, redo_all, self.chunk_chars, report, show_progress)
+        new_files, documents, chunks, spans = read_changes(scan.files, old_files, redo_all, self.chunk_chars, report, show_progress,
+                                                           window=window, generator=self.generator)
         for doc_id, entry in old_files.items():
             if doc_id in new_files:
                 continue
@@ -404,6 +420,7 @@ class ContextualIndex:
             files=new_files,
             bm25=old.bm25 if old else "",
             windows=windows_setting(windows),
+            chunk_tokens=chunk_tokens,
         )
         snapshot_missing = old is not None and bool(old.bm25) and self._wants_snapshot(old) and not has_snapshot(self.path / old.bm25)
         if not chunks and old is not None and manifest.chunk_ids() == old.chunk_ids() and not redo_all and not snapshot_missing:

@@ -67,6 +67,9 @@ class IndexManifest:
             update writes a new one and names it here, so the manifest swap switches both at once.
         windows: the `WindowConfig` long chunks were embedded with, as a dict (`windows_setting`);
             None when every chunk is one vector.
+        chunk_tokens: the embedder window (tokens) chunks were fitted to with their contexts
+            (`contextualize.fit.chunk_to_fit`); None: cut by `chunk_chars` alone (indexes built
+            before chunks were fitted, or with an embedder that exposes no window).
     """
 
     embedder: dict[str, str]
@@ -76,6 +79,7 @@ class IndexManifest:
     files: dict[str, FileEntry] = field(default_factory=dict)
     bm25: str = "bm25"
     windows: dict[str, Any] | None = None
+    chunk_tokens: int | None = None
 
     @property
     def chunk_count(self) -> int:
@@ -106,6 +110,7 @@ class IndexManifest:
                 files={k: FileEntry(**v) for k, v in data["files"].items()},
                 bm25=_folder_name(data.get("bm25", "bm25")),
                 windows=_windows(data.get("windows")),
+                chunk_tokens=None if data.get("chunk_tokens") is None else int(data["chunk_tokens"]),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise IndexDamagedError(f"{source} is damaged ({type(exc).__name__}: {exc}); rebuild the index "

@@ -1,0 +1,70 @@
+"""`chunk_to_fit`: the library's default chunking, sized so that context + chunk fits the embedder.
+
+One place decides what a chunk's context will take before it exists, for every caller that
+chunks whole documents (`contextual-retrieval index`, LlamaIndex's `ContextualNodeParser` and
+LangChain's `ContextualDocumentTransformer` without a splitter of their own):
+
+- the structural context (the offline generator's, and the header on an LLM's contexts) is
+  computed for each candidate chunk and counted exactly with the embedder's tokenizer;
+- an LLM-written context (any other generator) gets `LLM_CONTEXT_RESERVE` tokens on top.
+
+Example:
+    >>> from contextual_retrieval_core import Document
+    >>> doc = Document("notes.md", "# Notes\\n\\n" + "A short sentence here. " * 10)
+    >>> [piece[:8] for _, piece in chunk_to_fit(doc, None, max_chars=120)]
+    ['# Notes', 'A short', 'A short']
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from contextual_retrieval_core.chunking.budget import LLM_CONTEXT_RESERVE, TokenWindow, split_to_fit
+from contextual_retrieval_core.chunking.code_outline import chunk_boundaries
+from contextual_retrieval_core.chunking.split import CODE_EXTENSIONS, DEFAULT_CHUNK_CHARS
+from contextual_retrieval_core.generators.header_source import header_generator_for, writes_structural_context
+from contextual_retrieval_core.types import Chunk, Document
+
+__all__ = ["chunk_to_fit", "context_reserve"]
+
+
+def context_reserve(generator: Any, structural_header: bool = True) -> tuple[Any, int]:
+    """(the generator of the part of each context computable before generation, or None; the
+    tokens kept on top for the rest): the structural generator alone is exact, an LLM's context
+    gets `LLM_CONTEXT_RESERVE` after its structural header (when `structural_header`)."""
+    from contextual_retrieval_core.generators.structural import StructuralContextGenerator
+
+    if generator is None or writes_structural_context(generator):
+        return (generator or StructuralContextGenerator()), 0
+    return (header_generator_for(generator) if structural_header else None), LLM_CONTEXT_RESERVE
+
+
+def chunk_to_fit(
+    document: Document,
+    window: TokenWindow | None,
+    *,
+    generator: Any = None,
+    structural_header: bool = True,
+    max_chars: int = DEFAULT_CHUNK_CHARS,
+    path: str | None = None,
+) -> list[tuple[int, str]]:
+    """Chunks of `document` that fit `window` with their contexts (`split_to_fit`); code (by
+    `path`'s extension, default the document id) is cut at tree-sitter's definitions first.
+
+    Args:
+        window: the embedder's (`budget.window_of(embedder)`); None: `max_chars` alone.
+        generator: the context generator (None: the structural one).
+        structural_header: whether an LLM's contexts get the structural header (the default).
+    """
+    where = path or document.id
+    suffix = where.rsplit(".", 1)[-1].lower() if "." in where.rsplit("/", 1)[-1] else ""
+    code = f".{suffix}" in CODE_EXTENSIONS
+    boundaries = chunk_boundaries(document.text, where)
+    exact, fixed = context_reserve(generator, structural_header)
+    reserve = None
+    if window is not None and exact is not None:
+        def reserve(offset: int, piece: str) -> int:
+            context = exact.generate(document, Chunk(f"{document.id}@{offset}", document.id, piece, 0, {"start_index": offset})).context
+            return window.tokens(context) if context else 0
+    return split_to_fit(document.text, window, max_chars=max_chars, code=code, boundaries=boundaries,
+                        reserve=reserve, fixed_reserve=fixed)
