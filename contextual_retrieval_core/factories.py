@@ -4,13 +4,35 @@ installed, else the offline defaults)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from contextual_retrieval_core.embeddings.base import Embedder
 from contextual_retrieval_core.generators.base import ContextGenerator
 from contextual_retrieval_core.rerank.base import Reranker
 from contextual_retrieval_core.search.ranked import DEFAULT_WEIGHTS
 
+if TYPE_CHECKING:
+    from contextual_retrieval_core.chunking.budget import TokenWindow
+
 __all__ = ["choose_embedder", "choose_generator", "choose_reranker", "weights_for", "unused_keys", "installed",
-           "embedder_kind"]
+           "embedder_kind", "default_window"]
+
+
+def default_window(embedder: object = None) -> TokenWindow | None:
+    """The window a splitter fits chunks to (`contextualize.fit.chunk_to_fit`): `embedder`'s
+    where it exposes one (the library's embedders, through caches and framework adapters), else,
+    with no embedder given, the library's default embedder's (the offline MiniLM, 256 tokens);
+    None when neither can say (an embedder with no window, or the local extra not installed)."""
+    from contextual_retrieval_core.chunking.budget import window_of
+
+    if embedder is not None:
+        return window_of(embedder)
+    try:
+        from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
+
+        return window_of(LocalMiniLMEmbedder())
+    except ImportError:
+        return None
 
 
 def choose_embedder(kind: str = "auto", model: str | None = None) -> Embedder:

@@ -48,8 +48,10 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
 
     Two ways in:
 
-    - whole documents and a `text_splitter` (any LangChain text splitter or document transformer):
-      ``transformer.transform_documents(documents)``;
+    - whole documents: ``transformer.transform_documents(documents)``, split by `text_splitter`
+      (any LangChain text splitter or document transformer), or without one by the library's
+      chunker (as ``contextual-retrieval index`` cuts: code at definitions, then statements; each
+      chunk, with its context, within `embeddings`' window);
     - already-split chunks and their parents: ``transform_documents(chunks, parents=whole_docs)``,
       each chunk naming its parent by ``metadata[parent_id_key]``; `parents` maps parent id to
       the whole Document (or its text), or is a list of whole Documents, whose ids are their
@@ -60,7 +62,10 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
         text_splitter: splits whole documents: any LangChain text splitter (e.g.
             `RecursiveCharacterTextSplitter`), document transformer, or header splitter
             (`MarkdownHeaderTextSplitter`, `HTMLHeaderTextSplitter`: its pieces keep the document's
-            metadata plus the headers).
+            metadata plus the headers). None (default): the library's chunker.
+        embeddings: the embedding the chunks will get, for the default chunker's window
+            (`EmbedderEmbeddings` or any object exposing `max_tokens` and `count_tokens`; default:
+            the library's offline MiniLM, 256 tokens); unused with a `text_splitter`.
         generator: a core `ContextGenerator` (default: the offline `StructuralContextGenerator`).
         llm: a LangChain chat model to write the contexts instead (`ChatAnthropic` gets prompt
             caching); give `generator` or `llm`, not both.
@@ -122,6 +127,7 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     text_splitter: Any | None = None
+    embeddings: Any | None = None
     generator: Any | None = None
     llm: Any | None = None
     prompt: ContextPrompt = DEFAULT_PROMPT
@@ -249,11 +255,6 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
         if isinstance(documents, LCDocument):
             raise TypeError("pass a list of Documents, not a single Document")
         if parents is None:
-            if self.text_splitter is None:
-                raise ValueError(
-                    "no text_splitter: pass text_splitter=... to split whole documents, or pass "
-                    "already-split chunks with parents=... (their whole documents)"
-                )
             return self._split(documents)
         return self._chunks_with_parents(documents, parents)
 
@@ -266,7 +267,18 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
         originals = distinct_documents(documents, id_of, lambda d: d.page_content)
         docs = [Document(id_of(d), d.page_content, dict(d.metadata)) for d in originals]
         pieces: list[tuple[str, LCDocument]] = []
-        for doc in originals:
+        if splitter is None:
+            from contextual_retrieval_core.contextualize.fit import chunk_to_fit
+            from contextual_retrieval_core.factories import default_window
+
+            window = default_window(self.embeddings)
+            generator = self.contextualizer.generator
+            for doc, core in zip(originals, docs):
+                path = str(doc.metadata.get(self.parent_id_key) or core.id)
+                pieces += [(core.id, LCDocument(page_content=piece, metadata={**doc.metadata, "start_index": offset}))
+                           for offset, piece in chunk_to_fit(core, window, generator=generator,
+                                                             structural_header=self.structural_header, path=path)]
+        for doc in originals if splitter is not None else ():
             pieces += [(id_of(doc), piece) for piece in _split_one(splitter, doc)]
         chunks, metadata = [], {}
         for (_, piece), chunk in zip(pieces, number_chunks((doc_id, p.page_content) for doc_id, p in pieces)):

@@ -77,12 +77,13 @@ def warnings_line(caught: list[warnings.WarningMessage]) -> str:
         else:
             text = f"{w.category.__name__}: {w.message}"
             others[text] = others.get(text, 0) + 1
+    from contextual_retrieval_core.embeddings.minilm import TRUNCATION_FIX
+
     parts = []
     for e in embedders.values():
         parts.append(f"{getattr(e, 'truncated_count', 0)} of {getattr(e, 'embedded_count', 0)} texts embedded in this "
                      f"run were longer than {getattr(e, 'model_name', 'the embedder')}'s "
-                     f"{getattr(e, 'max_tokens', '?')}-token window and were truncated (split chunks smaller, or use "
-                     "a hosted embedder with a longer window)")
+                     f"{getattr(e, 'max_tokens', '?')}-token window and were truncated ({TRUNCATION_FIX})")
     parts.extend(text if n == 1 else f"{text} ({n} times)" for text, n in others.items())
     return ("warnings: " + "; ".join(parts)) if parts else ""
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,7 +100,7 @@ def split_to_fit(
     *,
     max_chars: int = DEFAULT_CHUNK_CHARS,
     code: bool = False,
-    boundaries: Collection[int] | None = None,
+    boundaries: Collection[int] | Mapping[int, int] | None = None,
     reserve: Callable[[int, str], int] | None = None,
     fixed_reserve: int = 0,
 ) -> list[tuple[int, str]]:
@@ -120,9 +120,13 @@ def split_to_fit(
         return split_text(text, max_chars=max_chars, code=code, boundaries=boundaries)
     costs = _TextCosts(text, window)
     cuts = sorted(boundaries) if boundaries is not None else None
+    ranks = boundaries if isinstance(boundaries, Mapping) else None
 
     def split_span(start: int, end: int, budget: int) -> list[tuple[int, str]]:
-        inner = None if cuts is None else [b - start for b in cuts[bisect.bisect_left(cuts, start):bisect.bisect_left(cuts, end)]]
+        inner: list[int] | dict[int, int] | None = None
+        if cuts is not None:
+            inside = cuts[bisect.bisect_left(cuts, start):bisect.bisect_left(cuts, end)]
+            inner = {b - start: ranks[b] for b in inside} if ranks is not None else [b - start for b in inside]
         return [(start + o, piece) for o, piece in split_text(text[start:end], max_chars=max_chars, code=code,
                                                                 boundaries=inner, max_tokens=budget,
                                                                 token_span=lambda a, b: costs.span(start + a, start + b))]

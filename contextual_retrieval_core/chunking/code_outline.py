@@ -25,7 +25,7 @@ from typing import Any
 
 from contextual_retrieval_core.chunking.languages import CODE_LANGUAGES, GRAMMARS, language_for_path
 
-__all__ = ["Definition", "definitions", "outline", "definition_boundaries", "chunk_boundaries", "parser_fallback", "GrammarUnavailable", "TYPE_KINDS"]
+__all__ = ["Definition", "definitions", "outline", "definition_boundaries", "chunk_boundaries", "statement_starts", "cut_ranks", "parser_fallback", "GrammarUnavailable", "TYPE_KINDS"]
 
 _log = logging.getLogger(__name__)
 
@@ -362,6 +362,52 @@ def chunk_boundaries(text: str, path: object) -> list[int] | None:
     except GrammarUnavailable as exc:
         _log.warning("code-aware chunking is off for %s: %s", path, exc)
         return None
+
+
+#: node types whose named children are statements or members, across the grammars (a function's
+#: or class's body, a block, a module)
+_BODIES = frozenset({"module", "program", "source_file", "translation_unit", "compilation_unit", "block",
+                     "statement_block", "compound_statement", "declaration_list", "field_declaration_list",
+                     "class_body", "interface_body", "enum_body", "body_statement", "suite", "impl_item"})
+#: ranks of cuts for `split_text` (a blank line before a cut adds one)
+DEFINITION_RANK, STATEMENT_RANK = 4, 2
+
+
+def statement_starts(text: str, language: str) -> list[int]:
+    """Line starts where a statement or member of a body begins (first on its line): the cuts
+    inside a definition too long for one chunk, so it is split between its statements rather
+    than inside one."""
+    tree, char = _parse(text, language)
+    cuts: set[int] = set()
+
+    def visit(node: Any) -> None:
+        for child in node.named_children:
+            if node.type in _BODIES or node.type.endswith("_body"):
+                at = char(child.start_byte)
+                line = text.rfind("\n", 0, at) + 1
+                if not text[line:at].strip():
+                    cuts.add(line)
+            if child.named_child_count:
+                visit(child)
+
+    visit(tree.root_node)
+    return sorted(cuts)
+
+
+def cut_ranks(text: str, path: object) -> dict[int, int] | None:
+    """The chunker's ranked cuts for a file (`split_text(boundaries=...)`): definitions
+    (`DEFINITION_RANK`, with their comments and decorators) over statements and members inside
+    bodies (`STATEMENT_RANK`); None where no grammar reads it."""
+    language = language_for_path(path)
+    if language not in GRAMMARS:
+        return None
+    try:
+        ranks = dict.fromkeys(statement_starts(text, language), STATEMENT_RANK)
+        ranks.update(dict.fromkeys(definition_boundaries(text, language), DEFINITION_RANK))
+    except GrammarUnavailable as exc:
+        _log.warning("code-aware chunking is off for %s: %s", path, exc)
+        return None
+    return ranks
 
 
 def parser_fallback(path: object) -> str | None:

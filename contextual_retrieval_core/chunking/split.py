@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 
 from contextual_retrieval_core.chunking.languages import CODE_LANGUAGES, EXTENSIONS
 
@@ -29,7 +29,7 @@ _CODE_DEF = re.compile(
 
 
 def split_text(text: str, *, max_chars: int = DEFAULT_CHUNK_CHARS, code: bool = False,
-               boundaries: Collection[int] | None = None, max_tokens: int | None = None,
+               boundaries: Collection[int] | Mapping[int, int] | None = None, max_tokens: int | None = None,
                token_span: Callable[[int, int], int] | None = None) -> list[tuple[int, str]]:
     """Split `text` into chunks of at most `max_chars`, each occurring verbatim in `text`.
 
@@ -37,7 +37,9 @@ def split_text(text: str, *, max_chars: int = DEFAULT_CHUNK_CHARS, code: bool = 
     definition after a blank line; then any paragraph break; then any line; a single line longer
     than `max_chars` is cut at a space. Chunks are stripped of surrounding whitespace and empty
     ones are dropped. `boundaries` (line-start offsets, e.g. `code_outline.chunk_boundaries`: where
-    tree-sitter found a definition) replace the `code` line rule for the preferred cuts.
+    tree-sitter found a definition) replace the `code` line rule for the preferred cuts; a mapping
+    of offsets to ranks (`code_outline.cut_ranks`: definitions over statements) ranks them, a
+    blank line before a cut adding one, and any other blank line ranking just above a plain line.
     `max_tokens` with `token_span(start, end)` (the tokens of ``text[start:end]``) bounds every
     chunk's tokens too (`budget.split_to_fit` derives both from the embedder's window).
 
@@ -55,34 +57,39 @@ def split_text(text: str, *, max_chars: int = DEFAULT_CHUNK_CHARS, code: bool = 
     starts = [0] + [m.end() for m in re.finditer("\n", text) if m.end() < n]
     quality = []
     cuts = frozenset(boundaries or ())
+    ranks = boundaries if isinstance(boundaries, Mapping) else None
     for i, s in enumerate(starts):
         line = text[s : starts[i + 1] if i + 1 < len(starts) else n]
         prev_blank = i > 0 and not text[starts[i - 1] : s].strip()
+        if ranks is not None:
+            quality.append(ranks.get(s, 0) + (1 if prev_blank else 0))
+            continue
         if boundaries is not None:
             quality.append(3 if s in cuts else 2 if prev_blank else 1)
             continue
         strong = _CODE_DEF.match(line.lstrip()) if code else _HEADING.match(line)
         quality.append(3 if strong and (prev_blank or not code) else 2 if prev_blank else 1)
     min_chars = max_chars // 3
-    tokens = token_span if max_tokens is not None else None
+    budget = max_tokens if token_span is not None else None
     out: list[tuple[int, str]] = []
     pos = 0
     while pos < n:
         end = n
-        if n - pos > max_chars or (tokens is not None and tokens(pos, n) > max_tokens):  # type: ignore[operator]
+        over_tokens = budget is not None and token_span is not None and token_span(pos, n) > budget
+        if n - pos > max_chars or over_tokens:
             lo = bisect.bisect_right(starts, pos + min_chars)
             hi = bisect.bisect_right(starts, pos + max_chars)
-            if tokens is not None:
-                hi = _last_within(starts, bisect.bisect_right(starts, pos), hi, lambda j: tokens(pos, starts[j]) <= max_tokens)  # type: ignore[operator]
-                lo = min(lo, _last_within(starts, bisect.bisect_right(starts, pos), hi,
-                                          lambda j: tokens(pos, starts[j]) <= max_tokens // 3))  # type: ignore[operator]
+            if budget is not None and token_span is not None:
+                first = bisect.bisect_right(starts, pos)
+                hi = _past_last_fitting(starts, first, hi, pos, token_span, budget)
+                lo = min(lo, _past_last_fitting(starts, first, hi, pos, token_span, budget // 3))
             if lo < hi:
                 best = max(range(lo, hi), key=lambda j: (quality[j], starts[j]))
                 end = starts[best]
             else:
                 limit = pos + max_chars
-                if tokens is not None:  # the furthest space (else character) the tokens allow
-                    limit = min(limit, _furthest(pos, limit, lambda e: tokens(pos, e) <= max_tokens))  # type: ignore[operator]
+                if budget is not None and token_span is not None:  # the furthest end the tokens allow
+                    limit = min(limit, _furthest_fitting(pos, limit, token_span, budget))
                 space = text.rfind(" ", pos + min(min_chars, (limit - pos) // 3), limit)
                 end = space + 1 if space > pos else max(limit, pos + 1)
         piece = text[pos:end]
@@ -93,25 +100,26 @@ def split_text(text: str, *, max_chars: int = DEFAULT_CHUNK_CHARS, code: bool = 
     return out
 
 
-def _last_within(starts: list[int], first: int, stop: int, fits: Callable[[int], bool]) -> int:
-    """The index after the last line start in ``starts[first:stop]`` that `fits` (monotone: true,
-    then false), i.e. the `hi` of a search over those line starts; `first` when none fits."""
+def _past_last_fitting(starts: list[int], first: int, stop: int, pos: int, span: Callable[[int, int], int], budget: int) -> int:
+    """The index after the last line start in ``starts[first:stop]`` up to which ``text[pos:]``
+    holds at most `budget` tokens (`first` when none does): the `hi` of the cut search."""
     lo, hi = first, stop
     while lo < hi:
         mid = (lo + hi) // 2
-        if fits(mid):
+        if span(pos, starts[mid]) <= budget:
             lo = mid + 1
         else:
             hi = mid
     return lo
 
 
-def _furthest(pos: int, limit: int, fits: Callable[[int], bool]) -> int:
-    """The largest end in ``(pos, limit]`` that `fits` (monotone), at least ``pos + 1``."""
+def _furthest_fitting(pos: int, limit: int, span: Callable[[int, int], int], budget: int) -> int:
+    """The largest end in ``(pos, limit]`` with ``text[pos:end]`` within `budget` tokens, at least
+    ``pos + 1``."""
     lo, hi = pos + 1, limit
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if fits(mid):
+        if span(pos, mid) <= budget:
             lo = mid
         else:
             hi = mid - 1

@@ -10,9 +10,12 @@ LangChain's `ContextualDocumentTransformer` without a splitter of their own):
 
 Example:
     >>> from contextual_retrieval_core import Document
-    >>> doc = Document("notes.md", "# Notes\\n\\n" + "A short sentence here. " * 10)
-    >>> [piece[:8] for _, piece in chunk_to_fit(doc, None, max_chars=120)]
-    ['# Notes', 'A short', 'A short']
+    >>> from contextual_retrieval_core.embeddings import LocalMiniLMEmbedder
+    >>> from contextual_retrieval_core.chunking.budget import window_of
+    >>> window = window_of(LocalMiniLMEmbedder())  # 256 tokens, counted with MiniLM's tokenizer
+    >>> doc = Document("notes.md", "# Notes\\n\\n" + "Words, words and more words. " * 120)
+    >>> [window.tokens(piece) for _, piece in chunk_to_fit(doc, window)]
+    [193, 192, 193, 192, 72]
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from contextual_retrieval_core.chunking.budget import LLM_CONTEXT_RESERVE, TokenWindow, split_to_fit
-from contextual_retrieval_core.chunking.code_outline import chunk_boundaries
+from contextual_retrieval_core.chunking.code_outline import cut_ranks
 from contextual_retrieval_core.chunking.split import CODE_EXTENSIONS, DEFAULT_CHUNK_CHARS
 from contextual_retrieval_core.generators.header_source import header_generator_for, writes_structural_context
 from contextual_retrieval_core.types import Chunk, Document
@@ -47,19 +50,24 @@ def chunk_to_fit(
     structural_header: bool = True,
     max_chars: int = DEFAULT_CHUNK_CHARS,
     path: str | None = None,
+    extra_reserve: int = 0,
 ) -> list[tuple[int, str]]:
     """Chunks of `document` that fit `window` with their contexts (`split_to_fit`); code (by
-    `path`'s extension, default the document id) is cut at tree-sitter's definitions first.
+    `path`'s extension, default the document id) is cut at tree-sitter's definitions first, then
+    between the statements of a body (`code_outline.cut_ranks`), so that an over-long definition
+    is split at its inner boundaries.
 
     Args:
         window: the embedder's (`budget.window_of(embedder)`); None: `max_chars` alone.
         generator: the context generator (None: the structural one).
         structural_header: whether an LLM's contexts get the structural header (the default).
+        extra_reserve: tokens the embedded text holds besides context and chunk (a framework's
+            rendered metadata).
     """
     where = path or document.id
     suffix = where.rsplit(".", 1)[-1].lower() if "." in where.rsplit("/", 1)[-1] else ""
     code = f".{suffix}" in CODE_EXTENSIONS
-    boundaries = chunk_boundaries(document.text, where)
+    boundaries = cut_ranks(document.text, where)
     exact, fixed = context_reserve(generator, structural_header)
     reserve = None
     if window is not None and exact is not None:
@@ -67,4 +75,4 @@ def chunk_to_fit(
             context = exact.generate(document, Chunk(f"{document.id}@{offset}", document.id, piece, 0, {"start_index": offset})).context
             return window.tokens(context) if context else 0
     return split_to_fit(document.text, window, max_chars=max_chars, code=code, boundaries=boundaries,
-                        reserve=reserve, fixed_reserve=fixed)
+                        reserve=reserve, fixed_reserve=fixed + extra_reserve)

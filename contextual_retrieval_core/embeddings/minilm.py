@@ -105,6 +105,14 @@ def length_batches(lengths: Sequence[int], batch_size: int, max_batch_tokens: in
     return out
 
 
+#: what the truncation warnings name as the fixes: the setting that embeds a long chunk whole, the
+#: chunker that cuts chunks to fit, and a longer window
+TRUNCATION_FIX = ("embed long chunks whole as windows (windows=WindowConfig(), or --windows), let the library's "
+                  "chunker cut them to fit the window (contextual-retrieval index --fit-chunks, the default for "
+                  "a new index; FittedSplitter, or no text_splitter, in the frameworks), or use a hosted "
+                  "embedder (VoyageEmbedder) with a longer window")
+
+
 class TruncationWarning(UserWarning):
     """Texts were longer than the embedder's window; `embedder` is the embedder, whose
     `truncated_count` and `embedded_count` give the totals so far (the CLI reports them once per
@@ -221,8 +229,7 @@ class LocalMiniLMEmbedder:
                 warnings.warn(
                     TruncationWarning(
                         f"{cut} of {len(texts)} texts are longer than {_MAX_TOKENS} tokens and were "
-                        f"truncated by {_MODEL_ID}; split chunks smaller, or use a hosted embedder "
-                        "(VoyageEmbedder) with a longer window",
+                        f"truncated by {_MODEL_ID}: {TRUNCATION_FIX}",
                         self,
                     ),
                     stacklevel=2,

@@ -10,10 +10,9 @@ import dataclasses
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from tqdm.auto import tqdm
-
-from typing import Any
 
 from contextual_retrieval_core.chunking.budget import TokenWindow
 from contextual_retrieval_core.chunking.code_outline import parser_fallback

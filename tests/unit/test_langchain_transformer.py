@@ -116,8 +116,6 @@ def _core_pair(doc: LCDocument, out: LCDocument):
 
 
 def test_errors_name_the_fix() -> None:
-    with pytest.raises(ValueError, match="text_splitter="):
-        ContextualDocumentTransformer(show_progress=False).transform_documents(whole_documents())
     with pytest.raises(ValueError, match="parent_id_key="):
         ContextualDocumentTransformer(show_progress=False).transform_documents([LCDocument("x")], parents={})
     with pytest.raises(ValueError, match="not in parents="):

@@ -1,0 +1,184 @@
+"""The default chunks fit the default embedder: context + chunk within MiniLM's window, counted
+with its own tokenizer (chunking.budget, contextualize.fit), on every path that chunks whole
+documents: `ContextualIndex` / `index`, LlamaIndex's `ContextualNodeParser`, LangChain's
+`ContextualDocumentTransformer`."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import warnings
+from pathlib import Path
+
+import pytest
+from tokenizers import Tokenizer
+
+from contextual_retrieval_core import Chunk, Document
+from contextual_retrieval_core.chunking.budget import window_of
+from contextual_retrieval_core.chunking.code_outline import statement_starts
+from contextual_retrieval_core.chunking.split import split_text
+from contextual_retrieval_core.contextualize.fit import chunk_to_fit
+from contextual_retrieval_core.embeddings.minilm import TOKENIZER_PATH, LocalMiniLMEmbedder, TruncationWarning
+from contextual_retrieval_core.generators.base import Generation
+from contextual_retrieval_core.generators.usage import TokenUsage
+from contextual_retrieval_core.index.contextual_index import ContextualIndex
+from contextual_retrieval_core.index.manifest import IndexManifest
+
+WINDOW = 256
+
+
+def _uncapped() -> Tokenizer:
+    tok = Tokenizer.from_file(str(TOKENIZER_PATH))
+    tok.no_truncation()
+    tok.no_padding()
+    return tok
+
+
+def tokens(texts: list[str]) -> list[int]:
+    """Tokens per text as MiniLM would read them were it not cut, special tokens included."""
+    return [len(e.ids) for e in _uncapped().encode_batch(texts)]
+
+
+def long_function(name: str, statements: int) -> str:
+    """A function whose body is far over one window: multi-line calls, no blank lines."""
+    body = "".join(
+        f"    r{i} = np.asarray(x{i}[..., ::2],\n        dtype=np.float32).reshape(-1, {i}) + cfg[\"k{i}\"]\n"
+        f"    t{i}[:{i}] = (r{i} ** 2).sum(axis=(0, 1)) / max(1, len(t{i}) - {i})  # {i}\n"
+        for i in range(statements)
+    )
+    return f"def {name}(first_argument_0, second_argument_0):\n    \"\"\"Compute {name}.\"\"\"\n{body}    return result_0\n"
+
+
+def long_markdown(sections: int, paragraphs: int) -> str:
+    out = ["# Operations guide\n"]
+    for s in range(sections):
+        out.append(f"\n## Section {s} about deployments and rollbacks\n")
+        for p in range(paragraphs):
+            out.append("\n" + " ".join(f"Paragraph {p} of section {s} explains step {w} of the rollout." for w in range(6)) + "\n")
+    return "".join(out)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("src") / "project"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "compute.py").write_text(
+        "import math\n\n\n" + long_function("transform_records", 40) + "\n\nclass Engine:\n"
+        + textwrap.indent(long_function("run_every_stage_of_the_pipeline", 30), "    "),
+        encoding="utf-8")
+    (root / "docs").mkdir()
+    (root / "docs" / "operations.md").write_text(long_markdown(4, 8), encoding="utf-8")
+    return root
+
+
+def test_piece_counts_add_up_to_the_whole_texts_count() -> None:
+    window = window_of(LocalMiniLMEmbedder())
+    assert window is not None and window.size == WINDOW and window.special == 2
+    texts = [long_function("f", 12), long_markdown(2, 3), "émigré naïve café — ünïcödé 東京 tokens\tand\ttabs"]
+    assert [window.tokens(t) + window.special for t in texts] == tokens(texts)
+
+
+def test_a_long_function_is_split_between_its_statements(corpus: Path) -> None:
+    text = (corpus / "pkg" / "compute.py").read_text()
+    window = window_of(LocalMiniLMEmbedder())
+    pieces = chunk_to_fit(Document("pkg/compute.py", text), window)
+    starts = set(statement_starts(text, "python"))
+    assert len(pieces) > 4
+    for offset, _ in pieces[1:]:
+        line = text.rfind("\n", 0, offset) + 1
+        assert line in starts, f"cut inside a statement: {text[line:line + 60]!r}"
+    # the plain line rules would cut inside a two-line call
+    plain = split_text(text, max_chars=400, code=True)
+    assert any(text.rfind("\n", 0, o) + 1 not in starts for o, _ in plain[1:])
+
+
+def test_index_with_the_defaults_embeds_no_text_over_the_window(corpus: Path, tmp_path: Path) -> None:
+    embedder = LocalMiniLMEmbedder()
+    index = ContextualIndex(tmp_path / "ix", embedder=embedder)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TruncationWarning)
+        report = index.update([corpus], show_progress=False)
+    assert embedder.truncated_count == 0 and embedder.embedded_count == report.chunks_total > 10
+    manifest = IndexManifest.read(tmp_path / "ix")
+    assert manifest.chunk_tokens == WINDOW
+    rows = [hit for hit in index.search("rollback step of the rollout", top_k=report.chunks_total)]
+    texts = [(f"{h.context}\n\n{h.text}" if h.context else h.text) for h in rows]
+    assert max(tokens(texts)) <= WINDOW
+    # the same files cut by characters alone overflow: the test has something to catch
+    old = ContextualIndex(tmp_path / "old", embedder=LocalMiniLMEmbedder(), fit_chunks=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TruncationWarning)
+        old.update([corpus], show_progress=False)
+    assert old.embedder.truncated_count > 0
+    assert IndexManifest.read(tmp_path / "old").chunk_tokens is None
+
+
+@pytest.mark.filterwarnings("ignore::contextual_retrieval_core.embeddings.minilm.TruncationWarning")
+def test_an_index_built_before_fitting_keeps_its_chunks_until_asked(corpus: Path, tmp_path: Path) -> None:
+    ContextualIndex(tmp_path / "ix", embedder=LocalMiniLMEmbedder(), fit_chunks=False).update([corpus], show_progress=False)
+    data = json.loads((tmp_path / "ix" / "manifest.json").read_text())
+    data.pop("chunk_tokens")  # as an older version wrote it
+    (tmp_path / "ix" / "manifest.json").write_text(json.dumps(data))
+    again = ContextualIndex(tmp_path / "ix", embedder=LocalMiniLMEmbedder()).update([corpus], show_progress=False)
+    assert again.files_unchanged == 2 and not again.note  # as recorded: nothing re-chunked, nothing paid
+    fitted = ContextualIndex(tmp_path / "ix", embedder=LocalMiniLMEmbedder(), fit_chunks=True).update([corpus], show_progress=False)
+    assert "chunk token budget changed (None -> 256)" in fitted.note
+
+
+class _LongContexts:
+    """A generator that writes LLM-length contexts (about 90 tokens), so the reserve matters."""
+
+    name, model, prompt_identity, is_llm = "long-contexts", "m", "p", False
+
+    def generate(self, document: Document, chunk: Chunk) -> Generation:
+        return Generation(" ".join(["This chunk belongs to the deployment guide and explains"] * 10), TokenUsage())
+
+    async def agenerate(self, document: Document, chunk: Chunk) -> Generation:
+        return self.generate(document, chunk)
+
+
+def test_an_llm_context_gets_its_reserve(corpus: Path) -> None:
+    text = (corpus / "docs" / "operations.md").read_text()
+    window = window_of(LocalMiniLMEmbedder())
+    structural = chunk_to_fit(Document("docs/operations.md", text), window)
+    llm = chunk_to_fit(Document("docs/operations.md", text), window, generator=_LongContexts())
+    assert len(llm) > len(structural)
+    context = _LongContexts().generate(Document("d", ""), Chunk("c", "d", "")).context
+    header = "From docs/operations.md, section: Operations guide > Section 3 about deployments and rollbacks."
+    assert max(tokens([f"{header}\n{context}\n\n{p}" for _, p in llm])) <= WINDOW
+
+
+def test_llamaindex_default_parser_fits_the_window(corpus: Path) -> None:
+    from llama_index.core import SimpleDirectoryReader
+    from llama_index.core.schema import MetadataMode
+
+    from contextual_retrieval_llamaindex import ContextualNodeParser
+    from contextual_retrieval_llamaindex.splitter import FittedSplitter
+
+    docs = SimpleDirectoryReader(str(corpus), recursive=True, filename_as_id=True).load_data()
+    parser = ContextualNodeParser(show_progress=False)
+    assert isinstance(parser.node_parser, FittedSplitter) and parser.node_parser.window_tokens == WINDOW
+    nodes = parser.get_nodes_from_documents(docs)
+    embedded = [n.get_content(MetadataMode.EMBED) for n in nodes]
+    assert len(nodes) > 10 and max(tokens(embedded)) <= WINDOW
+    loaded = ContextualNodeParser.from_dict(parser.to_dict())
+    assert isinstance(loaded.node_parser, FittedSplitter)
+    assert [n.text for n in loaded.get_nodes_from_documents(docs)] == [n.text for n in nodes]
+
+
+def test_langchain_transformer_without_a_splitter_fits_the_window(corpus: Path) -> None:
+    from langchain_core.documents import Document as LCDocument
+
+    from contextual_retrieval_langchain import ContextualDocumentTransformer
+
+    docs = [LCDocument(page_content=p.read_text(), metadata={"source": str(p.relative_to(corpus))})
+            for p in sorted(corpus.rglob("*.*"))]
+    out = ContextualDocumentTransformer(show_progress=False).transform_documents(docs)
+    assert len(out) > 10 and max(tokens([d.page_content for d in out])) <= WINDOW
+    assert all(d.page_content.startswith("From ") for d in out)
+
+
+def test_the_warning_for_a_users_long_chunks_names_the_setting() -> None:
+    embedder = LocalMiniLMEmbedder()
+    with pytest.warns(TruncationWarning, match=r"windows=WindowConfig\(\), or --windows"):
+        embedder.embed_documents([long_function("f", 20)])
