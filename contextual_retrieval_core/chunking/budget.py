@@ -32,8 +32,7 @@ __all__ = ["TokenWindow", "window_of", "split_to_fit", "LLM_CONTEXT_RESERVE", "M
 #: figure), and the next power of two leaves room for a tokenizer that counts more finely than the
 #: LLM's (Claude 3 Haiku's 737 cookbook contexts: at most 123 MiniLM tokens, 99th percentile 101).
 LLM_CONTEXT_RESERVE = 128
-#: A chunk never gets a budget under this many tokens, however long its context: the chunk
-#: still advances through the text (such a chunk's indexed text is then over the window).
+#: No chunk gets a budget under this many tokens, however much room its context leaves.
 MIN_CHUNK_TOKENS = 32
 _PIECE = re.compile(r"\S+\s*|\s+")
 
@@ -73,15 +72,18 @@ class TokenWindow:
         return self.size - self.special
 
     def piece_costs(self, pieces: Sequence[str]) -> list[int]:
-        """Tokens of each whitespace-delimited piece, special tokens left out (counted once each)."""
+        """Tokens of each whitespace-delimited piece, special tokens left out (counted once each);
+        a piece that fills the window (a tokenizer that truncates reports no more) counts as the
+        whole window, so it never fits whole and is cut inside."""
         new = sorted({p for p in pieces if p not in self._known})
         if new:
             for p, n in zip(new, self.count(new)):
-                self._known[p] = max(0, int(n) - self.special)
+                self._known[p] = max(0, int(n) - self.special) if int(n) < self.size else self.size
         return [self._known[p] for p in pieces]
 
     def tokens(self, text: str) -> int:
-        """Tokens of `text` without the special tokens, uncapped."""
+        """Tokens of `text` without the special tokens (summed over its pieces, so a text longer
+        than the window counts past it)."""
         return sum(self.piece_costs(_PIECE.findall(text))) if text else 0
 
 
@@ -108,10 +110,11 @@ def split_to_fit(
 
     `reserve(offset, chunk)` is the tokens the chunk's context will take where it can be
     computed before the context exists (the structural header: its file, section and
-    definitions); `fixed_reserve` is room kept on top for a context that cannot (an LLM's). A
-    chunk whose reserve leaves it too little room is split again with its own reserve, until
-    every chunk fits or is down to `MIN_CHUNK_TOKENS`; cuts are `split_text`'s (definitions,
-    headings, paragraphs, lines, spaces). Without a window this is `split_text`.
+    definitions); `fixed_reserve` is room kept on top for a context that cannot (an LLM's). Each
+    chunk is cut where `split_text` would cut it (definitions, headings, paragraphs, lines,
+    spaces) within the window less its own reserve, so a chunk with a long header is shorter
+    than its neighbours, not split into a chunk and a sliver. Without a window this is
+    `split_text`.
 
     Returns:
         (offset, chunk text) pairs, in order, as `split_text`.
@@ -119,54 +122,47 @@ def split_to_fit(
     if window is None:
         return split_text(text, max_chars=max_chars, code=code, boundaries=boundaries)
     costs = _TextCosts(text, window)
-    cuts = sorted(boundaries) if boundaries is not None else None
-    ranks = boundaries if isinstance(boundaries, Mapping) else None
-
-    def split_span(start: int, end: int, budget: int) -> list[tuple[int, str]]:
-        inner: list[int] | dict[int, int] | None = None
-        if cuts is not None:
-            inside = cuts[bisect.bisect_left(cuts, start):bisect.bisect_left(cuts, end)]
-            inner = {b - start: ranks[b] for b in inside} if ranks is not None else [b - start for b in inside]
-        return [(start + o, piece) for o, piece in split_text(text[start:end], max_chars=max_chars, code=code,
-                                                                boundaries=inner, max_tokens=budget,
-                                                                token_span=lambda a, b: costs.span(start + a, start + b))]
-
-    base = max(MIN_CHUNK_TOKENS, window.room - fixed_reserve)
-    out = split_span(0, len(text), base)
-    if reserve is None:
-        return out
-    for _ in range(4):  # a re-split chunk's header can differ from its parent's: check again
-        again: list[tuple[int, str]] = []
-        changed = False
-        for offset, piece in out:
-            budget = max(MIN_CHUNK_TOKENS, window.room - fixed_reserve - reserve(offset, piece))
-            if costs.span(offset, offset + len(piece)) <= budget or costs.span(offset, offset + len(piece)) <= MIN_CHUNK_TOKENS:
-                again.append((offset, piece))
-                continue
-            parts = split_span(offset, offset + len(piece), budget)
-            changed = changed or len(parts) > 1
-            again.extend(parts)
-        out = again
-        if not changed:
-            break
-    return out
+    budget = max(MIN_CHUNK_TOKENS, window.room - fixed_reserve)
+    return split_text(text, max_chars=max_chars, code=code, boundaries=boundaries, max_tokens=budget,
+                      token_span=costs.span, reserve=reserve)
 
 
 class _TextCosts:
-    """Token counts of any span of one text, from its pieces' counts and a prefix sum."""
+    """Token counts of any span of one text, from its pieces' counts and a prefix sum; a piece
+    that a span cuts inside its non-space characters (a long run without spaces) has its part
+    counted on its own."""
 
     def __init__(self, text: str, window: TokenWindow) -> None:
+        self.text, self.window = text, window
         self.starts: list[int] = []
+        self.words: list[int] = []  # where each piece's non-space characters end
         pieces: list[str] = []
         for m in _PIECE.finditer(text):
             self.starts.append(m.start())
+            self.words.append(m.start() + len(m.group().rstrip()))
             pieces.append(m.group())
         self.prefix = [0]
         for n in window.piece_costs(pieces):
             self.prefix.append(self.prefix[-1] + n)
 
+    def _cost(self, start: int, end: int) -> int:
+        return self.window.piece_costs([self.text[start:end]])[0] if end > start else 0
+
     def span(self, start: int, end: int) -> int:
-        """Tokens of ``text[start:end]`` (a piece cut inside counts whole at the span's end)."""
+        """Tokens of ``text[start:end]``."""
+        if end <= start:
+            return 0
         first = bisect.bisect_right(self.starts, start) - 1
-        last = bisect.bisect_left(self.starts, end)
-        return self.prefix[last] - self.prefix[max(first, 0)]
+        last = bisect.bisect_right(self.starts, end - 1) - 1  # the piece holding the span's last character
+        head_cut = first >= 0 and self.starts[first] < start < self.words[first]
+        tail_cut = self.starts[last] < end < self.words[last]
+        if first == last and (head_cut or tail_cut):
+            return self._cost(start, min(end, self.words[last]))
+        lo = first + 1 if head_cut or first < 0 or start >= self.words[first] else first
+        hi = last if tail_cut else last + 1
+        total = self.prefix[hi] - self.prefix[lo]
+        if head_cut:
+            total += self._cost(start, self.words[first])
+        if tail_cut:
+            total += self._cost(self.starts[last], end)
+        return total

@@ -30,7 +30,8 @@ _CODE_DEF = re.compile(
 
 def split_text(text: str, *, max_chars: int = DEFAULT_CHUNK_CHARS, code: bool = False,
                boundaries: Collection[int] | Mapping[int, int] | None = None, max_tokens: int | None = None,
-               token_span: Callable[[int, int], int] | None = None) -> list[tuple[int, str]]:
+               token_span: Callable[[int, int], int] | None = None,
+               reserve: Callable[[int, str], int] | None = None) -> list[tuple[int, str]]:
     """Split `text` into chunks of at most `max_chars`, each occurring verbatim in `text`.
 
     Cuts go at line starts, preferring (best first) a heading or, for `code`, a top-level
@@ -41,7 +42,9 @@ def split_text(text: str, *, max_chars: int = DEFAULT_CHUNK_CHARS, code: bool = 
     of offsets to ranks (`code_outline.cut_ranks`: definitions over statements) ranks them, a
     blank line before a cut adding one, and any other blank line ranking just above a plain line.
     `max_tokens` with `token_span(start, end)` (the tokens of ``text[start:end]``) bounds every
-    chunk's tokens too (`budget.split_to_fit` derives both from the embedder's window).
+    chunk's tokens too (`budget.split_to_fit` derives both from the embedder's window);
+    `reserve(offset, chunk)` takes what that chunk's context will cost off its own budget (the
+    chunk is cut again, shorter, until it fits or is down to a quarter of `max_tokens`).
 
     Returns:
         (offset in `text` of the chunk's first character, chunk text) pairs, in order.
@@ -71,27 +74,41 @@ def split_text(text: str, *, max_chars: int = DEFAULT_CHUNK_CHARS, code: bool = 
         quality.append(3 if strong and (prev_blank or not code) else 2 if prev_blank else 1)
     min_chars = max_chars // 3
     budget = max_tokens if token_span is not None else None
+
+    def choose_end(pos: int, budget: int | None) -> int:
+        over_tokens = budget is not None and token_span is not None and token_span(pos, n) > budget
+        if n - pos <= max_chars and not over_tokens:
+            return n
+        lo = bisect.bisect_right(starts, pos + min_chars)
+        hi = bisect.bisect_right(starts, pos + max_chars)
+        if budget is not None and token_span is not None:
+            first = bisect.bisect_right(starts, pos)
+            hi = _past_last_fitting(starts, first, hi, pos, token_span, budget)
+            lo = min(lo, _past_last_fitting(starts, first, hi, pos, token_span, budget // 3))
+        if lo < hi:
+            return starts[max(range(lo, hi), key=lambda j: (quality[j], starts[j]))]
+        limit = pos + max_chars
+        if budget is not None and token_span is not None:  # the furthest end the tokens allow
+            limit = min(limit, _furthest_fitting(pos, limit, token_span, budget))
+        space = text.rfind(" ", pos + min(min_chars, (limit - pos) // 3), limit)
+        return space + 1 if space > pos else max(limit, pos + 1)
+
     out: list[tuple[int, str]] = []
     pos = 0
     while pos < n:
-        end = n
-        over_tokens = budget is not None and token_span is not None and token_span(pos, n) > budget
-        if n - pos > max_chars or over_tokens:
-            lo = bisect.bisect_right(starts, pos + min_chars)
-            hi = bisect.bisect_right(starts, pos + max_chars)
-            if budget is not None and token_span is not None:
-                first = bisect.bisect_right(starts, pos)
-                hi = _past_last_fitting(starts, first, hi, pos, token_span, budget)
-                lo = min(lo, _past_last_fitting(starts, first, hi, pos, token_span, budget // 3))
-            if lo < hi:
-                best = max(range(lo, hi), key=lambda j: (quality[j], starts[j]))
-                end = starts[best]
-            else:
-                limit = pos + max_chars
-                if budget is not None and token_span is not None:  # the furthest end the tokens allow
-                    limit = min(limit, _furthest_fitting(pos, limit, token_span, budget))
-                space = text.rfind(" ", pos + min(min_chars, (limit - pos) // 3), limit)
-                end = space + 1 if space > pos else max(limit, pos + 1)
+        end = choose_end(pos, budget)
+        if reserve is not None and budget is not None and token_span is not None:
+            floor, own = max(1, budget // 4), budget
+            while True:  # a shorter chunk can have another context: check again, budgets only shrink
+                piece = text[pos:end]
+                stripped = piece.strip()
+                if not stripped:
+                    break
+                fits = max(floor, min(own, budget - reserve(pos + piece.index(stripped[0]), stripped)))
+                if token_span(pos, end) <= fits or fits == own:
+                    break
+                own = fits
+                end = choose_end(pos, own)
         piece = text[pos:end]
         stripped = piece.strip()
         if stripped:

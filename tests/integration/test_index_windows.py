@@ -21,7 +21,9 @@ WINDOW = 24  # tokens the toy embedder reads
 
 class TruncatingEmbedder(CountingEmbedder):
     """The counting bag-of-words embedder reading only the first `WINDOW` tokens (words, plus a
-    start and an end token), as a real model truncates; it reports its window and counts tokens."""
+    start and an end token), as a real model truncates; it reports its window and counts tokens.
+    The indexes here keep their long chunks (``fit_chunks=False``, a user's own chunking) so that
+    windows have something to cover."""
 
     max_tokens = WINDOW
 
@@ -53,7 +55,7 @@ def rows(index: ContextualIndex) -> dict[str, dict]:
 def test_long_chunks_become_window_rows_pointing_at_their_chunk_and_hits_are_chunks(tmp_path):
     folder = make_folder(tmp_path)
     (folder / "bus.md").write_text("# Bus\n\nWhen does the bus come? When the driver wakes.\n", encoding="utf-8")
-    index = ContextualIndex(tmp_path / "ix", embedder=TruncatingEmbedder(), generator=CountingGenerator(),
+    index = ContextualIndex(tmp_path / "ix", fit_chunks=False, embedder=TruncatingEmbedder(), generator=CountingGenerator(),
                             windows=WindowConfig())
     report = index.update([folder], show_progress=False)
     chunk_ids = set(index.manifest.chunk_ids())
@@ -73,7 +75,7 @@ def test_long_chunks_become_window_rows_pointing_at_their_chunk_and_hits_are_chu
     assert TAIL in hits[0].text and hits[0].path == "docs/kitchen.md"
     assert not any(WINDOW_MARK in h.id for h in hits)
     # the same folder without windows: the truncated vector never saw the tail
-    plain = ContextualIndex(tmp_path / "plain", embedder=TruncatingEmbedder(), generator=CountingGenerator())
+    plain = ContextualIndex(tmp_path / "plain", fit_chunks=False, embedder=TruncatingEmbedder(), generator=CountingGenerator())
     plain.update([folder], show_progress=False)
     assert len(rows(plain)) == len(chunk_ids)
     assert next(h for h in plain.search(query, top_k=10) if h.id == long_id).ranks["dense"] > 1
@@ -81,7 +83,7 @@ def test_long_chunks_become_window_rows_pointing_at_their_chunk_and_hits_are_chu
 
 def test_depth_counts_chunks_not_window_rows(tmp_path):
     folder = make_folder(tmp_path)
-    index = ContextualIndex(tmp_path / "ix", embedder=TruncatingEmbedder(), generator=CountingGenerator(),
+    index = ContextualIndex(tmp_path / "ix", fit_chunks=False, embedder=TruncatingEmbedder(), generator=CountingGenerator(),
                             windows=WindowConfig())
     index.update([folder], show_progress=False)
     hits = index.search("stirs the soup", top_k=10, depth=2)
@@ -90,10 +92,10 @@ def test_depth_counts_chunks_not_window_rows(tmp_path):
 
 def test_the_setting_is_kept_and_the_unchanged_rerun_embeds_nothing(tmp_path):
     folder = make_folder(tmp_path)
-    ContextualIndex(tmp_path / "ix", embedder=TruncatingEmbedder(), generator=CountingGenerator(),
+    ContextualIndex(tmp_path / "ix", fit_chunks=False, embedder=TruncatingEmbedder(), generator=CountingGenerator(),
                     windows=WindowConfig()).update([folder], show_progress=False)
     embedder, generator = TruncatingEmbedder(), CountingGenerator()
-    index = ContextualIndex(tmp_path / "ix", embedder=embedder, generator=generator)  # windows=None: as recorded
+    index = ContextualIndex(tmp_path / "ix", fit_chunks=False, embedder=embedder, generator=generator)  # windows=None: as recorded
     before = rows(index)
     report = index.update([folder], show_progress=False)
     assert (report.files_unchanged, report.embedded, report.generated) == (3, 0, 0)
@@ -104,7 +106,7 @@ def test_the_setting_is_kept_and_the_unchanged_rerun_embeds_nothing(tmp_path):
 def test_changed_deleted_and_removed_files_take_their_windows_along(tmp_path):
     folder = make_folder(tmp_path)
     (folder / "second.md").write_text(f"# Second\n\n{FILLER} The pantry door sticks.\n", encoding="utf-8")
-    index = ContextualIndex(tmp_path / "ix", embedder=TruncatingEmbedder(), generator=CountingGenerator(),
+    index = ContextualIndex(tmp_path / "ix", fit_chunks=False, embedder=TruncatingEmbedder(), generator=CountingGenerator(),
                             windows=WindowConfig())
     index.update([folder], show_progress=False)
     (old_kitchen,) = index.manifest.files["docs/kitchen.md"].chunks
@@ -128,15 +130,15 @@ def test_changed_deleted_and_removed_files_take_their_windows_along(tmp_path):
 
 def test_changing_the_setting_re_embeds_and_drops_or_adds_the_windows(tmp_path):
     folder = make_folder(tmp_path)
-    index = ContextualIndex(tmp_path / "ix", embedder=TruncatingEmbedder(), generator=CountingGenerator(),
+    index = ContextualIndex(tmp_path / "ix", fit_chunks=False, embedder=TruncatingEmbedder(), generator=CountingGenerator(),
                             windows=WindowConfig())
     index.update([folder], show_progress=False)
     windowed = len(rows(index))
-    off = ContextualIndex(tmp_path / "ix", embedder=TruncatingEmbedder(), generator=CountingGenerator(), windows=False)
+    off = ContextualIndex(tmp_path / "ix", fit_chunks=False, embedder=TruncatingEmbedder(), generator=CountingGenerator(), windows=False)
     report = off.update([folder], show_progress=False)
     assert "windows changed" in (report.note or "") and report.files_changed == 3
     assert set(rows(off)) == set(off.manifest.chunk_ids()) and off.manifest.windows is None
-    on = ContextualIndex(tmp_path / "ix", embedder=TruncatingEmbedder(), generator=CountingGenerator(),
+    on = ContextualIndex(tmp_path / "ix", fit_chunks=False, embedder=TruncatingEmbedder(), generator=CountingGenerator(),
                          windows=WindowConfig(size=32, overlap=4))
     on.update([folder], show_progress=False)
     assert on.manifest.windows == {"size": 32, "overlap": 4, "pooling": "max"}
@@ -145,7 +147,7 @@ def test_changing_the_setting_re_embeds_and_drops_or_adds_the_windows(tmp_path):
 
 def test_mean_pooling_keeps_one_row_per_chunk(tmp_path):
     folder = make_folder(tmp_path)
-    index = ContextualIndex(tmp_path / "ix", embedder=TruncatingEmbedder(), generator=CountingGenerator(),
+    index = ContextualIndex(tmp_path / "ix", fit_chunks=False, embedder=TruncatingEmbedder(), generator=CountingGenerator(),
                             windows=WindowConfig(pooling="mean"))
     index.update([folder], show_progress=False)
     assert set(rows(index)) == set(index.manifest.chunk_ids())
@@ -154,7 +156,7 @@ def test_mean_pooling_keeps_one_row_per_chunk(tmp_path):
 
 def test_bad_windows_setting_is_a_clear_error(tmp_path):
     with pytest.raises(TypeError, match="windows must be a WindowConfig"):
-        ContextualIndex(tmp_path / "ix", embedder=TruncatingEmbedder(), windows="yes")  # type: ignore[arg-type]
+        ContextualIndex(tmp_path / "ix", fit_chunks=False, embedder=TruncatingEmbedder(), windows="yes")  # type: ignore[arg-type]
 
 
 def test_cli_index_windows_flag_is_recorded_and_kept(tmp_path, capsys):

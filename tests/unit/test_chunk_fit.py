@@ -20,6 +20,7 @@ from contextual_retrieval_core.chunking.split import split_text
 from contextual_retrieval_core.contextualize.fit import chunk_to_fit
 from contextual_retrieval_core.embeddings.minilm import TOKENIZER_PATH, LocalMiniLMEmbedder, TruncationWarning
 from contextual_retrieval_core.generators.base import Generation
+from contextual_retrieval_core.generators.structural import StructuralContextGenerator
 from contextual_retrieval_core.generators.usage import TokenUsage
 from contextual_retrieval_core.index.contextual_index import ContextualIndex
 from contextual_retrieval_core.index.manifest import IndexManifest
@@ -77,6 +78,36 @@ def test_piece_counts_add_up_to_the_whole_texts_count() -> None:
     texts = [long_function("f", 12), long_markdown(2, 3), "émigré naïve café — ünïcödé 東京 tokens\tand\ttabs"]
     assert [window.tokens(t) + window.special for t in texts] == tokens(texts)
 
+
+
+def test_any_span_is_counted_exactly_even_cut_inside_a_word_or_its_indentation() -> None:
+    import base64
+    import random
+
+    from contextual_retrieval_core.chunking.budget import _TextCosts
+
+    window = window_of(LocalMiniLMEmbedder())
+    assert window is not None
+    blob = base64.b64encode(bytes(range(256)) * 4).decode()  # one piece far over the window
+    text = long_function("g", 6) + "\n\n# Notes\n\n" + blob + "\n\n" + long_markdown(1, 2)
+    costs = _TextCosts(text, window)
+    rng = random.Random(35)
+    spans = [(a, rng.randrange(a, len(text) + 1)) for a in (rng.randrange(len(text)) for _ in range(400))]
+    got = [costs.span(a, b) for a, b in spans]
+    exact = [t - window.special for t in tokens([text[a:b] for a, b in spans])]
+    # exact up to the window; past it (MiniLM's tokenizer reports no more) counted as past it too
+    assert [g if e <= window.room else "over" for g, e in zip(got, exact)] == [
+        e if e <= window.room else "over" for e in exact]
+    assert all(g > window.room for g, e in zip(got, exact) if e > window.room)
+    assert sum(e <= window.room for e in exact) > 100
+
+    doc = Document("notes.md", text)
+    gen = StructuralContextGenerator()
+    pieces = chunk_to_fit(doc, window)
+    embedded = [f"{gen.generate(doc, Chunk(f'n#{i}', 'notes.md', p, i, {'start_index': o})).context}\n\n{p}"
+                for i, (o, p) in enumerate(pieces)]
+    assert max(tokens(embedded)) <= WINDOW
+    assert blob in "".join(p for _, p in pieces)  # cut inside, nothing lost
 
 def test_a_long_function_is_split_between_its_statements(corpus: Path) -> None:
     text = (corpus / "pkg" / "compute.py").read_text()

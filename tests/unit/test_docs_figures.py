@@ -198,3 +198,26 @@ def test_index_rerun_figures_are_index_rerun_json_s():
                          rf"{second['texts_embedded']}\s*$", re.M)
         assert row.search(RESULTS), name
         assert second["generation_requests"] == second["texts_embedded"] == 0 and run["second_over_first"] < 0.001
+
+
+def test_chunk_fit_figures_are_the_scripts():
+    data = load("chunk_fit.json")
+    section = RESULTS.split("## Chunks that fit the embedder's window")[1].split("\n## ")[0]
+    by = {(r["tree"], r["way"].split()[0]): r for r in data["trees"]}
+    for tree in dict.fromkeys(r["tree"] for r in data["trees"]):
+        old, new = by[(tree, "characters")], by[(tree, "fitted")]
+        assert new["over_window"] == 0 and new["llm_over_window_at_reserve"] == 0
+        row = (f"| {tree} | {old['files']} | {old['chunks']} | {old['over_window']} | {old['max_tokens']} | {new['chunks']} "
+               f"| {new['over_window']} | {new['max_tokens']} | {new['llm_chunks']} | {new['llm_over_window_at_reserve']} |")
+        assert row in section
+    olds = [by[(t, "characters")] for t in dict.fromkeys(r["tree"] for r in data["trees"])]
+    assert ", ".join(f"{r['over_window']} of {r['chunks']}" for r in olds[:2]) in ALL_PAGES["defaults.md"].replace("\n  ", " ")
+    cells = rows_by_name([{"name": way, **r} for way, r in data["cookbook_rechunked"].items()])
+    for way, r in cells.items():
+        passes = " | ".join(f"{r[f'span_pass@{k}']:.2f}" for k in (5, 10, 20))
+        assert f"| {r['chunks']} |" in section and passes in section, way
+        assert " / ".join(f"{r[f'span_pass_at_before_chars@{k}']:.2f}" for k in (5, 10, 20)) in section
+        assert f"| {r['golden_half_covered_by_one_chunk']:.2f} |" in section
+    before, fitted = cells["characters (before)"], cells["fitted (now)"]
+    fall = " / ".join(f"{before[f'span_pass@{k}'] - fitted[f'span_pass@{k}']:.2f}" for k in (5, 10, 20))
+    assert f"by {fall} points" in section
