@@ -66,7 +66,7 @@ def test_the_snapshot_answers_as_the_chroma_collection_does(tmp_path, prf):
 def test_window_rows_in_the_snapshot_rank_each_chunk_once_as_chroma_does(tmp_path):
     ix = tmp_path / "ix"
     embedder = TruncatingEmbedder()
-    report = ContextualIndex(ix, embedder=embedder, windows=WindowConfig()).update([make_folder(tmp_path)], show_progress=False)
+    report = ContextualIndex(ix, fit_chunks=False, embedder=embedder, windows=WindowConfig()).update([make_folder(tmp_path)], show_progress=False)
     rows = json.loads((version_folder(ix) / "vectors.json").read_text())["ids"]
     assert len(rows) > report.chunks_total  # the long chunk has window rows
     chroma_only = without_snapshot(ix, tmp_path / "chroma-only")
