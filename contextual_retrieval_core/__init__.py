@@ -26,6 +26,7 @@ from contextual_retrieval_core._version import __version__
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from contextual_retrieval_core.chunking.tokenizer import Tokenizer, TokenizerConfig
     from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
+    from contextual_retrieval_core.contextualize.fit import chunk_documents
     from contextual_retrieval_core.dense.vectors import VectorIndex
     from contextual_retrieval_core.index.contextual_index import ContextualIndex
     from contextual_retrieval_core.search.bm25 import BM25Index
@@ -64,6 +65,7 @@ __all__ = [
     "Tokenizer",
     "TokenizerConfig",
     "VectorIndex",
+    "chunk_documents",
     "compose_indexed_text",
     "fuse",
     "open_store",
@@ -90,6 +92,7 @@ __getattr__, __dir__ = lazy_exports(globals(), {
     "Tokenizer": "contextual_retrieval_core.chunking.tokenizer",
     "TokenizerConfig": "contextual_retrieval_core.chunking.tokenizer",
     "VectorIndex": "contextual_retrieval_core.dense.vectors",
+    "chunk_documents": "contextual_retrieval_core.contextualize.fit",
     "compose_indexed_text": "contextual_retrieval_core.types",
     "fuse": "contextual_retrieval_core.search.rank_fusion",
     "open_store": "contextual_retrieval_core.store",

@@ -20,15 +20,16 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-from contextual_retrieval_core.chunking.budget import LLM_CONTEXT_RESERVE, TokenWindow, split_to_fit
+from contextual_retrieval_core.chunking.budget import LLM_CONTEXT_RESERVE, TokenWindow, split_to_fit, window_of
 from contextual_retrieval_core.chunking.code_outline import cut_ranks
 from contextual_retrieval_core.chunking.split import CODE_EXTENSIONS, DEFAULT_CHUNK_CHARS
 from contextual_retrieval_core.generators.header_source import header_generator_for, writes_structural_context
-from contextual_retrieval_core.types import Chunk, Document
+from contextual_retrieval_core.types import Chunk, Document, number_chunks
 
-__all__ = ["chunk_to_fit", "context_reserve"]
+__all__ = ["chunk_documents", "chunk_to_fit", "context_reserve"]
 
 
 def context_reserve(generator: Any, structural_header: bool = True) -> tuple[Any, int]:
@@ -76,3 +77,34 @@ def chunk_to_fit(
             return window.tokens(context) if context else 0
     return split_to_fit(document.text, window, max_chars=max_chars, code=code, boundaries=boundaries,
                         reserve=reserve, fixed_reserve=fixed + extra_reserve)
+
+
+def chunk_documents(
+    documents: Iterable[Document],
+    embedder: Any,
+    *,
+    generator: Any = None,
+    structural_header: bool = True,
+    max_chars: int = DEFAULT_CHUNK_CHARS,
+) -> list[Chunk]:
+    """The library's chunks of `documents` for `embedder`, ready for `Contextualizer` and
+    `HybridSearcher`: each chunk, with the context `generator` will give it, fits `embedder`'s
+    window (`chunk_to_fit`; an embedder with no window: `max_chars` alone). Ids are
+    `stable_chunk_id`'s, as every other path gives them; ``metadata["start_index"]`` is the
+    chunk's offset in its document. A document's id is its path for telling code from prose.
+
+    Example:
+        >>> from contextual_retrieval_core.embeddings import LocalMiniLMEmbedder
+        >>> doc = Document("guide.md", "# Guide\\n\\n" + "Each step is written down. " * 150)
+        >>> [(c.index, c.metadata["start_index"]) for c in chunk_documents([doc], LocalMiniLMEmbedder())][:3]
+        [(0, 0), (1, 797), (2, 1596)]
+    """
+    window = window_of(embedder)
+    chunks: list[Chunk] = []
+    for doc in documents:
+        pieces = chunk_to_fit(doc, window, generator=generator, structural_header=structural_header, max_chars=max_chars)
+        numbered = number_chunks((doc.id, piece) for _, piece in pieces)
+        for (offset, _), chunk in zip(pieces, numbered):
+            if chunk is not None:
+                chunks.append(Chunk(chunk.id, chunk.document_id, chunk.text, chunk.index, {"start_index": offset}))
+    return chunks

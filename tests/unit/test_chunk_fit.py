@@ -179,6 +179,26 @@ def test_an_llm_context_gets_its_reserve(corpus: Path) -> None:
     assert max(tokens([f"{header}\n{context}\n\n{p}" for _, p in llm])) <= WINDOW
 
 
+
+def test_the_cores_chunk_documents_feeds_a_searcher_that_truncates_nothing(corpus: Path) -> None:
+    from contextual_retrieval_core import Contextualizer, HybridSearcher, chunk_documents
+    from contextual_retrieval_core.types import stable_chunk_id
+
+    docs = [Document(str(p.relative_to(corpus)), p.read_text()) for p in sorted(corpus.rglob("*.*"))]
+    embedder = LocalMiniLMEmbedder()
+    chunks = chunk_documents(docs, embedder)
+    assert [(c.document_id, c.index) for c in chunks if c.index == 0] == [(d.id, 0) for d in docs]
+    assert all(c.id == stable_chunk_id(c.document_id, c.index, c.text) for c in chunks)
+    by_doc = {d.id: d.text for d in docs}
+    assert all(by_doc[c.document_id][c.metadata["start_index"]:].startswith(c.text) for c in chunks)
+    contextual = Contextualizer(show_progress=False).contextualize(docs, chunks).chunks
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TruncationWarning)
+        hits = HybridSearcher(contextual, embedder).search("rollback step 5 of section 2", top_k=3)
+    assert hits and max(tokens([c.indexed_text for c in contextual])) <= WINDOW
+    # an LLM's contexts get their room: more, shorter chunks
+    assert len(chunk_documents(docs, embedder, generator=_LongContexts())) > len(chunks)
+
 def test_llamaindex_default_parser_fits_the_window(corpus: Path) -> None:
     from llama_index.core import SimpleDirectoryReader
     from llama_index.core.schema import MetadataMode
