@@ -1,11 +1,21 @@
 """`BM25Index`: an in-process BM25 index over contextualized chunks, in numpy alone.
 
 The term weights are computed once, vectorised, into a sparse term-by-document matrix stored
-term-major (CSR: each term's postings contiguous, the "eager" layout of bm25s); a query sums the
-rows of its terms (`Postings.scores`), so query time grows with the postings of the query's terms,
-never with a Python loop over the corpus. Saved as JSON plus `.npy` arrays read with
-``allow_pickle=False`` and memory-mapped on load (a query process reads only the postings of the
-terms it is asked for): loading an index never executes code.
+term-major (CSR: each term's postings contiguous, the "eager" layout of bm25s). The build streams:
+texts arrive in blocks (`index_blocks`, `index_token_blocks`; `index` cuts its lists into blocks
+too), each reduced to its distinct (term, text, count) triples before the next is read.
+
+A top-k query (`search`) sums the postings of the query's rarer terms, which together hold at most
+a quarter of its postings, and proves that no text without one of them can reach the k-th score
+(the common terms' largest weights, summed, are below it); the common terms are then looked up only
+for the texts that can still reach it (MaxScore, exact: the same ids, order and scores bit for bit
+as summing every posting, which it falls back to where the proof fails). So a query on a large
+corpus reads a few pages of the long postings of frequent terms instead of all of them.
+`get_scores` sums every posting (`Postings.scores`).
+
+Saved as JSON plus `.npy` arrays read with ``allow_pickle=False`` and memory-mapped on load (a
+query process reads only the postings of the terms it is asked for): loading an index never
+executes code.
 """
 
 from __future__ import annotations
@@ -70,54 +80,62 @@ class BM25Index:
     # -- building ---------------------------------------------------------------------------
 
     def index(self, ids: Sequence[str], texts: Sequence[str]) -> BM25Index:
-        """Index `texts` under `ids` (replacing anything indexed before); returns self."""
+        """Index `texts` under `ids` (replacing anything indexed before); returns self. Texts are
+        tokenized a block at a time, so the token lists of the whole corpus are never held at once."""
         not_a_string("ids", ids, "ids")
         not_a_string("texts", texts, "texts")
         if len(ids) != len(texts):
             raise ValueError(f"got {len(ids)} ids for {len(texts)} texts; pass one id per text")
-        return self.index_tokens(ids, self.tokenizer.tokenize_many(texts))
+        return self.index_blocks((ids[i : i + _BUILD_BLOCK], texts[i : i + _BUILD_BLOCK]) for i in range(0, len(ids), _BUILD_BLOCK))
+
+    def index_blocks(self, blocks: Iterable[tuple[Sequence[str], Sequence[str]]]) -> BM25Index:
+        """Index a corpus that arrives in blocks of (ids, texts), a generator say, without holding
+        it: each block is tokenized and reduced to its (term, text, count) triples before the next
+        is read. Returns self."""
+        return self.index_token_blocks((ids, self.tokenizer.tokenize_many(texts)) for ids, texts in blocks)
 
     def index_tokens(self, ids: Sequence[str], tokens: Sequence[Sequence[str]]) -> BM25Index:
         """Index already-tokenized texts (the tokenizer is then only used for queries)."""
         not_a_string("ids", ids, "ids")
         not_a_string("tokens", tokens, "token lists")
-        for i, terms in enumerate(tokens):
-            not_a_string(f"tokens[{i}]", terms, "terms")
-        ids = [str(i) for i in ids]
         if len(ids) != len(tokens):
             raise ValueError(f"got {len(ids)} ids for {len(tokens)} token lists; pass one id per text")
-        if not ids:
+        return self.index_token_blocks((ids[i : i + _BUILD_BLOCK], tokens[i : i + _BUILD_BLOCK]) for i in range(0, len(ids), _BUILD_BLOCK))
+
+    def index_token_blocks(self, blocks: Iterable[tuple[Sequence[str], Sequence[Sequence[str]]]]) -> BM25Index:
+        """`index_blocks` for already-tokenized texts: blocks of (ids, token lists). Memory while
+        building: the ids, the vocabulary and 12 bytes per distinct (term, text) pair (about 1 GB
+        for a million 120-token chunks), handed over block by block to the finished postings (12
+        bytes a pair: float64 weights, int32 document numbers)."""
+        build = _Build()
+        for number, (ids, tokens) in enumerate(blocks):
+            build.add(ids, tokens, number)
+        if not build.ids:
             raise ValueError("cannot index an empty corpus: pass at least one text")
-        if len(set(ids)) != len(ids):
-            seen: set[str] = set()
-            dup = next(i for i in ids if i in seen or seen.add(i))  # type: ignore[func-returns-value]
-            raise ValueError(f"duplicate id {dup!r}: every indexed text needs a unique id")
-
-        vocab: dict[str, int] = {}
-        lengths = np.fromiter((len(t) for t in tokens), dtype=np.int64, count=len(tokens))
-        flat = np.fromiter(
-            (vocab.setdefault(term, len(vocab)) for doc in tokens for term in doc),
-            dtype=np.int64,
-            count=int(lengths.sum()),
-        )
-        n_docs, n_terms = len(ids), len(vocab)
-        doc_of = np.repeat(np.arange(n_docs, dtype=np.int64), lengths)
-
-        # term frequencies: unique (term, doc) pairs, term-major so rows are contiguous postings
-        pair = flat * n_docs + doc_of
-        pair, tf = np.unique(pair, return_counts=True)
-        term_idx, doc_idx = np.divmod(pair, n_docs)
-        df = np.bincount(term_idx, minlength=n_terms).astype(np.float64)
-
-        idf = self._idf(df, n_docs)
-        avgdl = float(lengths.mean()) if n_docs else 0.0
-        norm = self.k1 * (1.0 - self.b + self.b * lengths[doc_idx] / max(avgdl, 1e-12))
-        data = idf[term_idx] * tf / (tf + norm)
+        lengths = np.concatenate(build.lengths)
+        n_docs, n_terms = len(build.ids), len(build.vocab)
+        df = np.zeros(n_terms, dtype=np.int64)
+        for terms, _, _ in build.pairs:
+            df += np.bincount(terms, minlength=n_terms)
+        idf = self._idf(df.astype(np.float64), n_docs)
+        avgdl = float(lengths.mean())
         indptr = np.zeros(n_terms + 1, dtype=np.int64)
-        np.cumsum(np.bincount(term_idx, minlength=n_terms), out=indptr[1:])
-
-        self.ids, self.vocab = ids, vocab
-        self._engine = Postings(data.astype(np.float64), doc_idx.astype(np.int64), indptr, n_docs)
+        np.cumsum(df, out=indptr[1:])
+        data = np.empty(int(indptr[-1]), dtype=np.float64)
+        indices = np.empty(int(indptr[-1]), dtype=_doc_dtype(n_docs))
+        cursor = indptr[:-1].copy()
+        while build.pairs:  # blocks in corpus order, so each term's postings stay ordered by text
+            terms, docs, tf = build.pairs.pop(0)
+            norm = self.k1 * (1.0 - self.b + self.b * lengths[docs] / max(avgdl, 1e-12))
+            counts = np.bincount(terms, minlength=n_terms)
+            first = np.zeros(n_terms, dtype=np.int64)
+            np.cumsum(counts[:-1], out=first[1:])
+            at = cursor[terms] + (np.arange(len(terms)) - first[terms])  # pairs are term-major within a block
+            data[at] = idf[terms] * tf / (tf + norm)
+            indices[at] = docs
+            cursor += counts
+        self.ids, self.vocab = build.ids, build.vocab
+        self._engine = Postings(data, indices, indptr, n_docs)
         return self
 
     def _idf(self, df: np.ndarray, n_docs: int) -> np.ndarray:
@@ -161,11 +179,18 @@ class BM25Index:
         k = positive_int("k", k)
         if isinstance(query, str) and not query.strip():
             return []
-        scores = self.get_scores(query)
+        engine = self._require()
         if allowed is not None:
             allowed = np.asarray(allowed, dtype=bool)
-            if allowed.shape != scores.shape:
-                raise ValueError(f"allowed has {allowed.size} entries for {scores.size} indexed texts; pass one per id")
+            if allowed.shape != (len(self.ids),):
+                raise ValueError(f"allowed has {allowed.size} entries for {len(self.ids)} indexed texts; pass one per id")
+        terms = self.tokenizer.tokenize(query) if isinstance(query, str) else string_list("query", query, "terms")
+        term_ids = [self.vocab[t] for t in terms if t in self.vocab]
+        top = engine.top(term_ids, k, allowed)
+        if top is not None:
+            return [(self.ids[i], float(score)) for i, score in zip(*top)]
+        scores = engine.scores(term_ids)
+        if allowed is not None:
             scores = np.where(allowed, scores, 0.0)
         positive = np.flatnonzero(scores > 0)
         if positive.size > k:  # every text tied with the k-th stays in, so ties at the cut go by indexing order too
@@ -233,16 +258,59 @@ class BM25Index:
         except (TypeError, ValueError) as exc:
             raise IndexFileError(meta_file, f"bad settings ({exc})") from None
         arrays = {n: _load_array(path / f"{n}.npy") for n in ("data", "indices", "indptr")}
-        _check_arrays(path, arrays, len(ids), len(vocab))
+        term_max, low = _check_arrays(path, arrays, len(ids), len(vocab))
         index.ids = ids
         index.vocab = {t: i for i, t in enumerate(vocab)}
-        index._engine = Postings(arrays["data"], arrays["indices"], arrays["indptr"], len(index.ids))
+        index._engine = Postings(arrays["data"], arrays["indices"], arrays["indptr"], len(index.ids), term_max, low >= 0.0)
         return index
 
     def _require(self) -> Postings:
         if self._engine is None:
             raise RuntimeError("the index is empty: call index(ids, texts) or BM25Index.load(path) first")
         return self._engine
+
+
+def _doc_dtype(n_docs: int) -> type[np.signedinteger]:
+    return np.int32 if n_docs < 2**31 else np.int64
+
+
+_BUILD_BLOCK = 1 << 14  # texts reduced to (term, text, count) triples at a time while building
+
+
+class _Build:
+    """The state of one streaming build: ids, vocabulary, lengths and each block's distinct
+    (term, text, count) triples, term-major (int32 terms, texts and counts: 12 bytes a triple)."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.seen: set[str] = set()
+        self.vocab: dict[str, int] = {}
+        self.lengths: list[np.ndarray] = []
+        self.pairs: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def add(self, ids: Sequence[str], tokens: Sequence[Sequence[str]], number: int) -> None:
+        not_a_string(f"block {number} ids", ids, "ids")
+        not_a_string(f"block {number} tokens", tokens, "token lists")
+        if len(ids) != len(tokens):
+            raise ValueError(f"block {number}: got {len(ids)} ids for {len(tokens)} token lists; pass one id per text")
+        for i, terms in enumerate(tokens):
+            not_a_string(f"tokens[{len(self.ids) + i}]", terms, "terms")
+        names = [str(i) for i in ids]
+        for name in names:
+            if name in self.seen:
+                raise ValueError(f"duplicate id {name!r}: every indexed text needs a unique id")
+            self.seen.add(name)
+        start, vocab = len(self.ids), self.vocab
+        self.ids.extend(names)
+        lengths = np.fromiter((len(t) for t in tokens), dtype=np.int64, count=len(tokens))
+        self.lengths.append(lengths)
+        if not len(names):
+            return
+        flat = np.fromiter((vocab.setdefault(term, len(vocab)) for doc in tokens for term in doc), dtype=np.int64, count=int(lengths.sum()))
+        local = np.repeat(np.arange(len(names), dtype=np.int64), lengths)
+        pair, tf = np.unique(flat * len(names) + local, return_counts=True)
+        terms, docs = np.divmod(pair, len(names))
+        self.pairs.append((terms.astype(np.int32), (docs + start).astype(_doc_dtype(start + len(names))), tf.astype(np.int32)))
 
 
 def _strings(file: Path, meta: dict, key: str) -> list[str]:
@@ -268,11 +336,11 @@ def _load_array(file: Path) -> np.ndarray:
     return array
 
 
-def _blocks(file: Path, array: np.ndarray) -> Iterable[np.ndarray]:
-    """A mapped 1-D array's entries in blocks, read from the file rather than through the map, so
-    checking a large index does not leave all of it resident in the process."""
-    if not isinstance(array, np.memmap):
-        yield from (array[i : i + _CHECK_BLOCK] for i in range(0, array.size, _CHECK_BLOCK))
+def _blocks(file: Path | None, array: np.ndarray) -> Iterable[tuple[int, np.ndarray]]:
+    """A 1-D array's entries in (offset, block) pairs; a mapped one is read from the file rather
+    than through the map, so checking a large index does not leave all of it resident in the process."""
+    if file is None or not isinstance(array, np.memmap):
+        yield from ((i, np.asarray(array[i : i + _CHECK_BLOCK])) for i in range(0, array.size, _CHECK_BLOCK))
         return
     with open(file, "rb") as fh:
         fh.seek(int(array.offset))
@@ -280,12 +348,13 @@ def _blocks(file: Path, array: np.ndarray) -> Iterable[np.ndarray]:
             block = np.fromfile(fh, dtype=array.dtype, count=min(_CHECK_BLOCK, array.size - start))
             if block.size == 0:
                 raise IndexFileError(file, "truncated")
-            yield block
+            yield start, block
 
 
-def _check_arrays(path: Path, arrays: dict[str, np.ndarray], n_docs: int, n_terms: int) -> None:
+def _check_arrays(path: Path, arrays: dict[str, np.ndarray], n_docs: int, n_terms: int) -> tuple[np.ndarray, float]:
     """The term-major sparse matrix is whole: shapes agree, document numbers are in range,
-    postings are ordered and every weight is finite."""
+    postings are ordered and every weight is finite. Returns each term's largest weight and the
+    smallest weight (for `Postings.top`), found on the same pass over the weights."""
     data, indices, indptr = arrays["data"], arrays["indices"], arrays["indptr"]
     for name, array, kinds in (("data", data, "f"), ("indices", indices, "iu"), ("indptr", indptr, "iu")):
         if array.ndim != 1 or array.dtype.kind not in kinds:
@@ -298,17 +367,33 @@ def _check_arrays(path: Path, arrays: dict[str, np.ndarray], n_docs: int, n_term
         raise IndexFileError(path / "indptr.npy", f"{indptr.size} entries for {n_terms} terms in bm25.json (expected {n_terms + 1})")
     if indptr[0] != 0 or indptr[-1] != data.size or np.any(np.diff(indptr) < 0):
         raise IndexFileError(path / "indptr.npy", f"offsets are not ordered from 0 to {data.size} (the size of data.npy)")
-    for block in _blocks(path / "indices.npy", indices):
+    previous = -1
+    for offset, block in _blocks(path / "indices.npy", indices):
         if block.min() < 0 or block.max() >= n_docs:
             raise IndexFileError(path / "indices.npy", f"a document number outside 0..{n_docs - 1} (bm25.json lists {n_docs} ids)")
-    for block in _blocks(path / "data.npy", data):
-        if not np.all(np.isfinite(block)):
-            raise IndexFileError(path / "data.npy", "a weight is NaN or infinite")
+        steps = np.diff(block, prepend=previous)
+        falls = np.flatnonzero(steps <= 0) + offset  # allowed only where a term's postings start
+        if falls.size and not np.all(indptr[np.searchsorted(indptr, falls).clip(max=indptr.size - 1)] == falls):
+            raise IndexFileError(path / "indices.npy", "a term's document numbers are not in ascending order")
+        previous = int(block[-1])
+
+    def finite(blocks: Iterable[tuple[int, np.ndarray]]) -> Iterable[tuple[int, np.ndarray]]:
+        for offset, block in blocks:
+            if not np.all(np.isfinite(block)):
+                raise IndexFileError(path / "data.npy", "a weight is NaN or infinite")
+            yield offset, block
+
+    return _term_bounds(finite(_blocks(path / "data.npy", data)), indptr)
 
 
 class Postings:
     """Term-major sparse BM25 weights (CSR): term t's postings are ``indices[indptr[t]:indptr[t + 1]]``
-    (document numbers) with their weights in `data`.
+    (document numbers, ascending) with their weights in `data`.
+
+    `top` finds the k best documents without summing the long postings of common terms where it
+    can (MaxScore, exact): a document that holds none of a query's rarer terms scores at most the
+    sum of the common terms' largest weights (`term_max`), so once k documents holding a rarer term
+    score above that bound, the common terms are only looked up for those documents.
 
     Example:
         >>> p = Postings(np.array([0.5, 1.0, 2.0]), np.array([0, 2, 1]), np.array([0, 2, 3]), 3)
@@ -316,10 +401,15 @@ class Postings:
         [0.5, 2.0, 1.0]
     """
 
-    __slots__ = ("data", "indices", "indptr", "n_docs")
+    __slots__ = ("data", "indices", "indptr", "n_docs", "term_max", "nonnegative")
 
-    def __init__(self, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, n_docs: int) -> None:
+    def __init__(self, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, n_docs: int,
+                 term_max: np.ndarray | None = None, nonnegative: bool | None = None) -> None:
         self.data, self.indices, self.indptr, self.n_docs = data, indices, indptr, int(n_docs)
+        if term_max is None or nonnegative is None:
+            term_max, low = _term_bounds(_blocks(None, data), indptr)
+            nonnegative = low >= 0.0
+        self.term_max, self.nonnegative = term_max, bool(nonnegative)
 
     def scores(self, term_ids: Sequence[int]) -> np.ndarray:
         """Every document's score (float64): the sum of the query terms' weights, a repeated term
@@ -330,6 +420,80 @@ class Postings:
         docs = np.concatenate([self.indices[s] for s in spans])
         weights = np.concatenate([self.data[s] for s in spans]).astype(np.float64, copy=False)
         return np.bincount(docs, weights=weights, minlength=self.n_docs)
+
+    def top(self, term_ids: Sequence[int], k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+        """The `k` best (documents, scores) with positive scores, best first, ties by document
+        number: exactly what sorting `scores` gives, scores bit for bit (each document's weights are
+        added in the same order). None where pruning cannot prove its answer cheaply (the caller
+        then sums every posting)."""
+        if not len(term_ids) or not self.nonnegative:
+            return None
+        unique = sorted(set(term_ids), key=lambda t: (int(self.indptr[t + 1] - self.indptr[t]), t))  # rarest first
+        sizes = np.cumsum([sum(int(self.indptr[t + 1] - self.indptr[t]) for q in term_ids if q == t) for t in unique])
+        split = int(np.searchsorted(sizes, _PRUNE_SHARE * sizes[-1], side="right"))  # rarer terms: this share of the postings
+        if split == 0 or split == len(unique):
+            return None
+        rare = set(unique[:split])
+        rest = sorted({t for t in term_ids if t not in rare}, key=lambda t: (-float(self.term_max[t]), t))  # largest weight first
+        spans = [(int(self.indptr[t]), int(self.indptr[t + 1])) for t in term_ids if t in rare]
+        partial = np.bincount(np.concatenate([self.indices[lo:hi] for lo, hi in spans]),
+                              weights=np.concatenate([self.data[lo:hi] for lo, hi in spans]), minlength=self.n_docs)
+        if allowed is not None:
+            partial[~allowed] = 0.0
+        docs = np.flatnonzero(partial > 0)
+        if len(docs) < k:
+            return None
+        partial = partial[docs]
+        # partial sums never exceed final scores; `slack` covers sums taken in another order
+        floor = float(np.partition(partial, len(partial) - k)[len(partial) - k])  # the k-th score is at least this
+        slack = _SLACK * floor
+        if not floor - slack > self._most(rest, term_ids) + slack:  # a text without a rarer term might reach the top k
+            return None
+        for done in range(len(rest) + 1):  # drop the texts that cannot reach the floor, then look one more term up
+            live = partial + self._most(rest[done:], term_ids) + slack >= floor - slack
+            docs, partial = docs[live], partial[live]
+            if done == len(rest) or len(docs) <= k:
+                break
+            partial = partial + term_ids.count(rest[done]) * self._weights(rest[done], docs)
+            floor = max(floor, float(np.partition(partial, len(partial) - k)[len(partial) - k]))
+        scores = np.zeros(len(docs), dtype=np.float64)
+        for t in term_ids:  # every term, in query order: the same additions as `scores`
+            scores += self._weights(t, docs)
+        order = np.lexsort((docs, -scores))[:k]
+        return docs[order], scores[order]
+
+    def _most(self, terms: Sequence[int], query: Sequence[int]) -> float:
+        """The most `terms` can add to a text's score, each counted as often as the query asks it."""
+        return sum(query.count(t) * float(self.term_max[t]) for t in terms)
+
+    def _weights(self, term: int, docs: np.ndarray) -> np.ndarray:
+        """Term `term`'s weight in each of `docs` (ascending document numbers), 0.0 where absent."""
+        lo, hi = int(self.indptr[term]), int(self.indptr[term + 1])
+        postings = self.indices[lo:hi]
+        at = np.minimum(np.searchsorted(postings, docs), hi - lo - 1)
+        return np.where(np.asarray(postings[at]) == docs, self.data[lo:hi][at], 0.0)
+
+
+_PRUNE_SHARE = 0.25  # the rarer terms whose postings, together, are at most this share of the query's
+_SLACK = 1e-9  # relative margin on the bounds: partial sums taken in another order differ in the last bits
+
+
+def _term_bounds(blocks: Iterable[tuple[int, np.ndarray]], indptr: np.ndarray) -> tuple[np.ndarray, float]:
+    """Each term's largest weight, and the smallest weight of all, from the weights read a block
+    at a time ((offset, block) pairs covering `data` in order)."""
+    n_terms = len(indptr) - 1
+    term_max = np.zeros(n_terms, dtype=np.float64)
+    low = 0.0
+    for offset, block in blocks:
+        if not block.size:
+            continue
+        low = min(low, float(block.min()))
+        end = offset + block.size
+        first = int(np.searchsorted(indptr, offset, side="right")) - 1
+        last = int(np.searchsorted(indptr, end - 1, side="right")) - 1
+        starts = np.clip(indptr[first : last + 1], offset, end) - offset
+        term_max[first : last + 1] = np.maximum(term_max[first : last + 1], np.maximum.reduceat(block, starts))
+    return term_max, low
 
 
 _RECORDS_FILE = "records.jsonl"

@@ -177,3 +177,79 @@ def test_ties_at_the_cut_go_by_indexing_order() -> None:
     index = BM25Index().index_tokens([f"s{i}" for i in range(len(docs))], shuffled)
     scores = index.get_scores(["common"])
     assert [h for h, _ in index.search(["common"], 20)] == [f"s{i}" for i in np.lexsort((np.arange(len(docs)), -scores))[:20]]
+
+
+def _heavy_tail_corpus(n_docs: int, seed: int) -> list[list[str]]:
+    rng = np.random.default_rng(seed)
+    probs = 1.0 / np.arange(1, 401) ** 1.1
+    probs /= probs.sum()
+    return [[f"w{t}" for t in rng.choice(400, size=int(rng.integers(0, 40)), p=probs)] for _ in range(n_docs)]
+
+
+def _sorted_top(index: BM25Index, terms: list[str], k: int, allowed=None) -> list[tuple[str, float]]:
+    """The top k from every document's summed score: what search returned before pruning."""
+    scores = index.get_scores(terms)
+    if allowed is not None:
+        scores = np.where(allowed, scores, 0.0)
+    positive = np.flatnonzero(scores > 0)
+    order = positive[np.lexsort((positive, -scores[positive]))][:k]
+    return [(index.ids[i], float(scores[i])) for i in order]
+
+
+@pytest.mark.parametrize("method", ["lucene", "robertson"])
+def test_pruned_top_k_is_the_summed_top_k_bit_for_bit(tmp_path, method) -> None:
+    """MaxScore skips the common terms' postings where it can prove the answer: ids, order and
+    scores stay exactly those of summing every posting, for rare, common and repeated terms, every
+    k, with and without a filter, built and loaded; and it does prune most of these queries."""
+    docs = _heavy_tail_corpus(3000, 5)
+    index = BM25Index(method=method).index_tokens([f"d{i}" for i in range(len(docs))], docs)
+    loaded = BM25Index.load(index.save(tmp_path / "i"))
+    rng = np.random.default_rng(6)
+    probs = 1.0 / np.arange(1, 401) ** 1.1
+    queries = [[f"w{t}" for t in rng.choice(400, size=int(rng.integers(1, 11)), p=probs / probs.sum())] for _ in range(120)]
+    queries += [["w0", "w0", "w399"], ["w1", "w2"], ["w0"], ["w399", "w398", "w0", "w1", "w2", "w3"], ["nowhere"]]
+    mask = rng.random(len(docs)) < 0.3
+    pruned = 0
+    engine = index._engine
+    for terms in queries:
+        term_ids = [index.vocab[t] for t in terms if t in index.vocab]
+        for k in (1, 5, 20, 150, 5000):
+            for allowed in (None, mask):
+                want = _sorted_top(index, terms, k, allowed)
+                assert index.search(terms, k, allowed=allowed) == want, (terms, k)
+                assert loaded.search(terms, k, allowed=allowed) == want, (terms, k)
+                pruned += engine.top(term_ids, k, allowed) is not None
+    if method == "lucene":
+        assert pruned > len(queries)  # the bound does hold for many of these queries
+    assert np.array_equal(loaded._engine.term_max, engine.term_max)
+
+
+def test_blocks_build_the_same_index_as_one_call() -> None:
+    """A corpus streamed in blocks of texts (a generator) gives the same postings, weight for
+    weight, as indexing it at once; ids repeated across blocks are refused."""
+    docs = _heavy_tail_corpus(500, 7)
+    texts = [" ".join(d) for d in docs]
+    ids = [f"d{i}" for i in range(len(docs))]
+    whole = BM25Index().index(ids, texts)
+    streamed = BM25Index().index_blocks((ids[i : i + 37], texts[i : i + 37]) for i in range(0, len(ids), 37))
+    for name in ("data", "indices", "indptr"):
+        assert np.array_equal(getattr(whole._engine, name), getattr(streamed._engine, name))
+    assert streamed.ids == ids and streamed.vocab == whole.vocab
+    with pytest.raises(ValueError, match="duplicate id 'd3'"):
+        BM25Index().index_blocks([(ids[:5], texts[:5]), (["d3"], ["again"])])
+
+
+def test_postings_out_of_order_on_disk_are_refused(tmp_path) -> None:
+    """Pruned search looks documents up by bisection, so a saved term whose document numbers are
+    not ascending is a damaged file, named as such."""
+    from contextual_retrieval_core.checks import IndexFileError
+
+    index = BM25Index().index(["a", "b", "c"], ["apple pear", "apple", "apple plum"])
+    path = index.save(tmp_path / "i")
+    indices = np.load(path / "indices.npy")
+    term = index.vocab[index.tokenizer.tokenize("apple")[0]]
+    lo = int(index._engine.indptr[term])
+    indices[lo], indices[lo + 1] = indices[lo + 1], indices[lo]
+    np.save(path / "indices.npy", indices, allow_pickle=False)
+    with pytest.raises(IndexFileError, match="not in ascending order"):
+        BM25Index.load(path)
