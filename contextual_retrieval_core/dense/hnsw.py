@@ -210,12 +210,14 @@ class HNSWIndex:
 
 
 def dense_index(
-    ids: Sequence[str], vectors: np.ndarray, *, threshold: int = ANN_THRESHOLD, params: IVFParams | None = None
+    ids: Sequence[str], vectors: np.ndarray, *, threshold: int = ANN_THRESHOLD, params: IVFParams | None = None,
+    show_progress: bool = False,
 ) -> VectorIndex | IVFIndex:
     """Exact `VectorIndex` below `threshold` rows, the calibrated `IVFIndex` from it on
     (`HNSWIndex` stays available, built by hand, and loads).
 
     Without faiss-cpu installed, exact search at every size, with a warning naming the extra.
+    `vectors` may be a memory-mapped ``.npy``: the IVF build reads it a block at a time.
 
     Example:
         >>> import numpy as np
@@ -231,7 +233,7 @@ def dense_index(
     except ImportError as exc:
         warnings.warn(f"{len(ids)} vectors: exact search, which is slow at this size ({exc})", stacklevel=2)
         return VectorIndex(ids, vectors)
-    return IVFIndex(ids, vectors, params=params)
+    return IVFIndex(ids, vectors, params=params, show_progress=show_progress)
 
 
 def load_dense_index(path: str | Path) -> VectorIndex | HNSWIndex | IVFIndex:

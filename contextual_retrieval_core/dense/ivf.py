@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+import os
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -92,13 +93,16 @@ class IVFIndex:
     """Approximate top-k by cosine similarity: float16 clusters, probe count set by calibration.
 
     The same interface as `VectorIndex` (``search``, ``search_many``, ``save``, ``load``,
-    ``add``), so either can sit behind `HybridSearcher`. Building holds the float32 rows and their
-    float16 lists at once (2.3 GB at 1M x 384).
+    ``add``), so either can sit behind `HybridSearcher`. Building holds the float16 lists and one
+    64 MB block of float32 rows at a time (0.8 GB at 1M x 384); `vectors` may be a memory-mapped
+    ``.npy`` (``np.load(path, mmap_mode="r")``), which is read through its file, so vectors that do
+    not fit in memory can be indexed.
 
     Args:
         ids: one id per row.
         vectors: float array (n, d); L2-normalised on the way in.
         params: `IVFParams` (default: calibrated for depth 150 at recall 0.99).
+        show_progress: a progress bar while the vectors are added.
 
     Example:
         >>> import numpy as np
@@ -116,27 +120,37 @@ class IVFIndex:
     _graph: Any
     _mapped: Path | None
 
-    def __init__(self, ids: Sequence[str], vectors: np.ndarray, *, params: IVFParams | None = None) -> None:
+    def __init__(self, ids: Sequence[str], vectors: np.ndarray, *, params: IVFParams | None = None,
+                 show_progress: bool = False) -> None:
         not_a_string("ids", ids, "ids")
-        rows = _normalised(vectors, "vectors")
-        if len(ids) != rows.shape[0]:
-            raise ValueError(f"got {len(ids)} ids for {rows.shape[0]} vectors; pass one id per vector")
+        if not isinstance(vectors, np.ndarray):
+            vectors = np.asarray(vectors, dtype=np.float32)
+        if vectors.ndim != 2:
+            raise ValueError(f"vectors must be a 2-D array (n, d), got shape {vectors.shape}")
+        if len(ids) != vectors.shape[0]:
+            raise ValueError(f"got {len(ids)} ids for {vectors.shape[0]} vectors; pass one id per vector")
         if not len(ids):
             raise ValueError("cannot build an IVFIndex from no vectors: pass at least one")
         if len(set(ids)) != len(ids):
             raise ValueError("duplicate ids: every vector needs a unique id")
         self.params = params or IVFParams()
         self.ids, self.nprobe, self.calibration, self._mapped = [str(i) for i in ids], 1, {}, None
-        nlist = max(1, math.ceil(math.sqrt(len(rows))))
+        n, dim = vectors.shape
+        nlist = max(1, math.ceil(math.sqrt(n)))
         rng = np.random.default_rng(self.params.seed)
         faiss = _faiss()
-        quantizer = faiss.IndexFlatIP(rows.shape[1])
-        graph = faiss.IndexIVFScalarQuantizer(quantizer, rows.shape[1], nlist, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
+        quantizer = faiss.IndexFlatIP(dim)
+        graph = faiss.IndexIVFScalarQuantizer(quantizer, dim, nlist, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
         graph.cp.seed = self.params.seed
-        graph.train(rows[np.sort(rng.choice(len(rows), size=min(len(rows), 64 * nlist), replace=False))])
-        graph.add(rows)
+        graph.train(_normalised(_take(vectors, np.sort(rng.choice(n, size=min(n, 64 * nlist), replace=False))), "vectors"))
+        from tqdm.auto import tqdm
+
+        with tqdm(total=n, desc="dense index (IVF)", unit="vector", disable=not show_progress) as bar:
+            for start, rows in _row_blocks(vectors):  # one block of float32 rows at a time beside the float16 lists
+                graph.add(_normalised(rows, "vectors" if start == 0 else f"vectors[{start}:]"))
+                bar.update(len(rows))
         self._graph = graph
-        self._calibrate(_pseudo_queries(rows, self.params.calibration_queries, rng),
+        self._calibrate(_pseudo_queries(vectors, self.params.calibration_queries, rng),
                         "pseudo-queries: normalised sums of 4 random indexed vectors")
 
     @classmethod
@@ -265,9 +279,57 @@ class IVFIndex:
 
 
 def _pseudo_queries(rows: np.ndarray, m: int, rng: np.random.Generator) -> np.ndarray:
-    """`m` normalised sums of 4 distinct random rows (fewer when there are fewer rows)."""
+    """`m` normalised sums of 4 distinct random rows, each normalised first (fewer when there are fewer rows)."""
     picks = np.sort(rng.choice(len(rows), size=min(len(rows), 4 * m), replace=False))
-    picks = picks[rng.permutation(len(picks))]
+    picked = _normalised(_take(rows, picks), "vectors")[rng.permutation(len(picks))]
     count = max(1, len(picks) // 4)
-    summed = rows[picks[: 4 * count]].reshape(count, 4, -1).sum(axis=1) if len(picks) >= 4 else rows[picks]
+    summed = picked[: 4 * count].reshape(count, 4, -1).sum(axis=1) if len(picks) >= 4 else picked
     return _normalised(summed, "pseudo-queries")
+
+
+_BLOCK_BYTES = 64 << 20  # rows read at a time while building: 64 MB of them
+
+
+def _row_blocks(matrix: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    """(first row, rows) blocks of a 2-D array. A memory-mapped ``.npy`` is read through its file,
+    so the pages a build has read do not stay resident in the process."""
+    step = max(1, _BLOCK_BYTES // max(1, matrix.shape[1] * matrix.dtype.itemsize))
+    source = _file_of(matrix)
+    if source is None:
+        for start in range(0, len(matrix), step):
+            yield start, np.asarray(matrix[start : start + step])
+        return
+    path, offset = source
+    width = matrix.shape[1] * matrix.dtype.itemsize
+    with open(path, "rb") as fh:
+        for start in range(0, len(matrix), step):
+            count = min(step, len(matrix) - start)
+            fh.seek(offset + start * width)
+            block = np.fromfile(fh, dtype=matrix.dtype, count=count * matrix.shape[1])
+            if block.size != count * matrix.shape[1]:
+                raise IndexFileError(Path(path), "truncated", "write the vectors again")
+            yield start, block.reshape(count, matrix.shape[1])
+
+
+def _take(matrix: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """`matrix[rows]` (rows sorted), read through the file for a memory-mapped ``.npy``."""
+    source = _file_of(matrix)
+    if source is None:
+        return np.asarray(matrix[rows])
+    path, offset = source
+    width = matrix.shape[1] * matrix.dtype.itemsize
+    out = np.empty((len(rows), matrix.shape[1]), dtype=matrix.dtype)
+    with open(path, "rb") as fh:
+        for i, row in enumerate(rows.tolist()):
+            fh.seek(offset + row * width)
+            out[i] = np.fromfile(fh, dtype=matrix.dtype, count=matrix.shape[1])
+    return out
+
+
+def _file_of(matrix: np.ndarray) -> tuple[str, int] | None:
+    """(file, byte offset) of a C-ordered memory map of a whole file's rows, else None."""
+    if not (isinstance(matrix, np.memmap) and matrix.filename and matrix.flags.c_contiguous):
+        return None
+    if os.path.getsize(matrix.filename) != int(matrix.offset) + matrix.nbytes:  # a slice of a map keeps the map's offset
+        return None
+    return str(matrix.filename), int(matrix.offset)

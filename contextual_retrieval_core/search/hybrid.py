@@ -128,7 +128,7 @@ class HybridSearcher:
             self._extra_rows = rows.extra
             ids, vectors = rows.ids, rows.vectors
             if vector_store == "memory":
-                self.vectors = dense_index(ids, vectors)
+                self.vectors = dense_index(ids, vectors, show_progress=show_progress)
             elif vector_store == "chroma":
                 from contextual_retrieval_core.dense.chroma import ChromaVectorIndex
 

@@ -133,3 +133,22 @@ def test_ivf_saves_loads_mapped_grows_and_names_a_damaged_file(tmp_path) -> None
         IVFParams(target_recall=1.5)
     with pytest.raises(ValueError, match="one id per vector"):
         IVFIndex(["a"], docs[:2])
+
+
+def test_ivf_builds_from_a_memory_mapped_file_a_block_at_a_time(tmp_path, monkeypatch) -> None:
+    """Vectors on disk (`np.load(..., mmap_mode="r")`) are read through the file in blocks: the
+    index, its probe count and its answers are those of the same vectors in memory, and a slice of
+    the map (whose offset numpy does not move) is read as the slice it is."""
+    import contextual_retrieval_core.dense.ivf as ivf
+
+    ids, vectors, queries = _clustered(11, 3000, 20)
+    np.save(tmp_path / "v.npy", vectors.astype(np.float32), allow_pickle=False)
+    mapped = np.load(tmp_path / "v.npy", mmap_mode="r")
+    assert ivf._file_of(mapped) is not None and ivf._file_of(mapped[1000:]) is None
+    monkeypatch.setattr(ivf, "_BLOCK_BYTES", 64 * 4 * 700)  # several blocks of each, the last one short
+    params = IVFParams(depth=50)
+    in_memory, on_disk = IVFIndex(ids, vectors, params=params), IVFIndex(ids, mapped, params=params)
+    assert on_disk.nprobe == in_memory.nprobe and on_disk.calibration == in_memory.calibration
+    assert on_disk.search_many(queries, 50) == in_memory.search_many(queries, 50)
+    tail = IVFIndex(ids[1000:], mapped[1000:], params=params)
+    assert tail.search_many(queries, 10) == IVFIndex(ids[1000:], vectors[1000:], params=params).search_many(queries, 10)
