@@ -65,16 +65,38 @@ def make_corpus(
     seed: int = SEED,
 ) -> tuple[list[str], list[list[str]], np.ndarray]:
     """(ids, token lists, term probabilities): Zipf-distributed terms, normal lengths (clipped)."""
+    ids: list[str] = []
+    tokens: list[list[str]] = []
+    for block_ids, block_tokens in iter_corpus(n_docs, vocab_size=vocab_size, exponent=exponent, mean_len=mean_len,
+                                               sd_len=sd_len, min_len=min_len, max_len=max_len, seed=seed):
+        ids.extend(block_ids)
+        tokens.extend(block_tokens)
+    return ids, tokens, zipf_probs(vocab_size, exponent)
+
+
+def iter_corpus(
+    n_docs: int,
+    *,
+    vocab_size: int = 50_000,
+    exponent: float = 1.1,
+    mean_len: float = 120.0,
+    sd_len: float = 30.0,
+    min_len: int = 10,
+    max_len: int = 400,
+    seed: int = SEED,
+    block: int = 50_000,
+):
+    """`make_corpus`'s corpus in blocks of (ids, token lists), so it is never held whole: the same
+    texts, drawn from the same random stream (the lengths first, then every term in order)."""
     rng = np.random.default_rng(seed)
     probs = zipf_probs(vocab_size, exponent)
     lengths = np.clip(np.rint(rng.normal(mean_len, sd_len, n_docs)), min_len, max_len).astype(np.int64)
-    term_ids = rng.choice(vocab_size, size=int(lengths.sum()), p=probs)
     vocab = np.array([f"w{i}" for i in range(vocab_size)], dtype=object)
-    flat = vocab[term_ids]
-    bounds = np.concatenate([[0], np.cumsum(lengths)])
-    tokens = [flat[bounds[i] : bounds[i + 1]].tolist() for i in range(n_docs)]
-    ids = [f"doc{i}" for i in range(n_docs)]
-    return ids, tokens, probs
+    for start in range(0, n_docs, block):
+        part = lengths[start : start + block]
+        flat = vocab[rng.choice(vocab_size, size=int(part.sum()), p=probs)]
+        bounds = np.concatenate([[0], np.cumsum(part)])
+        yield [f"doc{start + i}" for i in range(len(part))], [flat[bounds[i] : bounds[i + 1]].tolist() for i in range(len(part))]
 
 
 def make_queries(n: int, probs: np.ndarray, *, terms: int = 10, seed: int = SEED + 1) -> list[list[str]]:

@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     if real is None:
         raise SystemExit("the cookbook data set is missing: the real query vectors come from it")
     rng = np.random.default_rng(scale.SEED + 2)
-    corpus = scale.embedding_like(args.n, real[0], rng)
+    corpus = np.concatenate(list(scale.embedding_like(args.n, real[0], rng)))
     queries = np.ascontiguousarray(real[1] / np.linalg.norm(real[1], axis=1, keepdims=True), dtype=np.float32)
     nlist = math.ceil(math.sqrt(args.n))
     ivf = faiss.IndexIVFScalarQuantizer(faiss.IndexFlatIP(corpus.shape[1]), corpus.shape[1], nlist,

@@ -114,18 +114,17 @@ def demo_vectors() -> tuple[np.ndarray, np.ndarray]:
     return embedder.embed_documents([c.text for c in chunks]), embedder.embed_queries(queries)
 
 
-def embedding_like(n: int, real: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """`n` vectors around real ones, with noise shaped like the real vectors' spread."""
+def embedding_like(n: int, real: np.ndarray, rng: np.random.Generator):
+    """`n` vectors around real ones, with noise shaped like the real vectors' spread, in blocks
+    of 100,000 (the same stream whatever the caller does with the blocks)."""
     centred = real - real.mean(axis=0)
     _, s, vt = np.linalg.svd(centred, full_matrices=False)
     sd = s / np.sqrt(max(len(real) - 1, 1))
-    out = np.empty((n, real.shape[1]), dtype=np.float32)
     for start in range(0, n, 100_000):
         m = min(100_000, n - start)
         noise = (rng.standard_normal((m, len(sd))) * (sd * NOISE)) @ vt
         block = real[rng.integers(0, len(real), m)] + noise
-        out[start : start + m] = block / np.linalg.norm(block, axis=1, keepdims=True)
-    return out
+        yield (block / np.linalg.norm(block, axis=1, keepdims=True)).astype(np.float32)
 
 
 def random_vectors(n: int, rng: np.random.Generator) -> np.ndarray:
@@ -171,17 +170,61 @@ def _du(path: Path) -> float:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20
 
 
+def _write_vectors(path: Path, n: int, blocks) -> None:
+    """The vectors as a ``.npy`` file written a block at a time with plain writes (a writable map
+    would keep every page written resident in this process)."""
+    with open(path, "wb") as fh:
+        np.lib.format.write_array_header_2_0(fh, {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
+                                                  "fortran_order": False, "shape": (n, DIM)})
+        for block in blocks:
+            np.ascontiguousarray(block, dtype=np.float32).tofile(fh)
+
+
+def _exact_top(path: Path, ids: list[str], queries: np.ndarray, depth: int) -> list[list[tuple[str, float]]]:
+    """Exact cosine top-`depth` over a ``.npy`` of normalised vectors, read a block at a time."""
+    header = np.load(path, mmap_mode="r")
+    offset, n = int(header.offset), header.shape[0]
+    del header
+    best_s = np.full((len(queries), 0), -np.inf, dtype=np.float32)
+    best_i = np.zeros((len(queries), 0), dtype=np.int64)
+    step = 65_536
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        for start in range(0, n, step):
+            rows = np.fromfile(fh, dtype=np.float32, count=min(step, n - start) * DIM).reshape(-1, DIM)
+            sims = np.concatenate([best_s, queries @ rows.T], axis=1)
+            cols = np.concatenate([best_i, np.broadcast_to(np.arange(start, start + len(rows)), (len(queries), len(rows)))], axis=1)
+            keep = np.argsort(-sims, axis=1, kind="stable")[:, :depth]
+            best_s, best_i = np.take_along_axis(sims, keep, 1), np.take_along_axis(cols, keep, 1)
+    return [[(ids[int(i)], float(v)) for i, v in zip(ri, rs)] for ri, rs in zip(best_i, best_s)]
+
+
 def one_size(n: int, n_queries: int, kinds: list[str]) -> list[dict]:
+    """One corpus size, streamed: the corpus is generated a block at a time straight into
+    `BM25Index.index_token_blocks`, the vectors a block at a time into a ``.npy`` file that the
+    dense index reads through its file, so no step holds all texts or all vectors at once."""
     bm = _bm25_speed()
-    t0 = time.perf_counter()
-    ids, tokens, probs = bm.make_corpus(n, vocab_size=VOCAB, exponent=EXPONENT, mean_len=MEAN_LEN, seed=SEED)
+    probs = bm.zipf_probs(VOCAB, EXPONENT)
     query_terms = bm.make_queries(n_queries, probs, terms=10, seed=SEED + 1)
     query_texts = [" ".join(q) for q in query_terms]
-    corpus_s = time.perf_counter() - t0
+    gen = [0.0]
+    ids: list[str] = []
+
+    def corpus():
+        blocks = bm.iter_corpus(n, vocab_size=VOCAB, exponent=EXPONENT, mean_len=MEAN_LEN, seed=SEED)
+        while True:
+            t = time.perf_counter()
+            block = next(blocks, None)
+            gen[0] += time.perf_counter() - t
+            if block is None:
+                return
+            ids.extend(block[0])
+            yield block
+
     t0 = time.perf_counter()
-    bm25 = BM25Index().index_tokens(ids, tokens)
-    bm25_build = time.perf_counter() - t0
-    del tokens
+    bm25 = BM25Index().index_token_blocks(corpus())
+    corpus_s = gen[0]
+    bm25_build = time.perf_counter() - t0 - corpus_s
     work = Path(tempfile.mkdtemp(prefix="scale-"))
     rows = []
     try:
@@ -193,11 +236,14 @@ def one_size(n: int, n_queries: int, kinds: list[str]) -> list[dict]:
             if kind == "embedding-like":
                 if real is None:
                     continue
-                vectors = embedding_like(n, real[0], rng)
+                blocks = embedding_like(n, real[0], rng)
                 qv = real[1][np.arange(n_queries) % len(real[1])]
             else:
-                vectors = random_vectors(n, rng)
+                blocks = [random_vectors(n, rng)]
                 qv = random_vectors(n_queries, rng)
+            vectors_file = work / f"{kind}.npy"
+            _write_vectors(vectors_file, n, blocks)
+            vectors = np.load(vectors_file, mmap_mode="r")
             t0 = time.perf_counter()
             dense = dense_index(ids, vectors)
             dense_build = time.perf_counter() - t0
@@ -205,9 +251,10 @@ def one_size(n: int, n_queries: int, kinds: list[str]) -> list[dict]:
             disk = bm25_disk + _du(work / kind)
             # recall of the exact top 150 on a sample of the queries
             sample = qv[: min(50, n_queries)]
-            exact = VectorIndex(ids, vectors, normalize=False).search_many(sample, DEPTH)
-            rec = recall(exact, dense.search_many(sample, DEPTH))
+            sample = sample / np.linalg.norm(sample, axis=1, keepdims=True)
+            rec = recall(_exact_top(vectors_file, ids, sample.astype(np.float32), DEPTH), dense.search_many(sample, DEPTH))
             del vectors
+            vectors_file.unlink()
             _single_threaded_queries()
             wall: dict[str, list[float]] = {k: [] for k in ("bm25", "dense", "fusion", "hybrid")}
             cpu: dict[str, list[float]] = {k: [] for k in wall}
@@ -259,7 +306,7 @@ def one_size(n: int, n_queries: int, kinds: list[str]) -> list[dict]:
             rows[-1].update(_child(["--_query", str(work), "--kinds", kind]))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    peak = _own_peak_rss_mb()
     for row in rows:
         row["peak_rss_mb"] = round(peak, 1)
     return rows
