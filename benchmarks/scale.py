@@ -221,28 +221,31 @@ def one_size(n: int, n_queries: int, kinds: list[str]) -> list[dict]:
             ids.extend(block[0])
             yield block
 
-    t0 = time.perf_counter()
-    bm25 = BM25Index().index_token_blocks(corpus())
-    corpus_s = gen[0]
-    bm25_build = time.perf_counter() - t0 - corpus_s
     work = Path(tempfile.mkdtemp(prefix="scale-"))
     rows = []
     try:
-        bm25.save(work / "bm25")
-        bm25_disk = _du(work / "bm25")
+        # the vectors first (the embedder's output, written to disk a block at a time), then the builds
         rng = np.random.default_rng(SEED + 2)
         real = cookbook_vectors()
+        query_vectors = {}
         for kind in kinds:
             if kind == "embedding-like":
                 if real is None:
                     continue
                 blocks = embedding_like(n, real[0], rng)
-                qv = real[1][np.arange(n_queries) % len(real[1])]
+                query_vectors[kind] = real[1][np.arange(n_queries) % len(real[1])]
             else:
                 blocks = [random_vectors(n, rng)]
-                qv = random_vectors(n_queries, rng)
+                query_vectors[kind] = random_vectors(n_queries, rng)
+            _write_vectors(work / f"{kind}.npy", n, blocks)
+        t0 = time.perf_counter()
+        bm25 = BM25Index().index_token_blocks(corpus())
+        corpus_s = gen[0]
+        bm25_build = time.perf_counter() - t0 - corpus_s
+        bm25.save(work / "bm25")
+        bm25_disk = _du(work / "bm25")
+        for kind, qv in query_vectors.items():
             vectors_file = work / f"{kind}.npy"
-            _write_vectors(vectors_file, n, blocks)
             vectors = np.load(vectors_file, mmap_mode="r")
             t0 = time.perf_counter()
             dense = dense_index(ids, vectors)

@@ -67,7 +67,7 @@ def _forget_deleted_database(folder: Path) -> None:
 
 def load_bm25(folder: Path, manifest: IndexManifest, *, fix: str) -> BM25Index:
     """The BM25 index in `folder`, checked to index exactly the manifest's chunks."""
-    for name in ("bm25.json", "data.npy", "indices.npy", "indptr.npy"):
+    for name in BM25Index.saved_files(folder):
         file = folder / name
         if not file.is_file():
             raise IndexDamagedError(f"{file} is missing; {fix}")

@@ -1,15 +1,19 @@
 """`BM25Index`: an in-process BM25 index over contextualized chunks, in numpy alone.
 
-The term weights are computed once, vectorised, into a sparse term-by-document matrix stored
-term-major (CSR: each term's postings contiguous, the "eager" layout of bm25s). The build streams:
+The index is a sparse term-by-document matrix stored term-major (CSR: each term's postings
+contiguous, the "eager" layout of bm25s). Each posting holds its text number (int32) and its term
+count (uint16): 6 bytes, where a float64 weight would take 8; a weight is idf * tf / (tf + norm),
+computed when a query reads it with the same operations the build used, so the scores are the
+bits a stored weight would give. The build streams:
 texts arrive in blocks (`index_blocks`, `index_token_blocks`; `index` cuts its lists into blocks
 too), each reduced to its distinct (term, text, count) triples before the next is read.
 
-A top-k query (`search`) sums the postings of the query's rarer terms, which together hold at most
-a quarter of its postings, and proves that no text without one of them can reach the k-th score
-(the common terms' largest weights, summed, are below it); the common terms are then looked up only
-for the texts that can still reach it (MaxScore, exact: the same ids, order and scores bit for bit
-as summing every posting, which it falls back to where the proof fails). So a query on a large
+A top-k query (`search`) sums the postings of the query's rarer terms, which together hold a small
+share of its postings (1/16, doubled up to a half while the proof fails), and proves that no text
+without one of them can reach the k-th score (the common terms' largest weights, summed, are below
+it); the common terms are then looked up only for the texts that can still reach it (MaxScore,
+exact: the same ids, order and scores bit for bit as summing every posting, which it falls back to
+where the proof fails). So a query on a large
 corpus reads a few pages of the long postings of frequent terms instead of all of them.
 `get_scores` sums every posting (`Postings.scores`).
 
@@ -22,7 +26,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -35,7 +39,10 @@ __all__ = ["BM25Index", "Postings", "save_with_records", "load_with_records", "B
 
 BM25Method = Literal["lucene", "robertson"]
 _FORMAT = "contextual-retrieval/bm25"
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 2
+#: the arrays of each format version: 1 stored each posting's weight, 2 its term count (weights
+#: are computed from the counts, the terms' idf and the texts' length norms, to the same bits)
+_FILES = {1: ("data", "indices", "indptr"), 2: ("indices", "indptr", "tf", "idf", "norms", "term_max")}
 
 
 class BM25Index:
@@ -104,38 +111,44 @@ class BM25Index:
 
     def index_token_blocks(self, blocks: Iterable[tuple[Sequence[str], Sequence[Sequence[str]]]]) -> BM25Index:
         """`index_blocks` for already-tokenized texts: blocks of (ids, token lists). Memory while
-        building: the ids, the vocabulary and 12 bytes per distinct (term, text) pair (about 1 GB
-        for a million 120-token chunks), handed over block by block to the finished postings (12
-        bytes a pair: float64 weights, int32 document numbers)."""
+        building: the ids, the vocabulary, one block's work and the finished postings (12 bytes a
+        distinct (term, text) pair: float64 weights, int32 document numbers; 0.9 GB for a million
+        120-token chunks); the (term, text, count) triples wait in a temporary file (TMPDIR) once
+        they pass 128 MB."""
         build = _Build()
         for number, (ids, tokens) in enumerate(blocks):
             build.add(ids, tokens, number)
         if not build.ids:
             raise ValueError("cannot index an empty corpus: pass at least one text")
+        build.seen.clear()
         lengths = np.concatenate(build.lengths)
         n_docs, n_terms = len(build.ids), len(build.vocab)
         df = np.zeros(n_terms, dtype=np.int64)
-        for terms, _, _ in build.pairs:
-            df += np.bincount(terms, minlength=n_terms)
+        df[: len(build.df)] = build.df
         idf = self._idf(df.astype(np.float64), n_docs)
         avgdl = float(lengths.mean())
+        norms = self.k1 * (1.0 - self.b + self.b * lengths / max(avgdl, 1e-12))  # each text's length term
         indptr = np.zeros(n_terms + 1, dtype=np.int64)
         np.cumsum(df, out=indptr[1:])
-        data = np.empty(int(indptr[-1]), dtype=np.float64)
         indices = np.empty(int(indptr[-1]), dtype=_doc_dtype(n_docs))
+        counts_dtype = np.uint16 if build.max_tf <= np.iinfo(np.uint16).max else np.uint32
+        tf_out = np.empty(int(indptr[-1]), dtype=counts_dtype)
+        term_max = np.zeros(n_terms, dtype=np.float64)
         cursor = indptr[:-1].copy()
-        while build.pairs:  # blocks in corpus order, so each term's postings stay ordered by text
-            terms, docs, tf = build.pairs.pop(0)
-            norm = self.k1 * (1.0 - self.b + self.b * lengths[docs] / max(avgdl, 1e-12))
+        for terms, docs, tf in build.blocks():  # in corpus order, so each term's postings stay ordered by text
             counts = np.bincount(terms, minlength=n_terms)
             first = np.zeros(n_terms, dtype=np.int64)
             np.cumsum(counts[:-1], out=first[1:])
             at = cursor[terms] + (np.arange(len(terms)) - first[terms])  # pairs are term-major within a block
-            data[at] = idf[terms] * tf / (tf + norm)
             indices[at] = docs
+            tf_out[at] = tf
+            present = np.flatnonzero(counts)
+            weights = idf[terms] * tf / (tf + norms[docs])  # as `Postings.weights` computes them
+            term_max[present] = np.maximum(term_max[present], np.maximum.reduceat(weights, first[present]))
             cursor += counts
         self.ids, self.vocab = build.ids, build.vocab
-        self._engine = Postings(data, indices, indptr, n_docs)
+        self._engine = Postings(None, indices, indptr, n_docs, term_max, bool(idf.min(initial=0.0) >= 0.0),
+                                tf=tf_out, idf=idf, norms=norms)
         return self
 
     def _idf(self, df: np.ndarray, n_docs: int) -> np.ndarray:
@@ -226,10 +239,25 @@ class BM25Index:
             "ids": self.ids,
             "vocab": terms,
         }
+        if engine.data is not None:  # an index loaded from a version 1 folder keeps its weights
+            meta["format_version"] = 1
         (path / "bm25.json").write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
-        for name in ("data", "indices", "indptr"):
+        names = _FILES[int(meta["format_version"])]
+        for name in names:
             np.save(path / f"{name}.npy", getattr(engine, name), allow_pickle=False)
+        for stale in set(_FILES[1] + _FILES[2]) - set(names):
+            (path / f"{stale}.npy").unlink(missing_ok=True)
         return path
+
+    @staticmethod
+    def saved_files(path: str | Path) -> tuple[str, ...]:
+        """The files a saved index folder holds: ``bm25.json`` and the arrays of its format version
+        (the current version's when bm25.json cannot be read)."""
+        try:
+            version = int(json.loads((Path(path) / "bm25.json").read_text(encoding="utf-8"))["format_version"])
+        except (OSError, ValueError, KeyError, TypeError):
+            version = _FORMAT_VERSION
+        return ("bm25.json", *(f"{name}.npy" for name in _FILES.get(version, _FILES[_FORMAT_VERSION])))
 
     @classmethod
     def load(cls, path: str | Path) -> BM25Index:
@@ -257,11 +285,10 @@ class BM25Index:
             index = cls(tokenizer, k1=meta["k1"], b=meta["b"], method=meta["method"], epsilon=meta["epsilon"])
         except (TypeError, ValueError) as exc:
             raise IndexFileError(meta_file, f"bad settings ({exc})") from None
-        arrays = {n: _load_array(path / f"{n}.npy") for n in ("data", "indices", "indptr")}
-        term_max, low = _check_arrays(path, arrays, len(ids), len(vocab))
+        arrays = {n: _load_array(path / f"{n}.npy") for n in _FILES[meta["format_version"]]}
         index.ids = ids
         index.vocab = {t: i for i, t in enumerate(vocab)}
-        index._engine = Postings(arrays["data"], arrays["indices"], arrays["indptr"], len(index.ids), term_max, low >= 0.0)
+        index._engine = _checked_postings(path, arrays, len(ids), len(vocab))
         return index
 
     def _require(self) -> Postings:
@@ -278,15 +305,22 @@ _BUILD_BLOCK = 1 << 14  # texts reduced to (term, text, count) triples at a time
 
 
 class _Build:
-    """The state of one streaming build: ids, vocabulary, lengths and each block's distinct
-    (term, text, count) triples, term-major (int32 terms, texts and counts: 12 bytes a triple)."""
+    """The state of one streaming build: ids, vocabulary, lengths, document frequencies and each
+    block's distinct (term, text, count) triples, term-major (int32 each: 12 bytes a triple). Past
+    `_SPILL_BYTES` the triples go to an unnamed temporary file (TMPDIR) instead of the heap, and are
+    read back a block at a time when the postings are written."""
 
     def __init__(self) -> None:
         self.ids: list[str] = []
         self.seen: set[str] = set()
         self.vocab: dict[str, int] = {}
         self.lengths: list[np.ndarray] = []
+        self.df = np.zeros(0, dtype=np.int64)
         self.pairs: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.held = 0  # bytes of triples in `pairs`
+        self.max_tf = 0
+        self.spill: Any = None  # the temporary file, once there is one
+        self.spilled: list[tuple[int, np.dtype]] = []  # (triples, dtype of the text numbers) per block in the file, in order
 
     def add(self, ids: Sequence[str], tokens: Sequence[Sequence[str]], number: int) -> None:
         not_a_string(f"block {number} ids", ids, "ids")
@@ -309,8 +343,47 @@ class _Build:
         flat = np.fromiter((vocab.setdefault(term, len(vocab)) for doc in tokens for term in doc), dtype=np.int64, count=int(lengths.sum()))
         local = np.repeat(np.arange(len(names), dtype=np.int64), lengths)
         pair, tf = np.unique(flat * len(names) + local, return_counts=True)
+        del flat, local
         terms, docs = np.divmod(pair, len(names))
-        self.pairs.append((terms.astype(np.int32), (docs + start).astype(_doc_dtype(start + len(names))), tf.astype(np.int32)))
+        triple = (terms.astype(np.int32), (docs + start).astype(_doc_dtype(start + len(names))), tf.astype(np.int32))
+        self.max_tf = max(self.max_tf, int(tf.max()))
+        counts = np.bincount(triple[0], minlength=len(vocab))
+        counts[: len(self.df)] += self.df
+        self.df = counts
+        self.pairs.append(triple)
+        self.held += sum(a.nbytes for a in triple)
+        if self.held > _SPILL_BYTES:
+            self._spill()
+
+    def _spill(self) -> None:
+        import tempfile
+
+        try:
+            if self.spill is None:
+                self.spill = tempfile.TemporaryFile(prefix="bm25-build-")  # noqa: SIM115 - closed in blocks(), once read back
+            for triple in self.pairs:
+                for array in triple:
+                    array.tofile(self.spill)
+                self.spilled.append((len(triple[0]), triple[1].dtype))
+        except OSError as exc:
+            raise OSError(f"building the BM25 index: could not write its temporary file in {tempfile.gettempdir()} ({exc}); "
+                          "free space there or point TMPDIR at a disk with room") from None
+        self.pairs, self.held = [], 0
+
+    def blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Every block's triples, in corpus order, each handed over once."""
+        if self.spill is not None:
+            self.spill.seek(0)
+            for count, docs_dtype in self.spilled:
+                yield (np.fromfile(self.spill, dtype=np.int32, count=count), np.fromfile(self.spill, dtype=docs_dtype, count=count),
+                       np.fromfile(self.spill, dtype=np.int32, count=count))
+            self.spill.close()
+            self.spill = None
+        while self.pairs:
+            yield self.pairs.pop(0)
+
+
+_SPILL_BYTES = 128 << 20  # triples held on the heap before a build writes them to a temporary file
 
 
 def _strings(file: Path, meta: dict, key: str) -> list[str]:
@@ -351,22 +424,27 @@ def _blocks(file: Path | None, array: np.ndarray) -> Iterable[tuple[int, np.ndar
             yield start, block
 
 
-def _check_arrays(path: Path, arrays: dict[str, np.ndarray], n_docs: int, n_terms: int) -> tuple[np.ndarray, float]:
-    """The term-major sparse matrix is whole: shapes agree, document numbers are in range,
-    postings are ordered and every weight is finite. Returns each term's largest weight and the
-    smallest weight (for `Postings.top`), found on the same pass over the weights."""
-    data, indices, indptr = arrays["data"], arrays["indices"], arrays["indptr"]
-    for name, array, kinds in (("data", data, "f"), ("indices", indices, "iu"), ("indptr", indptr, "iu")):
+def _checked_postings(path: Path, arrays: dict[str, np.ndarray], n_docs: int, n_terms: int) -> Postings:
+    """The term-major sparse matrix, checked whole: shapes agree, document numbers are in range
+    and ascending within each term, counts are positive and every number is finite. A version 1
+    folder's term bounds (for `Postings.top`) are found on the same pass over its weights."""
+
+    def need(name: str, kinds: str, size: int | None = None) -> np.ndarray:
+        array = arrays[name]
         if array.ndim != 1 or array.dtype.kind not in kinds:
-            raise IndexFileError(path / f"{name}.npy", f"expected a 1-D {'float' if kinds == 'f' else 'integer'} array, got {array.dtype} of shape {array.shape}")
+            what = "float" if kinds == "f" else "integer"
+            raise IndexFileError(path / f"{name}.npy", f"expected a 1-D {what} array, got {array.dtype} of shape {array.shape}")
+        if size is not None and array.size != size:
+            raise IndexFileError(path / f"{name}.npy", f"{array.size} entries where {size} were expected")
+        return array
+
     if n_docs == 0:
         raise IndexFileError(path / "bm25.json", "no ids: an index holds at least one text")
-    if indices.shape != data.shape:
-        raise IndexFileError(path / "indices.npy", f"{indices.size} entries for {data.size} weights in data.npy")
+    indices, indptr = need("indices", "iu"), need("indptr", "iu")
     if indptr.size != n_terms + 1:
         raise IndexFileError(path / "indptr.npy", f"{indptr.size} entries for {n_terms} terms in bm25.json (expected {n_terms + 1})")
-    if indptr[0] != 0 or indptr[-1] != data.size or np.any(np.diff(indptr) < 0):
-        raise IndexFileError(path / "indptr.npy", f"offsets are not ordered from 0 to {data.size} (the size of data.npy)")
+    if indptr[0] != 0 or indptr[-1] != indices.size or np.any(np.diff(indptr) < 0):
+        raise IndexFileError(path / "indptr.npy", f"offsets are not ordered from 0 to {indices.size} (the size of indices.npy)")
     previous = -1
     for offset, block in _blocks(path / "indices.npy", indices):
         if block.min() < 0 or block.max() >= n_docs:
@@ -376,14 +454,34 @@ def _check_arrays(path: Path, arrays: dict[str, np.ndarray], n_docs: int, n_term
         if falls.size and not np.all(indptr[np.searchsorted(indptr, falls).clip(max=indptr.size - 1)] == falls):
             raise IndexFileError(path / "indices.npy", "a term's document numbers are not in ascending order")
         previous = int(block[-1])
+    if "data" in arrays:
+        data = need("data", "f", indices.size)
 
-    def finite(blocks: Iterable[tuple[int, np.ndarray]]) -> Iterable[tuple[int, np.ndarray]]:
-        for offset, block in blocks:
-            if not np.all(np.isfinite(block)):
-                raise IndexFileError(path / "data.npy", "a weight is NaN or infinite")
-            yield offset, block
+        def finite(blocks: Iterable[tuple[int, np.ndarray]]) -> Iterable[tuple[int, np.ndarray]]:
+            for offset, block in blocks:
+                if not np.all(np.isfinite(block)):
+                    raise IndexFileError(path / "data.npy", "a weight is NaN or infinite")
+                yield offset, block
 
-    return _term_bounds(finite(_blocks(path / "data.npy", data)), indptr)
+        term_max, low = _term_bounds(finite(_blocks(path / "data.npy", data)), indptr)
+        return Postings(_plain(data), _plain(indices), np.asarray(indptr), n_docs, term_max, low >= 0.0)
+    tf = need("tf", "u", indices.size)
+    for _, block in _blocks(path / "tf.npy", tf):
+        if block.min() == 0:
+            raise IndexFileError(path / "tf.npy", "a term count of 0 (every posting counts its term at least once)")
+    idf, norms, term_max = (np.asarray(need(name, "f", size)) for name, size in (("idf", n_terms), ("norms", n_docs), ("term_max", n_terms)))
+    for name, array in (("idf", idf), ("norms", norms), ("term_max", term_max)):
+        if not np.all(np.isfinite(array)):
+            raise IndexFileError(path / f"{name}.npy", "a value is NaN or infinite")
+    if norms.min() < 0 or term_max.min() < 0 or np.any(term_max > np.abs(idf) * (1 + 1e-12)):
+        raise IndexFileError(path / "term_max.npy", "length norms or term bounds out of range (a weight never exceeds its term's idf)")
+    return Postings(None, _plain(indices), np.asarray(indptr), n_docs, term_max, bool(idf.min() >= 0.0),
+                    tf=_plain(tf), idf=idf, norms=norms)
+
+
+def _plain(array: np.ndarray) -> np.ndarray:
+    """The same mapped pages as a plain ndarray (slicing a np.memmap costs a Python call each time)."""
+    return array.view(np.ndarray)
 
 
 class Postings:
@@ -401,25 +499,46 @@ class Postings:
         [0.5, 2.0, 1.0]
     """
 
-    __slots__ = ("data", "indices", "indptr", "n_docs", "term_max", "nonnegative")
+    __slots__ = ("data", "indices", "indptr", "n_docs", "term_max", "nonnegative", "tf", "idf", "norms")
 
-    def __init__(self, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, n_docs: int,
-                 term_max: np.ndarray | None = None, nonnegative: bool | None = None) -> None:
+    def __init__(self, data: np.ndarray | None, indices: np.ndarray, indptr: np.ndarray, n_docs: int,
+                 term_max: np.ndarray | None = None, nonnegative: bool | None = None, *,
+                 tf: np.ndarray | None = None, idf: np.ndarray | None = None, norms: np.ndarray | None = None) -> None:
+        if data is None and (tf is None or idf is None or norms is None):
+            raise ValueError("Postings needs each posting's weight (data) or its term count with the idf and length norms (tf, idf, norms)")
         self.data, self.indices, self.indptr, self.n_docs = data, indices, indptr, int(n_docs)
+        self.tf, self.idf, self.norms = tf, idf, norms
         if term_max is None or nonnegative is None:
-            term_max, low = _term_bounds(_blocks(None, data), indptr)
+            n_terms = len(indptr) - 1
+            term_max, low = _term_bounds(((int(indptr[t]), self.weights(t)) for t in range(n_terms)), indptr)
             nonnegative = low >= 0.0
         self.term_max, self.nonnegative = term_max, bool(nonnegative)
+
+    def weights(self, term: int, at: np.ndarray | None = None) -> np.ndarray:
+        """Term `term`'s posting weights (float64), or those at positions `at` of its postings:
+        stored, or idf * tf / (tf + norm) from the counts, the same operations as the build's."""
+        lo, hi = int(self.indptr[term]), int(self.indptr[term + 1])
+        if self.data is not None:
+            stored = np.asarray(self.data[lo:hi], dtype=np.float64)
+            return stored if at is None else stored[at]
+        assert self.tf is not None and self.idf is not None and self.norms is not None
+        tf, docs = self.tf[lo:hi], self.indices[lo:hi]
+        if at is not None:
+            tf, docs = tf[at], docs[at]
+        weights = tf.astype(np.float64)  # exact: the counts the build divided
+        lengths = self.norms[docs]
+        lengths += weights  # tf + norm
+        weights *= self.idf[term]  # idf * tf
+        weights /= lengths  # the build's idf * tf / (tf + norm), operation for operation
+        return weights
 
     def scores(self, term_ids: Sequence[int]) -> np.ndarray:
         """Every document's score (float64): the sum of the query terms' weights, a repeated term
         counted each time, added term by term in query order (as bm25s adds them)."""
         if not len(term_ids):
             return np.zeros(self.n_docs, dtype=np.float64)
-        spans = [slice(int(self.indptr[t]), int(self.indptr[t + 1])) for t in term_ids]
-        docs = np.concatenate([self.indices[s] for s in spans])
-        weights = np.concatenate([self.data[s] for s in spans]).astype(np.float64, copy=False)
-        return np.bincount(docs, weights=weights, minlength=self.n_docs)
+        docs = np.concatenate([self.indices[int(self.indptr[t]) : int(self.indptr[t + 1])] for t in term_ids])
+        return np.bincount(docs, weights=np.concatenate([self.weights(t) for t in term_ids]), minlength=self.n_docs)
 
     def top(self, term_ids: Sequence[int], k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
         """The `k` best (documents, scores) with positive scores, best first, ties by document
@@ -429,38 +548,54 @@ class Postings:
         if not len(term_ids) or not self.nonnegative:
             return None
         unique = sorted(set(term_ids), key=lambda t: (int(self.indptr[t + 1] - self.indptr[t]), t))  # rarest first
-        sizes = np.cumsum([sum(int(self.indptr[t + 1] - self.indptr[t]) for q in term_ids if q == t) for t in unique])
-        split = int(np.searchsorted(sizes, _PRUNE_SHARE * sizes[-1], side="right"))  # rarer terms: this share of the postings
-        if split == 0 or split == len(unique):
-            return None
-        rare = set(unique[:split])
+        sizes = np.cumsum([term_ids.count(t) * int(self.indptr[t + 1] - self.indptr[t]) for t in unique])
+        split = max(1, int(np.searchsorted(sizes, _PRUNE_SHARES[0] * sizes[-1], side="right")))
+        while split < len(unique):
+            found, floor = self._top_past(set(unique[:split]), term_ids, k, allowed)
+            if found is not None:
+                return found
+            # the next try: the fewest more terms whose absence that floor already outweighs (it can
+            # only rise as terms join), else the next share of the postings
+            proven = [s for s in range(split + 1, len(unique)) if floor * (1 - 2 * _SLACK) > self._most(unique[s:], term_ids)]
+            shares = [s for s in (max(1, int(np.searchsorted(sizes, share * sizes[-1], side="right"))) for share in _PRUNE_SHARES) if s > split]
+            split = proven[0] if proven else (shares[0] if shares else len(unique))
+        return None
+
+    def _top_past(self, rare: set[int], term_ids: Sequence[int], k: int,
+                  allowed: np.ndarray | None) -> tuple[tuple[np.ndarray, np.ndarray] | None, float]:
+        """(`top`'s answer, its floor) with `rare` as the terms whose postings are summed whole;
+        (None, the k-th partial score) where the other terms' largest weights might lift a text
+        holding none of `rare` into the top k (0.0 where fewer than k texts hold one of `rare`)."""
         rest = sorted({t for t in term_ids if t not in rare}, key=lambda t: (-float(self.term_max[t]), t))  # largest weight first
         spans = [(int(self.indptr[t]), int(self.indptr[t + 1])) for t in term_ids if t in rare]
         partial = np.bincount(np.concatenate([self.indices[lo:hi] for lo, hi in spans]),
-                              weights=np.concatenate([self.data[lo:hi] for lo, hi in spans]), minlength=self.n_docs)
+                              weights=np.concatenate([self.weights(t) for t in term_ids if t in rare]), minlength=self.n_docs)
         if allowed is not None:
             partial[~allowed] = 0.0
-        docs = np.flatnonzero(partial > 0)
+        docs = np.flatnonzero(partial > 0).astype(self.indices.dtype)
         if len(docs) < k:
-            return None
+            return None, 0.0
         partial = partial[docs]
         # partial sums never exceed final scores; `slack` covers sums taken in another order
         floor = float(np.partition(partial, len(partial) - k)[len(partial) - k])  # the k-th score is at least this
         slack = _SLACK * floor
-        if not floor - slack > self._most(rest, term_ids) + slack:  # a text without a rarer term might reach the top k
-            return None
+        if not floor - slack > self._most(rest, term_ids) + slack:
+            return None, floor
+        seen: dict[int, np.ndarray] = {}  # the common terms' weights looked up so far, one per text in `docs`
         for done in range(len(rest) + 1):  # drop the texts that cannot reach the floor, then look one more term up
             live = partial + self._most(rest[done:], term_ids) + slack >= floor - slack
             docs, partial = docs[live], partial[live]
+            seen = {t: w[live] for t, w in seen.items()}
             if done == len(rest) or len(docs) <= k:
                 break
-            partial = partial + term_ids.count(rest[done]) * self._weights(rest[done], docs)
+            seen[rest[done]] = self._weights(rest[done], docs)
+            partial = partial + term_ids.count(rest[done]) * seen[rest[done]]
             floor = max(floor, float(np.partition(partial, len(partial) - k)[len(partial) - k]))
         scores = np.zeros(len(docs), dtype=np.float64)
         for t in term_ids:  # every term, in query order: the same additions as `scores`
-            scores += self._weights(t, docs)
+            scores += seen[t] if t in seen else self._weights(t, docs)
         order = np.lexsort((docs, -scores))[:k]
-        return docs[order], scores[order]
+        return (docs[order], scores[order]), floor
 
     def _most(self, terms: Sequence[int], query: Sequence[int]) -> float:
         """The most `terms` can add to a text's score, each counted as often as the query asks it."""
@@ -470,11 +605,13 @@ class Postings:
         """Term `term`'s weight in each of `docs` (ascending document numbers), 0.0 where absent."""
         lo, hi = int(self.indptr[term]), int(self.indptr[term + 1])
         postings = self.indices[lo:hi]
-        at = np.minimum(np.searchsorted(postings, docs), hi - lo - 1)
-        return np.where(np.asarray(postings[at]) == docs, self.data[lo:hi][at], 0.0)
+        at = np.minimum(np.searchsorted(postings, docs), hi - lo - 1)  # `docs` in the postings' own dtype: no copy
+        return np.where(postings[at] == docs, self.weights(term, at), 0.0)
 
 
-_PRUNE_SHARE = 0.25  # the rarer terms whose postings, together, are at most this share of the query's
+#: shares of a query's postings the rarer terms may hold, tried in turn: the smallest first (least
+#: to sum), doubled while the bound fails to prove the top k; past a half, every posting is summed
+_PRUNE_SHARES = (1 / 16, 1 / 8, 1 / 4, 1 / 2)
 _SLACK = 1e-9  # relative margin on the bounds: partial sums taken in another order differ in the last bits
 
 

@@ -18,7 +18,8 @@ def bm25s_scores(index: BM25Index, term_ids: list[int]) -> np.ndarray:
     """What 0.1 computed: a bm25s engine holding the index's own weights (as `_compat` set it)."""
     engine = bm25s.BM25(method="robertson", dtype="float64", int_dtype="int64", backend="numpy")
     postings = index._engine
-    engine.scores = {"data": postings.data, "indices": postings.indices, "indptr": postings.indptr,
+    data = np.concatenate([postings.weights(t) for t in range(len(postings.indptr) - 1)])  # each posting's weight
+    engine.scores = {"data": data, "indices": postings.indices.astype(np.int64), "indptr": postings.indptr,
                      "num_docs": postings.n_docs}
     engine.vocab_dict = index.vocab
     engine.nonoccurrence_array = None

@@ -60,7 +60,7 @@ def _interrupt_bm25_save(monkeypatch, index):
 
     def save(self, path):
         original(self, path)
-        (Path(path) / "data.npy").write_bytes(b"")  # half written
+        (Path(path) / "tf.npy").write_bytes(b"")  # half written
         raise Interrupt("while writing BM25")
 
     monkeypatch.setattr(BM25Index, "save", save)

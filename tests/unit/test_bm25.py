@@ -96,7 +96,7 @@ def test_save_load_round_trip_keeps_tokenizer_settings(tmp_path):
 def test_saved_index_has_no_pickle(tmp_path):
     BM25Index().index(["a"], ["hello world"]).save(tmp_path)
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["bm25.json", "data.npy", "indices.npy", "indptr.npy"]
+    assert names == ["bm25.json", "idf.npy", "indices.npy", "indptr.npy", "norms.npy", "term_max.npy", "tf.npy"]
     json.loads((tmp_path / "bm25.json").read_text())
     for name in names[1:]:
         np.load(tmp_path / name, allow_pickle=False)
@@ -224,6 +224,9 @@ def test_pruned_top_k_is_the_summed_top_k_bit_for_bit(tmp_path, method) -> None:
     assert np.array_equal(loaded._engine.term_max, engine.term_max)
 
 
+_ARRAYS = ("indices", "indptr", "tf", "idf", "norms", "term_max")
+
+
 def test_blocks_build_the_same_index_as_one_call() -> None:
     """A corpus streamed in blocks of texts (a generator) gives the same postings, weight for
     weight, as indexing it at once; ids repeated across blocks are refused."""
@@ -232,7 +235,7 @@ def test_blocks_build_the_same_index_as_one_call() -> None:
     ids = [f"d{i}" for i in range(len(docs))]
     whole = BM25Index().index(ids, texts)
     streamed = BM25Index().index_blocks((ids[i : i + 37], texts[i : i + 37]) for i in range(0, len(ids), 37))
-    for name in ("data", "indices", "indptr"):
+    for name in _ARRAYS:
         assert np.array_equal(getattr(whole._engine, name), getattr(streamed._engine, name))
     assert streamed.ids == ids and streamed.vocab == whole.vocab
     with pytest.raises(ValueError, match="duplicate id 'd3'"):
@@ -253,3 +256,56 @@ def test_postings_out_of_order_on_disk_are_refused(tmp_path) -> None:
     np.save(path / "indices.npy", indices, allow_pickle=False)
     with pytest.raises(IndexFileError, match="not in ascending order"):
         BM25Index.load(path)
+
+
+def test_a_build_past_the_heap_limit_spills_to_a_temporary_file_and_gives_the_same_index(monkeypatch, tmp_path) -> None:
+    """Past `_SPILL_BYTES` the build's triples wait in an unnamed file in TMPDIR: the postings are
+    the same, weight for weight, and no file is left behind; a TMPDIR that cannot be written is an
+    error naming it and the fix."""
+    import tempfile
+
+    import contextual_retrieval_core.search.bm25 as bm25
+
+    docs = _heavy_tail_corpus(900, 8)
+    ids = [f"d{i}" for i in range(len(docs))]
+    held = BM25Index().index_token_blocks((ids[i : i + 50], docs[i : i + 50]) for i in range(0, len(ids), 50))
+    monkeypatch.setattr(bm25, "_SPILL_BYTES", 4096)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    spilled = BM25Index().index_token_blocks((ids[i : i + 50], docs[i : i + 50]) for i in range(0, len(ids), 50))
+    for name in _ARRAYS:
+        assert np.array_equal(getattr(held._engine, name), getattr(spilled._engine, name))
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "missing"))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
+    with pytest.raises(OSError, match="point TMPDIR at a disk with room"):
+        BM25Index().index_token_blocks((ids[i : i + 50], docs[i : i + 50]) for i in range(0, len(ids), 50))
+
+
+def test_a_version_1_folder_with_stored_weights_loads_and_answers_to_the_same_bits(tmp_path) -> None:
+    """Folders written before the counts format (format_version 1: each posting's float64 weight
+    in data.npy) load, search and save as they were; their weights are the ones version 2
+    computes from the counts, bit for bit."""
+    import json
+
+    docs = _heavy_tail_corpus(800, 9)
+    index = BM25Index().index_tokens([f"d{i}" for i in range(len(docs))], docs)
+    engine = index._engine
+    folder = index.save(tmp_path / "v2")
+    assert {p.name for p in folder.glob("*.npy")} == {f"{n}.npy" for n in _ARRAYS}
+    old = tmp_path / "v1"
+    old.mkdir()
+    meta = json.loads((folder / "bm25.json").read_text(encoding="utf-8"))
+    meta["format_version"] = 1
+    (old / "bm25.json").write_text(json.dumps(meta), encoding="utf-8")
+    weights = np.concatenate([engine.weights(t) for t in range(len(engine.indptr) - 1)])
+    for name, array in (("data", weights), ("indices", engine.indices), ("indptr", engine.indptr)):
+        np.save(old / f"{name}.npy", array, allow_pickle=False)
+    v1, v2 = BM25Index.load(old), BM25Index.load(folder)
+    assert v1._engine.data is not None and v2._engine.data is None
+    assert np.array_equal(v1._engine.term_max, engine.term_max)
+    for terms in (["w0", "w5"], ["w1", "w300", "w2", "w2"], ["w399"]):
+        assert v1.search(terms, 40) == v2.search(terms, 40) == index.search(terms, 40)
+        assert np.array_equal(v1.get_scores(terms), v2.get_scores(terms))
+    v1.save(tmp_path / "again")
+    assert json.loads((tmp_path / "again" / "bm25.json").read_text(encoding="utf-8"))["format_version"] == 1
