@@ -239,10 +239,10 @@ class BM25Index:
             "ids": self.ids,
             "vocab": terms,
         }
-        if engine.data is not None:  # an index loaded from a version 1 folder keeps its weights
-            meta["format_version"] = 1
+        version = 1 if engine.data is not None else _FORMAT_VERSION  # a version 1 folder's index keeps its weights
+        meta["format_version"] = version
         (path / "bm25.json").write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
-        names = _FILES[int(meta["format_version"])]
+        names = _FILES[version]
         for name in names:
             np.save(path / f"{name}.npy", getattr(engine, name), allow_pickle=False)
         for stale in set(_FILES[1] + _FILES[2]) - set(names):
