@@ -221,3 +221,24 @@ def test_chunk_fit_figures_are_the_scripts():
     before, fitted = cells["characters (before)"], cells["fitted (now)"]
     fall = " / ".join(f"{before[f'span_pass@{k}'] - fitted[f'span_pass@{k}']:.2f}" for k in (5, 10, 20))
     assert f"by {fall} points" in section
+
+
+def test_scale_and_bm25_pruning_figures_are_the_scripts():
+    """Issue 33's table rows in RESULTS.md and docs/scaling-out.md are scale_1m.json's and
+    bm25_pruning.json's numbers, and the 1M row meets the issue's targets."""
+    section = RESULTS.split("## Scale with the IVF index (issue 33)")[1].split("\n## ")[0]
+    for r in load("scale_1m.json")["sizes"]:
+        row = (f"{r['n']:,}".ljust(11) + f"IVF    {r['build_s']:5.1f} ({r['bm25_build_s']:.1f} + {r['dense_build_s']:.1f})")
+        assert row in section, row
+        assert re.search(rf"{r['peak_rss_mb']:.0f} MB\s+{r['query_process_peak_rss_mb']:.0f} MB\s+{r['disk_mb']}", section)
+        assert f"{r['hybrid_p50_ms']:.2f}" in section and f"| {r['dense_recall_at_150']}" in section
+        if r["n"] == 1_000_000:
+            assert r["peak_rss_mb"] <= 3072 and r["query_process_peak_rss_mb"] <= 1536 and r["build_s"] <= 300
+            assert r["hybrid_p50_ms"] <= 20 and r["dense_recall_at_150"] >= 0.97
+            page = ALL_PAGES["scaling-out.md"]
+            assert f"| {r['hybrid_p50_ms']:.1f} ms |" in page and f"| {r['query_process_peak_rss_mb'] / 1000:.2f} GB |" in page
+    for r in load("bm25_pruning.json")["sizes"]:
+        assert r["identical"] and r["proved"] == r["queries"]
+        row = (f"| {r['n']:,} | {r['before_p50_ms']:.2f} / {r['before_p95_ms']:.2f} | {r['now_p50_ms']:.2f} / {r['now_p95_ms']:.2f} "
+               f"| {r['ratio_p50_before_over_now']:.2f}x | {r['proved']} / {r['queries']} | {r['disk_mb_before']:.0f} → {r['disk_mb_now']:.0f} MB |")
+        assert row in section, row
