@@ -604,6 +604,8 @@ class Postings:
     def _weights(self, term: int, docs: np.ndarray) -> np.ndarray:
         """Term `term`'s weight in each of `docs` (ascending document numbers), 0.0 where absent."""
         lo, hi = int(self.indptr[term]), int(self.indptr[term + 1])
+        if hi == lo:  # a term with no postings (a version 1 folder may hold one)
+            return np.zeros(len(docs), dtype=np.float64)
         postings = self.indices[lo:hi]
         at = np.minimum(np.searchsorted(postings, docs), hi - lo - 1)  # `docs` in the postings' own dtype: no copy
         return np.where(postings[at] == docs, self.weights(term, at), 0.0)

@@ -309,3 +309,26 @@ def test_a_version_1_folder_with_stored_weights_loads_and_answers_to_the_same_bi
         assert np.array_equal(v1.get_scores(terms), v2.get_scores(terms))
     v1.save(tmp_path / "again")
     assert json.loads((tmp_path / "again" / "bm25.json").read_text(encoding="utf-8"))["format_version"] == 1
+
+
+def test_pruning_over_postings_with_an_empty_term_row() -> None:
+    """Postings built by hand (or read from a version 1 folder) may hold a term without postings:
+    the pruned top k still equals sorting the summed scores."""
+    from contextual_retrieval_core.search.bm25 import Postings
+
+    rng = np.random.default_rng(12)
+    n_docs = 400
+    rows = [np.sort(rng.choice(n_docs, size=s, replace=False)) for s in (3, 0, 40, 300, 390)]  # term 1 is empty
+    weights = [rng.random(len(r)) * w for r, w in zip(rows, (5.0, 1.0, 3.0, 0.2, 0.05))]
+    postings = Postings(np.concatenate(weights), np.concatenate(rows).astype(np.int32), np.cumsum([0] + [len(r) for r in rows]), n_docs)
+    proved = 0
+    for terms in ([0, 1, 2, 3, 4], [1, 3, 4], [2, 1, 4, 4]):
+        scores = postings.scores(terms)
+        positive = np.flatnonzero(scores > 0)
+        for k in (1, 10, 50):
+            want = positive[np.lexsort((positive, -scores[positive]))][:k]
+            got = postings.top(terms, k)
+            if got is not None:
+                proved += 1
+                assert got[0].tolist() == want.tolist() and got[1].tolist() == scores[want].tolist()
+    assert proved >= 3
