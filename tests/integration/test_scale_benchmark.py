@@ -46,7 +46,9 @@ def test_embedding_like_vectors_follow_the_real_ones(scale) -> None:
     rng = np.random.default_rng(0)
     real = rng.standard_normal((50, 16)).astype(np.float32)
     real /= np.linalg.norm(real, axis=1, keepdims=True)
-    made = scale.embedding_like(400, real, rng)
+    blocks = list(scale.embedding_like(250_000, real, rng))  # blocks of 100,000, the last one short
+    assert [len(b) for b in blocks] == [100_000, 100_000, 50_000]
+    made = blocks[2][:400]
     assert made.shape == (400, 16) and made.dtype == np.float32
     assert np.allclose(np.linalg.norm(made, axis=1), 1.0, atol=1e-5)
     # each synthetic vector lies nearer its closest real vector than random unit vectors do
