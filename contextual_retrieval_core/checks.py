@@ -15,7 +15,9 @@ Example:
 from __future__ import annotations
 
 import json
+import os
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -129,3 +131,36 @@ def read_json(file: Path) -> object:
         return json.loads(file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise IndexFileError(file, f"not readable JSON ({type(exc).__name__}: {exc})") from None
+
+
+def mapped_file(array: np.ndarray) -> tuple[Path, int] | None:
+    """(file, byte offset) of a C-ordered memory map of a whole ``.npy`` file's rows, else None (an
+    array in memory, or a slice of a map, whose offset numpy does not move)."""
+    if not (isinstance(array, np.memmap) and array.filename and array.flags.c_contiguous):
+        return None
+    if os.path.getsize(array.filename) != int(array.offset) + array.nbytes:
+        return None
+    return Path(array.filename), int(array.offset)
+
+
+def read_blocks(array: np.ndarray, rows: int) -> Iterator[tuple[int, np.ndarray]]:
+    """(first row, rows) blocks of `array`, `rows` at a time. A memory map of a whole ``.npy`` is
+    read through its file, so the pages read do not stay resident in the process (reading a large
+    index to check or build it leaves the process small); a file shorter than its header says is an
+    `IndexFileError` naming it."""
+    rows = max(1, int(rows))
+    source = mapped_file(array)
+    if source is None:
+        yield from ((start, np.asarray(array[start : start + rows])) for start in range(0, len(array), rows))
+        return
+    path, offset = source
+    shape = array.shape[1:]
+    per_row = int(np.prod(shape, dtype=np.int64))
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        for start in range(0, len(array), rows):
+            count = min(rows, len(array) - start)
+            block = np.fromfile(fh, dtype=array.dtype, count=count * per_row)
+            if block.size != count * per_row:
+                raise IndexFileError(path, "truncated")
+            yield start, block.reshape((count, *shape))

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -33,7 +32,15 @@ from typing import Any
 
 import numpy as np
 
-from contextual_retrieval_core.checks import IndexFileError, finite_vectors, not_a_string, positive_int, read_json
+from contextual_retrieval_core.checks import (
+    IndexFileError,
+    finite_vectors,
+    mapped_file,
+    not_a_string,
+    positive_int,
+    read_blocks,
+    read_json,
+)
 
 __all__ = ["IVFIndex", "IVFParams", "load_faiss"]
 
@@ -291,29 +298,13 @@ _BLOCK_BYTES = 64 << 20  # rows read at a time while building: 64 MB of them
 
 
 def _row_blocks(matrix: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
-    """(first row, rows) blocks of a 2-D array. A memory-mapped ``.npy`` is read through its file,
-    so the pages a build has read do not stay resident in the process."""
-    step = max(1, _BLOCK_BYTES // max(1, matrix.shape[1] * matrix.dtype.itemsize))
-    source = _file_of(matrix)
-    if source is None:
-        for start in range(0, len(matrix), step):
-            yield start, np.asarray(matrix[start : start + step])
-        return
-    path, offset = source
-    width = matrix.shape[1] * matrix.dtype.itemsize
-    with open(path, "rb") as fh:
-        for start in range(0, len(matrix), step):
-            count = min(step, len(matrix) - start)
-            fh.seek(offset + start * width)
-            block = np.fromfile(fh, dtype=matrix.dtype, count=count * matrix.shape[1])
-            if block.size != count * matrix.shape[1]:
-                raise IndexFileError(Path(path), "truncated", "write the vectors again")
-            yield start, block.reshape(count, matrix.shape[1])
+    """(first row, rows) blocks of a 2-D array, 64 MB at a time (`checks.read_blocks`)."""
+    return read_blocks(matrix, _BLOCK_BYTES // max(1, matrix.shape[1] * matrix.dtype.itemsize))
 
 
 def _take(matrix: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """`matrix[rows]` (rows sorted), read through the file for a memory-mapped ``.npy``."""
-    source = _file_of(matrix)
+    source = mapped_file(matrix)
     if source is None:
         return np.asarray(matrix[rows])
     path, offset = source
@@ -324,12 +315,3 @@ def _take(matrix: np.ndarray, rows: np.ndarray) -> np.ndarray:
             fh.seek(offset + row * width)
             out[i] = np.fromfile(fh, dtype=matrix.dtype, count=matrix.shape[1])
     return out
-
-
-def _file_of(matrix: np.ndarray) -> tuple[str, int] | None:
-    """(file, byte offset) of a C-ordered memory map of a whole file's rows, else None."""
-    if not (isinstance(matrix, np.memmap) and matrix.filename and matrix.flags.c_contiguous):
-        return None
-    if os.path.getsize(matrix.filename) != int(matrix.offset) + matrix.nbytes:  # a slice of a map keeps the map's offset
-        return None
-    return str(matrix.filename), int(matrix.offset)

@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from contextual_retrieval_core.checks import IndexFileError, not_a_string, positive_int, read_json, string_list
+from contextual_retrieval_core.checks import IndexFileError, not_a_string, positive_int, read_blocks, read_json, string_list
 from contextual_retrieval_core.chunking.tokenizer import Tokenizer, TokenizerConfig
 
 __all__ = ["BM25Index", "Postings", "save_with_records", "load_with_records", "BM25Method"]
@@ -409,21 +409,6 @@ def _load_array(file: Path) -> np.ndarray:
     return array
 
 
-def _blocks(file: Path | None, array: np.ndarray) -> Iterable[tuple[int, np.ndarray]]:
-    """A 1-D array's entries in (offset, block) pairs; a mapped one is read from the file rather
-    than through the map, so checking a large index does not leave all of it resident in the process."""
-    if file is None or not isinstance(array, np.memmap):
-        yield from ((i, np.asarray(array[i : i + _CHECK_BLOCK])) for i in range(0, array.size, _CHECK_BLOCK))
-        return
-    with open(file, "rb") as fh:
-        fh.seek(int(array.offset))
-        for start in range(0, array.size, _CHECK_BLOCK):
-            block = np.fromfile(fh, dtype=array.dtype, count=min(_CHECK_BLOCK, array.size - start))
-            if block.size == 0:
-                raise IndexFileError(file, "truncated")
-            yield start, block
-
-
 def _checked_postings(path: Path, arrays: dict[str, np.ndarray], n_docs: int, n_terms: int) -> Postings:
     """The term-major sparse matrix, checked whole: shapes agree, document numbers are in range
     and ascending within each term, counts are positive and every number is finite. A version 1
@@ -446,7 +431,7 @@ def _checked_postings(path: Path, arrays: dict[str, np.ndarray], n_docs: int, n_
     if indptr[0] != 0 or indptr[-1] != indices.size or np.any(np.diff(indptr) < 0):
         raise IndexFileError(path / "indptr.npy", f"offsets are not ordered from 0 to {indices.size} (the size of indices.npy)")
     previous = -1
-    for offset, block in _blocks(path / "indices.npy", indices):
+    for offset, block in read_blocks(indices, _CHECK_BLOCK):
         if block.min() < 0 or block.max() >= n_docs:
             raise IndexFileError(path / "indices.npy", f"a document number outside 0..{n_docs - 1} (bm25.json lists {n_docs} ids)")
         steps = np.diff(block, prepend=previous)
@@ -463,10 +448,10 @@ def _checked_postings(path: Path, arrays: dict[str, np.ndarray], n_docs: int, n_
                     raise IndexFileError(path / "data.npy", "a weight is NaN or infinite")
                 yield offset, block
 
-        term_max, low = _term_bounds(finite(_blocks(path / "data.npy", data)), indptr)
+        term_max, low = _term_bounds(finite(read_blocks(data, _CHECK_BLOCK)), indptr)
         return Postings(_plain(data), _plain(indices), np.asarray(indptr), n_docs, term_max, low >= 0.0)
     tf = need("tf", "u", indices.size)
-    for _, block in _blocks(path / "tf.npy", tf):
+    for _, block in read_blocks(tf, _CHECK_BLOCK):
         if block.min() == 0:
             raise IndexFileError(path / "tf.npy", "a term count of 0 (every posting counts its term at least once)")
     idf, norms, term_max = (np.asarray(need(name, "f", size)) for name, size in (("idf", n_terms), ("norms", n_docs), ("term_max", n_terms)))

@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("faiss", reason="faiss-cpu is not installed: pip install 'contextual-retrieval-kit[ann]'")
 
-from contextual_retrieval_core.checks import IndexFileError  # noqa: E402
+from contextual_retrieval_core.checks import IndexFileError, mapped_file  # noqa: E402
 from contextual_retrieval_core.dense.hnsw import ANN_THRESHOLD, HNSWIndex, HNSWParams, dense_index, load_dense_index  # noqa: E402
 from contextual_retrieval_core.dense.ivf import IVFIndex, IVFParams  # noqa: E402
 from contextual_retrieval_core.dense.vectors import VectorIndex  # noqa: E402
@@ -144,7 +144,7 @@ def test_ivf_builds_from_a_memory_mapped_file_a_block_at_a_time(tmp_path, monkey
     ids, vectors, queries = _clustered(11, 3000, 20)
     np.save(tmp_path / "v.npy", vectors.astype(np.float32), allow_pickle=False)
     mapped = np.load(tmp_path / "v.npy", mmap_mode="r")
-    assert ivf._file_of(mapped) is not None and ivf._file_of(mapped[1000:]) is None
+    assert mapped_file(mapped) is not None and mapped_file(mapped[1000:]) is None
     monkeypatch.setattr(ivf, "_BLOCK_BYTES", 64 * 4 * 700)  # several blocks of each, the last one short
     params = IVFParams(depth=50)
     in_memory, on_disk = IVFIndex(ids, vectors, params=params), IVFIndex(ids, mapped, params=params)
