@@ -53,22 +53,12 @@ def zipf_probs(vocab_size: int, exponent: float) -> np.ndarray:
     return weights / weights.sum()
 
 
-def make_corpus(
-    n_docs: int,
-    *,
-    vocab_size: int = 50_000,
-    exponent: float = 1.1,
-    mean_len: float = 120.0,
-    sd_len: float = 30.0,
-    min_len: int = 10,
-    max_len: int = 400,
-    seed: int = SEED,
-) -> tuple[list[str], list[list[str]], np.ndarray]:
-    """(ids, token lists, term probabilities): Zipf-distributed terms, normal lengths (clipped)."""
+def make_corpus(n_docs: int, *, vocab_size: int = 50_000, exponent: float = 1.1, **options) -> tuple[list[str], list[list[str]], np.ndarray]:
+    """(ids, token lists, term probabilities): `iter_corpus`'s corpus (Zipf-distributed terms,
+    normal lengths, clipped; the same `options`), held whole."""
     ids: list[str] = []
     tokens: list[list[str]] = []
-    for block_ids, block_tokens in iter_corpus(n_docs, vocab_size=vocab_size, exponent=exponent, mean_len=mean_len,
-                                               sd_len=sd_len, min_len=min_len, max_len=max_len, seed=seed):
+    for block_ids, block_tokens in iter_corpus(n_docs, vocab_size=vocab_size, exponent=exponent, **options):
         ids.extend(block_ids)
         tokens.extend(block_tokens)
     return ids, tokens, zipf_probs(vocab_size, exponent)

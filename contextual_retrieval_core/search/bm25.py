@@ -168,12 +168,12 @@ class BM25Index:
 
     def get_scores(self, query: str | Sequence[str]) -> np.ndarray:
         """BM25 scores of every indexed text for a query (text, or a list of terms)."""
-        engine = self._require()
+        return self._require().scores(self._term_ids(query))
+
+    def _term_ids(self, query: str | Sequence[str]) -> list[int]:
+        """The query's indexed terms (tokenized when it is text), repeats kept, in query order."""
         terms = self.tokenizer.tokenize(query) if isinstance(query, str) else string_list("query", query, "terms")
-        term_ids = [self.vocab[t] for t in terms if t in self.vocab]
-        if not term_ids:
-            return np.zeros(len(self.ids), dtype=np.float64)
-        return engine.scores(term_ids)
+        return [self.vocab[t] for t in terms if t in self.vocab]
 
     def mask(self, keep: Callable[[str], Any]) -> np.ndarray:
         """`search`'s `allowed` from a predicate on the indexed ids (a metadata filter, say)."""
@@ -197,8 +197,7 @@ class BM25Index:
             allowed = np.asarray(allowed, dtype=bool)
             if allowed.shape != (len(self.ids),):
                 raise ValueError(f"allowed has {allowed.size} entries for {len(self.ids)} indexed texts; pass one per id")
-        terms = self.tokenizer.tokenize(query) if isinstance(query, str) else string_list("query", query, "terms")
-        term_ids = [self.vocab[t] for t in terms if t in self.vocab]
+        term_ids = self._term_ids(query)
         top = engine.top(term_ids, k, allowed)
         if top is not None:
             return [(self.ids[i], float(score)) for i, score in zip(*top)]
