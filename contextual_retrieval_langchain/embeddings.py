@@ -75,6 +75,10 @@ def _cached(embedder: Any, cache_path: str | os.PathLike | None) -> Any:
 class LocalMiniLMEmbeddings(EmbedderEmbeddings):
     """The offline default: all-MiniLM-L6-v2 (int8 ONNX, 384 dimensions) on the CPU, no network.
 
+    A text longer than the model's 256 tokens is embedded as its first 256 here, without a
+    warning: `ContextualEnsembleRetriever.from_documents` and `WindowedVectorStore` embed the rest
+    as window rows (their default).
+
     Args:
         cache_path: an SQLite embedding cache (`CachedEmbedder`); None for no cache.
         batch_size: texts per onnxruntime call.
@@ -89,7 +93,8 @@ class LocalMiniLMEmbeddings(EmbedderEmbeddings):
         if "embedder" not in kwargs:
             from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
 
-            kwargs["embedder"] = _cached(LocalMiniLMEmbedder(batch_size=batch_size), cache_path)
+            # no truncation warning: ContextualEnsembleRetriever.from_documents embeds long chunks whole
+            kwargs["embedder"] = _cached(LocalMiniLMEmbedder(batch_size=batch_size, warn_truncated=False), cache_path)
         super().__init__(**kwargs)
 
 

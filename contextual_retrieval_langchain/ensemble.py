@@ -29,6 +29,7 @@ from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 from typing_extensions import override
 
 from contextual_retrieval_core.checks import is_blank, positive_int, renamed_keyword
+from contextual_retrieval_core.dense.window_rows import requested_windows
 from contextual_retrieval_core.dense.windows import WindowConfig
 from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_core.search.flow import QueryFlow
@@ -144,7 +145,7 @@ class ContextualEnsembleRetriever(FusionFields):
         *,
         vectorstore: VectorStore | None = None,
         id_key: str = CHUNK_ID_KEY,
-        windows: WindowConfig | None = None,
+        windows: WindowConfig | bool | None = None,
         **kwargs: Any,
     ) -> ContextualEnsembleRetriever:
         """The default pair: a vector store retriever ("dense") and a `ContextualBM25Retriever` ("bm25").
@@ -154,14 +155,17 @@ class ContextualEnsembleRetriever(FusionFields):
             embeddings: LangChain `Embeddings` for a new embedded Chroma collection (e.g.
                 `LocalMiniLMEmbeddings()`); not needed when `vectorstore` is given.
             vectorstore: a vector store that already holds `documents` under the same ids.
-            windows: a core `WindowConfig`: chunks longer than the embeddings' window are stored
-                as overlapping windows (extra rows pointing at their chunk, each with the
-                chunk's context) and the dense side returns each chunk once, at its best
-                window's score (`WindowedVectorStore` around the store).
+            windows: chunks longer than the embeddings' window are embedded whole, the windows
+                past it stored as extra rows pointing at their chunk, each with the chunk's
+                context, and the dense side returns each chunk once, at its best row's score
+                (`WindowedVectorStore` around the store). None (default): so when this builds
+                the store (no `vectorstore`); True or a core `WindowConfig`: so, around the given
+                store too; False: one row per chunk, truncated at the window.
             **kwargs: fields of this class (weights, k, depth, reranker, config, ...).
         """
         docs = list(documents)
         given = vectorstore is not None
+        windows = requested_windows(WindowConfig() if windows is None and not given else windows, None)
         if vectorstore is None:
             if embeddings is None:
                 raise ValueError("pass embeddings= (e.g. LocalMiniLMEmbeddings()) or a vectorstore= holding the documents")

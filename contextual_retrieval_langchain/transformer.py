@@ -50,8 +50,9 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
 
     - whole documents: ``transformer.transform_documents(documents)``, split by `text_splitter`
       (any LangChain text splitter or document transformer), or without one by the library's
-      chunker (as ``contextual-retrieval index`` cuts: code at definitions, then statements; each
-      chunk, with its context, within `embeddings`' window);
+      chunker (as ``contextual-retrieval index`` cuts: code at definitions, then statements, 800
+      characters at most; with `fit_chunks`, each chunk, with its context, within `embeddings`'
+      window);
     - already-split chunks and their parents: ``transform_documents(chunks, parents=whole_docs)``,
       each chunk naming its parent by ``metadata[parent_id_key]``; `parents` maps parent id to
       the whole Document (or its text), or is a list of whole Documents, whose ids are their
@@ -63,9 +64,13 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
             `RecursiveCharacterTextSplitter`), document transformer, or header splitter
             (`MarkdownHeaderTextSplitter`, `HTMLHeaderTextSplitter`: its pieces keep the document's
             metadata plus the headers). None (default): the library's chunker.
-        embeddings: the embedding the chunks will get, for the default chunker's window
-            (`EmbedderEmbeddings` or any object exposing `max_tokens` and `count_tokens`; default:
-            the library's offline MiniLM, 256 tokens); unused with a `text_splitter`.
+        fit_chunks: the library's chunker also keeps each chunk, with its context, within
+            `embeddings`' window: more, shorter chunks, so more LLM requests (default False: a
+            chunk longer than the window is embedded whole by the library's embeddings); unused
+            with a `text_splitter`.
+        embeddings: the embedding the chunks will get, for `fit_chunks` (`EmbedderEmbeddings` or
+            any object exposing `max_tokens` and `count_tokens`; default: the library's offline
+            MiniLM, 256 tokens).
         generator: a core `ContextGenerator` (default: the offline `StructuralContextGenerator`).
         llm: a LangChain chat model to write the contexts instead (`ChatAnthropic` gets prompt
             caching); give `generator` or `llm`, not both.
@@ -127,6 +132,7 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     text_splitter: Any | None = None
+    fit_chunks: bool = False
     embeddings: Any | None = None
     generator: Any | None = None
     llm: Any | None = None
@@ -271,7 +277,7 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
             from contextual_retrieval_core.contextualize.fit import chunk_to_fit
             from contextual_retrieval_core.factories import default_window
 
-            window = default_window(self.embeddings)
+            window = default_window(self.embeddings) if self.fit_chunks else None
             generator = self.contextualizer.generator
             for doc, core in zip(originals, docs):
                 path = str(doc.metadata.get(self.parent_id_key) or core.id)

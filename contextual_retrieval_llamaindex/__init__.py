@@ -1,7 +1,8 @@
 """LlamaIndex parts for contextual retrieval: thin adapters over the `contextual_retrieval_core` core.
 
 - `ContextualNodeParser`: split whole Documents with any node parser and situate every chunk.
-- `FittedSplitter`: its default node parser, the library's chunker fitted to the embedding's window.
+- `StructureSplitter`: its default node parser, the library's chunker (definitions and headings first);
+  `FittedSplitter`: the same fitted to the embedding's window (more chunks, more LLM requests).
 - `ContextualBM25Retriever`: contextual BM25 (the core index) as a retriever.
 - `HybridRetriever`: any retrievers fused with weighted RRF, optionally reranked.
 - `ContextualRerank`: Cohere (default), Voyage or any core reranker as a node postprocessor.
@@ -28,7 +29,7 @@ from contextual_retrieval_llamaindex.llm import llm_context_generator
 from contextual_retrieval_llamaindex.node_parser import ContextualNodeParser
 from contextual_retrieval_llamaindex.pruning import ContextPruningPostprocessor, LLMCompressorPostprocessor
 from contextual_retrieval_llamaindex.rerank import ContextualRerank
-from contextual_retrieval_llamaindex.splitter import FittedSplitter
+from contextual_retrieval_llamaindex.splitter import FittedSplitter, StructureSplitter
 
 __all__ = [
     "ContextPruningPostprocessor",
@@ -38,6 +39,7 @@ __all__ = [
     "ContextualVoyageEmbedding",
     "CoreEmbedding",
     "FittedSplitter",
+    "StructureSplitter",
     "HybridRetriever",
     "LateChunkingEmbedding",
     "LLMCompressorPostprocessor",

@@ -72,7 +72,9 @@ class CoreEmbedding(BaseEmbedding):
 class LocalMiniLMEmbedding(CoreEmbedding):
     """The offline default: all-MiniLM-L6-v2 (int8 ONNX, 384-d) shipped in a PyPI package; no
     download, no key. Wraps the core `LocalMiniLMEmbedder`; `cache_path` adds the core's SQLite
-    embedding cache, so re-indexing never re-embeds a text.
+    embedding cache, so re-indexing never re-embeds a text. A node longer than the model's 256
+    tokens is embedded as its first 256 here, without a warning: `HybridRetriever.from_defaults`
+    adds the rest as window entries (its default `windows`).
 
     Example:
         >>> len(LocalMiniLMEmbedding().get_query_embedding("what is BM25?"))
@@ -84,7 +86,7 @@ class LocalMiniLMEmbedding(CoreEmbedding):
     def __init__(self, cache_path: str | None = None, **kwargs: Any) -> None:
         from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
 
-        embedder: Any = LocalMiniLMEmbedder()
+        embedder: Any = LocalMiniLMEmbedder(warn_truncated=False)  # HybridRetriever embeds long nodes whole
         if cache_path is not None:
             from contextual_retrieval_core.embeddings.cache import CachedEmbedder
 

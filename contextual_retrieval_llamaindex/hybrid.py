@@ -13,6 +13,7 @@ from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import MetadataFilters
 
 from contextual_retrieval_core.checks import is_blank, renamed_keyword
+from contextual_retrieval_core.dense.window_rows import WINDOW_OF_KEY, requested_windows
 from contextual_retrieval_core.dense.windows import WindowConfig
 from contextual_retrieval_core.rerank.base import Reranker
 from contextual_retrieval_core.search.config import FusionConfig
@@ -144,7 +145,7 @@ class HybridRetriever(BaseRetriever):
         config: FusionConfig | None = None,
         filters: MetadataFilters | None = None,
         candidates: int | None = None,
-        windows: WindowConfig | None = None,
+        windows: WindowConfig | bool | None = None,
         **kwargs: Any,
     ) -> HybridRetriever:
         """Vector retriever of `index` (a `VectorStoreIndex`, named "dense") + contextual BM25
@@ -156,11 +157,14 @@ class HybridRetriever(BaseRetriever):
         apply to both sides: the vector store filters its own search, and BM25 searches under the
         same filters as a mask, so each side returns its best `depth` matching nodes. A `bm25`
         given with `filters` must be a `ContextualBM25Retriever` holding the same filters.
-        `windows` (a core `WindowConfig`): nodes longer than the embedding model's window get
-        their windows written into the index's vector store as extra entries pointing at the
-        node, and the vector side returns each node once at its best window's score
-        (`WindowedVectorRetriever`; needs `nodes`, or the docstore's). Other keyword arguments
-        are the constructor's.
+        `windows`: nodes longer than the embedding model's window are embedded whole: the windows
+        past the window are written into the index's vector store as extra entries pointing at
+        the node (embedded each time this is called: give the embedding model a cache, e.g.
+        `LocalMiniLMEmbedding(cache_path=...)`), and the vector side returns each node once at its
+        best entry's score (`WindowedVectorRetriever`). None (default): so whenever the nodes are
+        known (`nodes`, or the index's docstore); True or a core `WindowConfig`: so, and
+        ValueError without the nodes; False: each node as the index embedded it, truncated at
+        the window. Other keyword arguments are the constructor's.
         """
         from contextual_retrieval_llamaindex.bm25 import ContextualBM25Retriever
 
@@ -171,6 +175,16 @@ class HybridRetriever(BaseRetriever):
                 f"filters must be llama_index MetadataFilters, got {type(filters).__name__}; e.g. "
                 "MetadataFilters(filters=[MetadataFilter(key='team', value='web')])"
             )
+        if filters is not None and bm25 is not None and not (isinstance(bm25, ContextualBM25Retriever) and bm25.filters == filters):
+            raise ValueError(
+                "filters= was given with a bm25 retriever that does not hold them: build it with "
+                "ContextualBM25Retriever(nodes, filters=filters), or leave bm25=None and from_defaults builds it"
+            )
+        if windows is None:  # the default: windows where the nodes are known
+            held = getattr(getattr(index, "docstore", None), "docs", {})
+            known = bool(nodes) or any(WINDOW_OF_KEY not in n.metadata for n in held.values())
+            windows = WindowConfig() if known else False
+        windows = requested_windows(windows, None)
         if windows is not None and not nodes:
             from contextual_retrieval_llamaindex.windows import index_nodes
 
@@ -178,11 +192,6 @@ class HybridRetriever(BaseRetriever):
         if bm25 is None:
             bm25 = ContextualBM25Retriever.from_defaults(
                 nodes=nodes, index=None if nodes else index, similarity_top_k=depth, filters=filters
-            )
-        elif filters is not None and not (isinstance(bm25, ContextualBM25Retriever) and bm25.filters == filters):
-            raise ValueError(
-                "filters= was given with a bm25 retriever that does not hold them: build it with "
-                "ContextualBM25Retriever(nodes, filters=filters), or leave bm25=None and from_defaults builds it"
             )
         vector = index.as_retriever(similarity_top_k=depth, filters=filters)
         if windows is not None:

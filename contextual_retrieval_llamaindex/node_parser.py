@@ -25,7 +25,7 @@ from contextual_retrieval_core.types import Chunk, ContextPosition, Document, di
 from contextual_retrieval_llamaindex._convert import set_context
 from contextual_retrieval_llamaindex.crops import crop_nodes, image_batch, is_image_input
 from contextual_retrieval_llamaindex.llm import as_context_generator
-from contextual_retrieval_llamaindex.splitter import FittedSplitter
+from contextual_retrieval_llamaindex.splitter import FittedSplitter, StructureSplitter
 
 __all__ = ["ContextualNodeParser"]
 
@@ -62,10 +62,10 @@ class ContextualNodeParser(NodeParser):
     Args:
         generator: a core `ContextGenerator` (default: the offline `StructuralContextGenerator`)
             or any LlamaIndex `LLM` (llama-index's `Anthropic` gets prompt caching).
-        node_parser: the splitter (default: `FittedSplitter(embed_model)`, the library's chunker:
-            every chunk, with its context and rendered metadata, fits the embedder's window).
-        embed_model: the embedding the nodes will get, for the default splitter's window
-            (default: the library's offline MiniLM); unused with your own `node_parser`.
+        node_parser: the splitter (default: `StructureSplitter()`, the library's chunker:
+            definitions and headings first, 800 characters at most, one LLM request a chunk;
+            `FittedSplitter(embed_model)` also fits every chunk, with its context and rendered
+            metadata, to the embedder's window, at the price of more chunks and requests).
         store: a `ContextStore` or a path to one (default: the core's rule: a file under
             ~/.cache for LLM generators, in memory otherwise).
         prompt: the situating prompt for LlamaIndex LLMs (core generators carry their own).
@@ -111,7 +111,7 @@ class ContextualNodeParser(NodeParser):
         Revenue grew 3%.
     """
 
-    node_parser: SerializeAsAny[NodeParser] = Field(default_factory=FittedSplitter, description="The splitter run first.")
+    node_parser: SerializeAsAny[NodeParser] = Field(default_factory=StructureSplitter, description="The splitter run first.")
     store_path: str | None = Field(default=None, description="The context store's file (None: the default).")
     concurrency: int = Field(default=8, ge=1, description="Requests in flight at once.")
     mode: Literal["realtime", "batch"] = Field(default="realtime", description="'realtime' or 'batch'.")
@@ -153,14 +153,13 @@ class ContextualNodeParser(NodeParser):
         *,
         prompt: ContextPrompt = DEFAULT_PROMPT,
         crop_generator: Any = None,
-        embed_model: Any = None,
         **kwargs: Any,
     ) -> None:
         wanted_crop_id = kwargs.pop("crop_generator_id", None)
         if node_parser is not None:
             kwargs["node_parser"] = node_parser
         elif "node_parser" not in kwargs:
-            kwargs["node_parser"] = FittedSplitter(embed_model)
+            kwargs["node_parser"] = StructureSplitter()
         if isinstance(store, ContextStore):
             kwargs["store_path"] = str(store.path)
         elif store is not None:
@@ -179,7 +178,7 @@ class ContextualNodeParser(NodeParser):
                 "e.g. ContextualNodeParser.from_dict(data, generator=AnthropicContextGenerator())"
             )
         self._generator = gen
-        if isinstance(self.node_parser, FittedSplitter):
+        if isinstance(self.node_parser, StructureSplitter):
             self.node_parser.use_generator(gen, self.structural_header)
         if isinstance(store, ContextStore):
             context_store: ContextStore | str | None = store
@@ -201,8 +200,9 @@ class ContextualNodeParser(NodeParser):
     @field_validator("node_parser", mode="before")
     @classmethod
     def _load_node_parser(cls, value: Any) -> Any:
-        if isinstance(value, dict) and value.get("class_name") == FittedSplitter.class_name():
-            return FittedSplitter(**{k: v for k, v in _without_id_func(value).items() if k != "class_name"})
+        ours = {c.class_name(): c for c in (StructureSplitter, FittedSplitter)}
+        if isinstance(value, dict) and value.get("class_name") in ours:
+            return ours[value["class_name"]](**{k: v for k, v in _without_id_func(value).items() if k != "class_name"})
         return load_parser(_without_id_func(value)) if isinstance(value, dict) else value
 
     @classmethod

@@ -1,9 +1,9 @@
 """Windowed contextual embeddings on a LlamaIndex vector index: a node's windows as extra entries.
 
 A node whose indexed text (context + chunk) is longer than the embedding model's window is
-embedded as overlapping windows, each with the node's context (the core's `windows` and
-`window_rows`): the node's own entry in the vector store gets its first window's vector, and
-each further window is an extra entry ``<node id> + WINDOW_MARK + n`` (a TextNode with the
+embedded whole (the core's `windows` and `window_rows`): the node's own entry in the vector
+store keeps the vector of its text as the model reads it (its first window), and each further
+overlapping window, with the node's context, is an extra entry ``<node id> + WINDOW_MARK + n`` (a TextNode with the
 node's metadata, ``window_of`` = the node id, and its source relationship, so deleting the
 document deletes its windows too). `WindowedVectorRetriever` searches deep enough to cover the
 extra entries and returns each node once, at its best window's score: the ranking
@@ -58,7 +58,7 @@ def add_windows(index: Any, nodes: Sequence[BaseNode], windows: WindowConfig) ->
                 excluded_llm_metadata_keys=list(node.excluded_llm_metadata_keys) + [WINDOW_OF_KEY],
                 relationships={NodeRelationship.SOURCE: source} if source is not None else {},
             ))
-    index.vector_store.delete_nodes(node_ids=[e.node_id for e in entries])  # the first-window vector replaces the truncated one
+    index.vector_store.delete_nodes(node_ids=[e.node_id for e in entries])  # rewritten whole: idempotent
     index.insert_nodes(entries)  # embeddings set: nothing is embedded again
     return len(entries) - len(long)
 

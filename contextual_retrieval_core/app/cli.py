@@ -66,9 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="local (offline MiniLM, default), voyage-context (voyage-context-3, VOYAGE_API_KEY: "
                     "each document's chunks embedded together) or late-chunking (offline MiniLM run over each "
                     "document in 512-position macro-windows, each chunk pooled from its own tokens)")
-    ev.add_argument("--windows", action="store_true",
-                    help="embed chunks longer than the embedder's window as overlapping windows, each with "
-                    "the chunk's context, scored by the best window (off by default: see benchmarks/RESULTS.md)")
+    ev.add_argument("--windows", action=argparse.BooleanOptionalAction, default=True,
+                    help="embed texts longer than the embedder's window whole: a chunk's own vector plus one per "
+                    "further overlapping window, each with the chunk's context, scored by the best (default); "
+                    "--no-windows: one vector per chunk, truncated at the window")
     ev.add_argument("--structural-header", action=argparse.BooleanOptionalAction, default=True,
                     help="put each chunk's structural context (file, section, definitions) on a line before the "
                     "--contexts context in the contextual-* configurations, as indexing does (default; "
@@ -177,13 +178,15 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
                     help=f"characters per chunk (default: the index's, else {DEFAULT_CHUNK_CHARS})")
     ix.add_argument("--fit-chunks", action=argparse.BooleanOptionalAction, default=None,
                     help="cut chunks so that each, with its context, fits the embedder's window (counted with its "
-                    "tokenizer; docs/defaults.md); --no-fit-chunks: --chunk-chars alone; default: the index's "
-                    "setting, on for a new index. Changing it re-chunks every file")
+                    "tokenizer): more chunks, so more LLM requests (docs/defaults.md); --no-fit-chunks: --chunk-chars "
+                    "alone, definitions and headings first; default: the index's setting, off for a new index. "
+                    "Changing it re-chunks every file")
     ix.add_argument("--concurrency", type=int, default=8, metavar="N", help="generation requests in flight (default 8)")
     ix.add_argument("--windows", action=argparse.BooleanOptionalAction, default=None,
-                    help="embed chunks longer than the embedder's window as overlapping windows (extra vector rows, "
-                    "each with the chunk's context, a chunk scoring as its best window); --no-windows: one vector "
-                    "per chunk; default: the index's setting, off for a new index. Changing it re-embeds every file")
+                    help="embed chunks longer than the embedder's window whole: extra vector rows for the overlapping "
+                    "windows past it, each with the chunk's context, a chunk scoring as its best row; --no-windows: one vector "
+                    "per chunk, truncated at the window; default: the index's setting, on for a new index. Changing it re-embeds "
+                    "every file")
     ix.add_argument("--rebuild", action="store_true", help="build the index from scratch (e.g. with another "
                     "embedder); stored contexts and cached embeddings are reused")
     ix.add_argument("--max-file-size", type=float, default=MAX_FILE_BYTES / 1e6, metavar="MB",
@@ -288,7 +291,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     from contextual_retrieval_core.dense.windows import WindowConfig
 
     results = evaluate(dataset, embedder, contexts, configs, show_progress=not args.no_progress,
-                       windows=WindowConfig() if getattr(args, "windows", False) else None,
+                       windows=WindowConfig() if getattr(args, "windows", True) else None,
                        structural_header=getattr(args, "structural_header", True),
                        dense_prf=getattr(args, "dense_prf", None))
     elapsed = time.perf_counter() - started

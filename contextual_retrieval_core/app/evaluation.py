@@ -317,7 +317,7 @@ def evaluate(
     *,
     ks: Sequence[int] = K_VALUES,
     show_progress: bool = False,
-    windows: Any = None,
+    windows: Any = True,
     structural_header: bool = True,
     dense_prf: float | None = None,
     reranker: Any = None,
@@ -327,8 +327,8 @@ def evaluate(
     `contextual-*` configurations need `contexts` (chunk id -> LLM context) covering every chunk;
     `structural-*` ones compute the offline structural contexts here. Each distinct text is
     embedded once per call, whichever configurations share it (with an embedder that embeds a
-    document's chunks together, `embed_grouped`, each distinct set of texts once). `windows`: a
-    `contextual_retrieval_core.dense.windows.WindowConfig` for windowed dense vectors (default: none).
+    document's chunks together, `embed_grouped`, each distinct set of texts once). `windows`: how
+    long texts are embedded (`HybridSearcher`'s: default whole, as windows; False: truncated).
     `structural_header`: the `contextual-*` configurations put each chunk's structural context on a
     line before its LLM context (as `Contextualizer(structural_header=True)` does). `dense_prf`:
     `FusionConfig(dense_prf=...)` for every configuration (default: the library's 0.5, which

@@ -142,7 +142,8 @@ class CostEstimate:
 
     Attributes:
         questions, contexts: estimated token usage; questions_to_generate / contexts_to_generate:
-        requests not served by the store; model; batch: priced at the 50% batch rate.
+        requests not served by the store; model; batch: priced at the 50% batch rate; chunks:
+        the corpus' chunks (one context, so one LLM request, each unless the store holds it).
     """
 
     model: str
@@ -151,6 +152,7 @@ class CostEstimate:
     questions: TokenUsage
     contexts_to_generate: int
     contexts: TokenUsage
+    chunks: int = 0
 
     @property
     def questions_cost_usd(self) -> float | None:
@@ -175,14 +177,15 @@ class CostEstimate:
             "questions_to_generate": self.questions_to_generate, "questions": self.questions.to_dict(),
             "questions_cost_usd": self.questions_cost_usd,
             "contexts_to_generate": self.contexts_to_generate, "contexts": self.contexts.to_dict(),
-            "contexts_cost_usd": self.contexts_cost_usd,
+            "contexts_cost_usd": self.contexts_cost_usd, "chunks": self.chunks,
             "total_tokens": self.total_tokens, "total_cost_usd": self.total_cost_usd,
         }
 
     def format(self) -> str:
         """What the command prints before asking to go on."""
         rate = " at the 50% batch rate" if self.batch else ""
-        lines = [f"estimate ({self.model}{rate}; ~4 characters a token):"]
+        lines = [f"estimate ({self.model}{rate}; ~4 characters a token):",
+                 f"  chunks: {self.chunks} (one context request each, unless the store holds it)"]
         for what, count, usage, cost in (
             ("questions", self.questions_to_generate, self.questions, self.questions_cost_usd),
             ("contexts", self.contexts_to_generate, self.contexts, self.contexts_cost_usd),
@@ -386,7 +389,7 @@ def estimate_cost(
     c_todo = _todo(corpus.chunks, docs, context_generator, store) if context_generator is not None else []
     contexts = (_estimate_requests(c_todo, docs, context_generator, CONTEXT_OUTPUT_TOKENS, batch, written)
                 if context_generator is not None else TokenUsage())
-    return CostEstimate(question_generator.model, batch, len(q_todo), questions, len(c_todo), contexts)
+    return CostEstimate(question_generator.model, batch, len(q_todo), questions, len(c_todo), contexts, len(corpus.chunks))
 
 
 # -- questions -------------------------------------------------------------------------------

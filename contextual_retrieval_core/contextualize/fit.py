@@ -1,8 +1,11 @@
-"""`chunk_to_fit`: the library's default chunking, sized so that context + chunk fits the embedder.
+"""`chunk_to_fit`: the library's chunking, and, as an option, chunks sized so that context + chunk
+fits the embedder.
 
-One place decides what a chunk's context will take before it exists, for every caller that
-chunks whole documents (`contextual-retrieval index`, LlamaIndex's `ContextualNodeParser` and
-LangChain's `ContextualDocumentTransformer` without a splitter of their own):
+By default chunks are cut by characters, definitions and headings first, whatever their contexts
+will be. With a window (`fit_chunks=True`, `--fit-chunks`, `FittedSplitter`), one place decides
+what a chunk's context will take before it exists, for every caller that chunks whole documents
+(`contextual-retrieval index`, LlamaIndex's `ContextualNodeParser` and LangChain's
+`ContextualDocumentTransformer` without a splitter of their own):
 
 - the structural context (the offline generator's, and the header on an LLM's contexts) is
   computed for each candidate chunk and counted exactly with the embedder's tokenizer;
@@ -24,7 +27,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from contextual_retrieval_core.chunking.budget import LLM_CONTEXT_RESERVE, TokenWindow, split_to_fit, window_of
-from contextual_retrieval_core.chunking.code_outline import cut_ranks
+from contextual_retrieval_core.chunking.code_outline import chunk_boundaries, cut_ranks
 from contextual_retrieval_core.chunking.split import CODE_EXTENSIONS, DEFAULT_CHUNK_CHARS
 from contextual_retrieval_core.generators.header_source import header_generator_for, writes_structural_context
 from contextual_retrieval_core.types import Chunk, Document, number_chunks
@@ -54,8 +57,9 @@ def chunk_to_fit(
     extra_reserve: int = 0,
 ) -> list[tuple[int, str]]:
     """Chunks of `document` that fit `window` with their contexts (`split_to_fit`); code (by
-    `path`'s extension, default the document id) is cut at tree-sitter's definitions first, then
-    between the statements of a body (`code_outline.cut_ranks`), so that an over-long definition
+    `path`'s extension, default the document id) is cut at tree-sitter's definitions first
+    (`code_outline.chunk_boundaries`), and, when chunks are fitted to a window, then between the
+    statements of a body (`code_outline.cut_ranks`), so that a definition too long for the window
     is split at its inner boundaries.
 
     Args:
@@ -68,7 +72,7 @@ def chunk_to_fit(
     where = path or document.id
     suffix = where.rsplit(".", 1)[-1].lower() if "." in where.rsplit("/", 1)[-1] else ""
     code = f".{suffix}" in CODE_EXTENSIONS
-    boundaries = cut_ranks(document.text, where)
+    boundaries = cut_ranks(document.text, where) if window is not None else chunk_boundaries(document.text, where)
     exact, fixed = context_reserve(generator, structural_header)
     reserve = None
     if window is not None and exact is not None:
@@ -81,25 +85,34 @@ def chunk_to_fit(
 
 def chunk_documents(
     documents: Iterable[Document],
-    embedder: Any,
+    embedder: Any = None,
     *,
+    fit: bool = False,
     generator: Any = None,
     structural_header: bool = True,
     max_chars: int = DEFAULT_CHUNK_CHARS,
 ) -> list[Chunk]:
-    """The library's chunks of `documents` for `embedder`, ready for `Contextualizer` and
-    `HybridSearcher`: each chunk, with the context `generator` will give it, fits `embedder`'s
-    window (`chunk_to_fit`; an embedder with no window: `max_chars` alone). Ids are
-    `stable_chunk_id`'s, as every other path gives them; ``metadata["start_index"]`` is the
-    chunk's offset in its document. A document's id is its path for telling code from prose.
+    """The library's chunks of `documents`, ready for `Contextualizer` and `HybridSearcher`: at
+    most `max_chars` characters, cut at definitions and headings first (`chunk_to_fit`), as
+    ``contextual-retrieval index`` cuts them. Ids are `stable_chunk_id`'s, as every other path
+    gives them; ``metadata["start_index"]`` is the chunk's offset in its document. A document's id
+    is its path for telling code from prose.
+
+    Args:
+        embedder: the embedder the chunks will get; read only with `fit`.
+        fit: also keep each chunk, with the context `generator` will give it, within `embedder`'s
+            window (an embedder with no window: `max_chars` alone). More chunks, so more LLM
+            requests; without it a text longer than the window is embedded whole by the
+            library's embedders.
+        generator: the context generator the chunks will be situated with (for `fit`).
+        structural_header: whether an LLM's contexts get the structural header (for `fit`).
 
     Example:
-        >>> from contextual_retrieval_core.embeddings import LocalMiniLMEmbedder
         >>> doc = Document("guide.md", "# Guide\\n\\n" + "Each step is written down. " * 150)
-        >>> [(c.index, c.metadata["start_index"]) for c in chunk_documents([doc], LocalMiniLMEmbedder())][:3]
+        >>> [(c.index, c.metadata["start_index"]) for c in chunk_documents([doc])][:3]
         [(0, 0), (1, 797), (2, 1596)]
     """
-    window = window_of(embedder)
+    window = window_of(embedder) if fit else None
     chunks: list[Chunk] = []
     for doc in documents:
         pieces = chunk_to_fit(doc, window, generator=generator, structural_header=structural_header, max_chars=max_chars)

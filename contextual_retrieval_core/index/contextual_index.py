@@ -110,11 +110,14 @@ class ContextualIndex:
         weights: (dense, BM25) fusion weights at query time.
         chroma_url: keep the vectors on a Chroma server (``http://host:port``) instead of the
             embedded ``chroma/`` folder; remembered in the folder (`chroma_server`).
-        windows: a `WindowConfig` (True: default), False, or None: as recorded (`window_rows`).
+        windows: how chunks longer than the embedder's window are embedded: a `WindowConfig`
+            (True: `WindowConfig()`: whole, as extra rows for the windows past it), False
+            (truncated), or None (default): as recorded, and windowed for a new index.
         fit_chunks: cut chunks so that each, with its context, fits the embedder's window
             (`contextualize.fit.chunk_to_fit`: the structural context counted exactly, an LLM's
-            given `LLM_CONTEXT_RESERVE` tokens); False: `chunk_chars` alone; None (default): as
-            recorded, and on for a new index. Changing it re-chunks every file.
+            given `LLM_CONTEXT_RESERVE` tokens; more chunks, so more LLM requests); False:
+            `chunk_chars` alone, structure first; None (default): as recorded, and off for a new
+            index. Changing it re-chunks every file.
 
     Threads and other processes: `search` may be called from many threads at once (they share
     the open BM25 index, the version's query snapshot or Chroma client, and the embedder's ONNX
@@ -375,8 +378,8 @@ class ContextualIndex:
         old_files: dict[str, FileEntry] = dict(old.files) if old else {}
         gen_id = generator_identity(self.generator)
         redo_all = False
-        windows = requested_windows(self.windows, old.windows if old else None)
-        fit = self.fit_chunks if self.fit_chunks is not None else (old is None or old.chunk_tokens is not None)
+        windows = requested_windows(self.windows, old.windows if old else windows_setting(WindowConfig()))
+        fit = self.fit_chunks if self.fit_chunks is not None else (old is not None and old.chunk_tokens is not None)
         window = window_of(self.embedder) if fit else None
         chunk_tokens = window.size if window is not None else None
         if old:

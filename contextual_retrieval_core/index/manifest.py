@@ -68,8 +68,8 @@ class IndexManifest:
         windows: the `WindowConfig` long chunks were embedded with, as a dict (`windows_setting`);
             None when every chunk is one vector.
         chunk_tokens: the embedder window (tokens) chunks were fitted to with their contexts
-            (`contextualize.fit.chunk_to_fit`); None: cut by `chunk_chars` alone (indexes built
-            before chunks were fitted, or with an embedder that exposes no window).
+            (`contextualize.fit.chunk_to_fit`, `fit_chunks=True`); None: cut by `chunk_chars`
+            alone (the default, or an embedder that exposes no window).
     """
 
     embedder: dict[str, str]

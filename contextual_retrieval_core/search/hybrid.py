@@ -15,6 +15,7 @@ import numpy as np
 
 from contextual_retrieval_core.checks import is_blank, positive_int, renamed_keyword, string_list
 from contextual_retrieval_core.dense.hnsw import dense_index
+from contextual_retrieval_core.dense.window_rows import requested_windows
 from contextual_retrieval_core.dense.windows import WindowConfig, build_dense_rows
 from contextual_retrieval_core.embeddings.base import Embedder
 from contextual_retrieval_core.search.bm25 import BM25Index
@@ -73,9 +74,10 @@ class HybridSearcher:
             HNSW above), "chroma" (an in-memory embedded Chroma collection,
             `ChromaVectorIndex`), or a ready index with ``add(ids, vectors)`` and
             ``search_many(vectors, k)``.
-        windows: a `WindowConfig`: chunks longer than the embedder's window are embedded as
-            overlapping windows, each with the chunk's context, scored by the best window;
-            None (default) embeds one vector per chunk, truncated at the embedder's window.
+        windows: how chunks longer than the embedder's window are embedded: True (default:
+            `WindowConfig()`) or a `WindowConfig`: whole, as the chunk's own vector plus one per
+            further overlapping window, each with the chunk's context, scored by the best; False
+            or None: one vector per chunk, truncated at the embedder's window.
         **settings: the fusion settings as keywords (`weights=`, `top_k=`, ...): deprecated, each
             overrides `config`'s; pass them in `config`.
 
@@ -102,7 +104,7 @@ class HybridSearcher:
         show_progress: bool = False,
         batch_size: int = 64,
         vector_store: Any = "memory",
-        windows: WindowConfig | None = None,
+        windows: WindowConfig | bool | None = True,
         **settings: Any,
     ) -> None:
         if not chunks:
@@ -123,7 +125,8 @@ class HybridSearcher:
         self._owners: dict[str, str] = {}
         self._extra_rows = 0
         if embedder is not None:
-            rows = build_dense_rows(embedder, chunks, windows, batch_size=batch_size, show_progress=show_progress)
+            rows = build_dense_rows(embedder, chunks, requested_windows(windows, None), batch_size=batch_size,
+                                    show_progress=show_progress)
             self._owners = {r: o for r, o in zip(rows.ids, rows.owners) if r != o}
             self._extra_rows = rows.extra
             ids, vectors = rows.ids, rows.vectors

@@ -60,7 +60,8 @@ def test_index_survives_a_chroma_server_restart_without_paying_or_embedding_twic
             report = json.loads((tmp_path / "r.json").read_text())
             assert server.stats()["messages"] == paid, "a context was paid for again"
             assert report["contexts"]["generated"] == 0 and report["contexts"]["store_hits"] == report["chunks_total"]
-            assert report["embedded"] == 0 and report["embedding_cache_hits"] == report["chunks_total"], report
+            # every row (a chunk's own, and the windows of long ones) from the cache
+            assert report["embedded"] == 0 and report["embedding_cache_hits"] >= report["chunks_total"], report
             capsys.readouterr()
             assert main(["query", str(index_dir), "valve 3-2 closed before pump 3", "--json", "--rerank", "none"]) == 0
             found = json.loads(capsys.readouterr().out)

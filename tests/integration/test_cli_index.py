@@ -43,7 +43,8 @@ def test_index_and_query_this_repositorys_files(repo_copy, tmp_path, capsys):
     first = run_index(repo_copy, index, tmp_path)
     printed = capsys.readouterr().out
     assert first["files_new"] == len(REPO_FILES) + 1 and first["chunks_total"] > 10
-    assert first["embedded"] == first["chunks_total"] and first["contexts"]["generator"] == "structural (no LLM)"
+    # every chunk embedded, the long ones as more than one row (windows, the default)
+    assert first["embedded"] > first["chunks_total"] and first["contexts"]["generator"] == "structural (no LLM)"
     assert "files: 5 new, 0 changed, 0 unchanged, 0 removed" in printed
     assert f"embeddings: {first['embedded']} computed, 0 from the cache" in printed
     assert "no LLM: contexts are structural" in printed and "contextual-retrieval query" in printed

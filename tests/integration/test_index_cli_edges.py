@@ -129,9 +129,9 @@ def test_library_warnings_become_one_line_with_run_totals(tmp_path, capsys):
     for i in range(3):
         (folder / f"f{i}.md").write_text(" ".join(f"term{i}x{j}" for j in range(700)), encoding="utf-8")
     out = tmp_path / "r.json"
-    assert index(folder, tmp_path / "fitted", "--chunk-chars", "4000") == 0  # the default chunker fits the window
+    assert index(folder, tmp_path / "whole", "--chunk-chars", "4000") == 0  # the default embeds long texts whole
     assert "warnings:" not in capsys.readouterr().err
-    assert index(folder, tmp_path / "ix", "--chunk-chars", "4000", "--no-fit-chunks", "--json", str(out)) == 0
+    assert index(folder, tmp_path / "ix", "--chunk-chars", "4000", "--no-windows", "--json", str(out)) == 0
     got = json.loads(out.read_text())
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.startswith("warnings:")]

@@ -75,7 +75,7 @@ def test_long_chunks_become_window_rows_pointing_at_their_chunk_and_hits_are_chu
     assert TAIL in hits[0].text and hits[0].path == "docs/kitchen.md"
     assert not any(WINDOW_MARK in h.id for h in hits)
     # the same folder without windows: the truncated vector never saw the tail
-    plain = ContextualIndex(tmp_path / "plain", fit_chunks=False, embedder=TruncatingEmbedder(), generator=CountingGenerator())
+    plain = ContextualIndex(tmp_path / "plain", fit_chunks=False, embedder=TruncatingEmbedder(), generator=CountingGenerator(), windows=False)
     plain.update([folder], show_progress=False)
     assert len(rows(plain)) == len(chunk_ids)
     assert next(h for h in plain.search(query, top_k=10) if h.id == long_id).ranks["dense"] > 1

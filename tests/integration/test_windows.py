@@ -45,6 +45,42 @@ def test_long_chunk_windows_each_carry_the_context_fit_the_window_and_overlap(mi
         assert " ".join(b.split()[:5]) in a
 
 
+def test_a_long_chunks_own_row_is_its_one_vector_row_so_windows_only_add(minilm: LocalMiniLMEmbedder) -> None:
+    import warnings
+
+    from contextual_retrieval_core.embeddings.minilm import TruncationWarning
+
+    chunk = long_chunk()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TruncationWarning)  # the own row is handed as the prefix the model reads
+        rows = build_dense_rows(minilm, [chunk], WindowConfig())
+    assert len(rows.ids) >= 3 and rows.extra == len(rows.ids) - 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TruncationWarning)
+        truncated = minilm.embed_documents([chunk.indexed_text])[0]
+    assert float(rows.vectors[0] @ truncated) > 0.9999  # exactly the vector one row per chunk gives it
+    assert minilm.count_tokens(minilm.window_prefixes([chunk.indexed_text])) == [minilm.max_tokens]
+
+
+def test_no_row_is_over_the_window_even_for_a_run_without_spaces_or_a_context_that_fills_it(
+        minilm: LocalMiniLMEmbedder) -> None:
+    from tokenizers import Tokenizer
+
+    from contextual_retrieval_core.embeddings.minilm import TOKENIZER_PATH
+
+    tok = Tokenizer.from_file(str(TOKENIZER_PATH))
+    tok.no_truncation()
+    blob = "+[+++++++>+<]>-.-[+>-----<]>++." * 60  # about 1,000 tokens, no space
+    huge_context = " ".join(f"defines: Handler{i}::run_{i}," for i in range(40))  # over the window alone
+    chunks = [ContextualChunk(Chunk("blob", "bf", f"program = \"{blob}\"\n{TAIL}"), CONTEXT),
+              ContextualChunk(Chunk("ctx", "h", FILLER + " " + TAIL), huge_context)]
+    per = window_texts(minilm, chunks, WindowConfig())
+    counts = [len(tok.encode(t).ids) for rows in per for t in rows]
+    assert max(counts) <= minilm.max_tokens and all(len(rows) > 2 for rows in per)
+    assert all(TAIL.split()[-1] in rows[-1] for rows in per)  # every word reaches a row
+    assert "".join(r.split("\n\n", 1)[1] for r in per[0][1:]).count("+[+++++++>+<]") > 0
+
+
 def test_a_short_chunk_stays_exactly_one_vector_of_its_indexed_text(minilm: LocalMiniLMEmbedder) -> None:
     chunk = distractors()[0]
     assert window_texts(minilm, [chunk], WindowConfig()) == [[chunk.indexed_text]]
@@ -57,7 +93,7 @@ def test_windowed_dense_search_finds_the_tail_and_returns_each_chunk_once(minilm
     chunks = [long_chunk()] + distractors()
     query = "when does the deployment signing key rotate?"
     windowed = HybridSearcher(chunks, minilm, use_bm25=False, windows=WindowConfig())
-    plain = HybridSearcher(chunks, minilm, use_bm25=False)
+    plain = HybridSearcher(chunks, minilm, use_bm25=False, windows=False)
 
     hits = windowed.search(query, top_k=10)
     assert [h.id for h in hits][0] == "long"

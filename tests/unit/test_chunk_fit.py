@@ -1,7 +1,8 @@
-"""The default chunks fit the default embedder: context + chunk within MiniLM's window, counted
-with its own tokenizer (chunking.budget, contextualize.fit), on every path that chunks whole
-documents: `ContextualIndex` / `index`, LlamaIndex's `ContextualNodeParser`, LangChain's
-`ContextualDocumentTransformer`."""
+"""Chunks against the embedder's window (chunking.budget, contextualize.fit), on every path that
+chunks whole documents (`ContextualIndex` / `index`, LlamaIndex's `ContextualNodeParser`,
+LangChain's `ContextualDocumentTransformer`): by default cut by characters whatever the contexts,
+every word embedded (long texts as windows, nothing truncated); fitted, as an option, so that
+context + chunk is within MiniLM's window, counted with its own tokenizer."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from contextual_retrieval_core.generators.structural import StructuralContextGen
 from contextual_retrieval_core.generators.usage import TokenUsage
 from contextual_retrieval_core.index.contextual_index import ContextualIndex
 from contextual_retrieval_core.index.manifest import IndexManifest
+from contextual_retrieval_core.types import ContextualChunk
 
 WINDOW = 256
 
@@ -123,25 +125,43 @@ def test_a_long_function_is_split_between_its_statements(corpus: Path) -> None:
     assert any(text.rfind("\n", 0, o) + 1 not in starts for o, _ in plain[1:])
 
 
-def test_index_with_the_defaults_embeds_no_text_over_the_window(corpus: Path, tmp_path: Path) -> None:
+def test_index_with_the_defaults_cuts_by_characters_and_embeds_every_word(corpus: Path, tmp_path: Path) -> None:
+    from contextual_retrieval_core.dense.windows import WindowConfig, window_texts
+
     embedder = LocalMiniLMEmbedder()
     index = ContextualIndex(tmp_path / "ix", embedder=embedder)
     with warnings.catch_warnings():
         warnings.simplefilter("error", TruncationWarning)
         report = index.update([corpus], show_progress=False)
-    assert embedder.truncated_count == 0 and embedder.embedded_count == report.chunks_total > 10
     manifest = IndexManifest.read(tmp_path / "ix")
-    assert manifest.chunk_tokens == WINDOW
-    rows = [hit for hit in index.search("rollback step of the rollout", top_k=report.chunks_total)]
-    texts = [(f"{h.context}\n\n{h.text}" if h.context else h.text) for h in rows]
-    assert max(tokens(texts)) <= WINDOW
-    # the same files cut by characters alone overflow: the test has something to catch
-    old = ContextualIndex(tmp_path / "old", embedder=LocalMiniLMEmbedder(), fit_chunks=False)
+    assert manifest.chunk_tokens is None and manifest.windows is not None  # characters alone, long texts windowed
+    # the chunks are the character budget's, whatever their contexts will be
+    files = sorted(corpus.rglob("*.*"))
+    by_chars = sum(len(chunk_to_fit(Document(str(f.relative_to(corpus)), f.read_text()), None, path=str(f))) for f in files)
+    assert report.chunks_total == by_chars
+    hits = index.search("rollback step of the rollout", top_k=report.chunks_total)
+    texts = [(f"{h.context}\n\n{h.text}" if h.context else h.text) for h in hits]
+    long = [t for t, n in zip(texts, tokens(texts)) if n > WINDOW]
+    assert long, "the test needs chunks over the window to mean anything"
+    # nothing was cut: every text the embedder was handed fits its window, and the long chunks
+    # were handed as more than one row
+    assert embedder.truncated_count == 0 and embedder.embedded_count > report.chunks_total
+    rows = window_texts(embedder, [ContextualChunk(Chunk(str(i), "d", h.text), h.context) for i, h in enumerate(hits)],
+                        WindowConfig())
+    assert all(len(r) > 1 for r, t in zip(rows, texts) if t in long)
+    assert max(tokens([x for r in rows for x in r])) <= WINDOW
+
+
+def test_fitted_chunks_are_an_option_that_costs_more_chunks(corpus: Path, tmp_path: Path) -> None:
+    index = ContextualIndex(tmp_path / "ix", embedder=LocalMiniLMEmbedder(), fit_chunks=True)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", TruncationWarning)
-        old.update([corpus], show_progress=False)
-    assert old.embedder.truncated_count > 0
-    assert IndexManifest.read(tmp_path / "old").chunk_tokens is None
+        warnings.simplefilter("error", TruncationWarning)
+        report = index.update([corpus], show_progress=False)
+    assert IndexManifest.read(tmp_path / "ix").chunk_tokens == WINDOW
+    hits = index.search("rollback step of the rollout", top_k=report.chunks_total)
+    assert max(tokens([f"{h.context}\n\n{h.text}" for h in hits])) <= WINDOW
+    plain = ContextualIndex(tmp_path / "plain", embedder=LocalMiniLMEmbedder()).update([corpus], show_progress=False)
+    assert report.chunks_total > plain.chunks_total
 
 
 @pytest.mark.filterwarnings("ignore::contextual_retrieval_core.embeddings.minilm.TruncationWarning")
@@ -186,38 +206,51 @@ def test_the_cores_chunk_documents_feeds_a_searcher_that_truncates_nothing(corpu
 
     docs = [Document(str(p.relative_to(corpus)), p.read_text()) for p in sorted(corpus.rglob("*.*"))]
     embedder = LocalMiniLMEmbedder()
-    chunks = chunk_documents(docs, embedder)
+    chunks = chunk_documents(docs)
     assert [(c.document_id, c.index) for c in chunks if c.index == 0] == [(d.id, 0) for d in docs]
     assert all(c.id == stable_chunk_id(c.document_id, c.index, c.text) for c in chunks)
     by_doc = {d.id: d.text for d in docs}
     assert all(by_doc[c.document_id][c.metadata["start_index"]:].startswith(c.text) for c in chunks)
+    # an LLM's contexts change nothing: one request a chunk, whatever the contexts will be
+    assert [c.id for c in chunk_documents(docs, embedder, generator=_LongContexts())] == [c.id for c in chunks]
     contextual = Contextualizer(show_progress=False).contextualize(docs, chunks).chunks
+    assert max(tokens([c.indexed_text for c in contextual])) > WINDOW  # long texts to embed whole
     with warnings.catch_warnings():
         warnings.simplefilter("error", TruncationWarning)
         hits = HybridSearcher(contextual, embedder).search("rollback step 5 of section 2", top_k=3)
-    assert hits and max(tokens([c.indexed_text for c in contextual])) <= WINDOW
-    # an LLM's contexts get their room: more, shorter chunks
-    assert len(chunk_documents(docs, embedder, generator=_LongContexts())) > len(chunks)
+    assert hits and embedder.truncated_count == 0
+    # fitted: every text within the window, and an LLM's contexts get their room
+    fitted = chunk_documents(docs, embedder, fit=True)
+    situated = Contextualizer(show_progress=False).contextualize(docs, fitted).chunks
+    assert len(fitted) > len(chunks) and max(tokens([c.indexed_text for c in situated])) <= WINDOW
+    assert len(chunk_documents(docs, embedder, fit=True, generator=_LongContexts())) > len(fitted)
 
-def test_llamaindex_default_parser_fits_the_window(corpus: Path) -> None:
+
+def test_llamaindex_default_parser_cuts_by_characters_and_fitted_splitter_fits_the_window(corpus: Path) -> None:
     from llama_index.core import SimpleDirectoryReader
     from llama_index.core.schema import MetadataMode
 
-    from contextual_retrieval_llamaindex import ContextualNodeParser
-    from contextual_retrieval_llamaindex.splitter import FittedSplitter
+    from contextual_retrieval_llamaindex import ContextualNodeParser, FittedSplitter, StructureSplitter
 
     docs = SimpleDirectoryReader(str(corpus), recursive=True, filename_as_id=True).load_data()
     parser = ContextualNodeParser(show_progress=False)
-    assert isinstance(parser.node_parser, FittedSplitter) and parser.node_parser.window_tokens == WINDOW
+    assert type(parser.node_parser) is StructureSplitter
     nodes = parser.get_nodes_from_documents(docs)
-    embedded = [n.get_content(MetadataMode.EMBED) for n in nodes]
-    assert len(nodes) > 10 and max(tokens(embedded)) <= WINDOW
+    assert len(nodes) > 10 and max(tokens([n.get_content(MetadataMode.EMBED) for n in nodes])) > WINDOW
     loaded = ContextualNodeParser.from_dict(parser.to_dict())
-    assert isinstance(loaded.node_parser, FittedSplitter)
+    assert type(loaded.node_parser) is StructureSplitter
     assert [n.text for n in loaded.get_nodes_from_documents(docs)] == [n.text for n in nodes]
 
+    fitted = ContextualNodeParser(node_parser=FittedSplitter(), show_progress=False)
+    assert fitted.node_parser.window_tokens == WINDOW
+    fitted_nodes = fitted.get_nodes_from_documents(docs)
+    assert len(fitted_nodes) > len(nodes) and max(tokens([n.get_content(MetadataMode.EMBED) for n in fitted_nodes])) <= WINDOW
+    again = ContextualNodeParser.from_dict(fitted.to_dict())
+    assert isinstance(again.node_parser, FittedSplitter)
+    assert [n.text for n in again.get_nodes_from_documents(docs)] == [n.text for n in fitted_nodes]
 
-def test_langchain_transformer_without_a_splitter_fits_the_window(corpus: Path) -> None:
+
+def test_langchain_transformer_without_a_splitter_cuts_by_characters_or_fits_when_asked(corpus: Path) -> None:
     from langchain_core.documents import Document as LCDocument
 
     from contextual_retrieval_langchain import ContextualDocumentTransformer
@@ -225,11 +258,13 @@ def test_langchain_transformer_without_a_splitter_fits_the_window(corpus: Path) 
     docs = [LCDocument(page_content=p.read_text(), metadata={"source": str(p.relative_to(corpus))})
             for p in sorted(corpus.rglob("*.*"))]
     out = ContextualDocumentTransformer(show_progress=False).transform_documents(docs)
-    assert len(out) > 10 and max(tokens([d.page_content for d in out])) <= WINDOW
-    assert all(d.page_content.startswith("From ") for d in out)
+    assert len(out) > 10 and all(d.page_content.startswith("From ") for d in out)
+    assert max(tokens([d.page_content for d in out])) > WINDOW
+    fitted = ContextualDocumentTransformer(fit_chunks=True, show_progress=False).transform_documents(docs)
+    assert len(fitted) > len(out) and max(tokens([d.page_content for d in fitted])) <= WINDOW
 
 
 def test_the_warning_for_a_users_long_chunks_names_the_setting() -> None:
     embedder = LocalMiniLMEmbedder()
-    with pytest.warns(TruncationWarning, match=r"windows=WindowConfig\(\), or --windows"):
+    with pytest.warns(TruncationWarning, match=r"embed long texts whole as windows .*windows=WindowConfig\(\)"):
         embedder.embed_documents([long_function("f", 20)])

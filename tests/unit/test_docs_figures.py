@@ -201,26 +201,31 @@ def test_index_rerun_figures_are_index_rerun_json_s():
 
 
 def test_chunk_fit_figures_are_the_scripts():
+    """Issues 35 and 41: RESULTS.md's chunk tables are chunk_fit.json's, and the default makes the
+    characters' chunks (so requests), truncates nothing and scores at least the best row the
+    issue names, less 0.3."""
     data = load("chunk_fit.json")
-    section = RESULTS.split("## Chunks that fit the embedder's window")[1].split("\n## ")[0]
-    by = {(r["tree"], r["way"].split()[0]): r for r in data["trees"]}
-    for tree in dict.fromkeys(r["tree"] for r in data["trees"]):
-        old, new = by[(tree, "characters")], by[(tree, "fitted")]
-        assert new["over_window"] == 0 and new["llm_over_window_at_reserve"] == 0
-        row = (f"| {tree} | {old['files']} | {old['chunks']} | {old['over_window']} | {old['max_tokens']} | {new['chunks']} "
-               f"| {new['over_window']} | {new['max_tokens']} | {new['llm_chunks']} | {new['llm_over_window_at_reserve']} |")
-        assert row in section
-    olds = [by[(t, "characters")] for t in dict.fromkeys(r["tree"] for r in data["trees"])]
-    assert ", ".join(f"{r['over_window']} of {r['chunks']}" for r in olds[:2]) in ALL_PAGES["defaults.md"].replace("\n  ", " ")
-    cells = rows_by_name([{"name": way, **r} for way, r in data["cookbook_rechunked"].items()])
+    section = RESULTS.split("## Chunks and the embedder's window (issues 35, 41)")[1].split("\n## ")[0]
+    for r in data["trees"]:
+        row = (f"| {r['tree']} | {r['way']} | {r['chunks']} | {r['over_window']} | {r['embedded_rows']} | {r['truncated']} | "
+               f"{r['llm_chunks']} | {r['llm_chunks_vs_before']:.3f} |")
+        assert row in section, row
+        if r["way"] == "default (now)":
+            assert r["truncated"] == 0 and r["llm_chunks_vs_before"] <= 1.05
+    cells = data["cookbook_rechunked"]
     for way, r in cells.items():
         passes = " | ".join(f"{r[f'span_pass@{k}']:.2f}" for k in (5, 10, 20))
-        assert f"| {r['chunks']} |" in section and passes in section, way
+        assert f"| {way} | {r['chunks']} | {r['llm_chunks']} | {r['truncated']} | {passes} |" in section, way
         assert " / ".join(f"{r[f'span_pass_at_before_chars@{k}']:.2f}" for k in (5, 10, 20)) in section
         assert f"| {r['golden_half_covered_by_one_chunk']:.2f} |" in section
-    before, fitted = cells["characters (before)"], cells["fitted (now)"]
+    before, fitted, default = cells["characters (before)"], cells["fitted (option)"], cells["default (now)"]
     fall = " / ".join(f"{before[f'span_pass@{k}'] - fitted[f'span_pass@{k}']:.2f}" for k in (5, 10, 20))
-    assert f"by {fall} points" in section
+    assert f"by {fall} points" in " ".join(section.split())
+    assert default["truncated"] == 0 and default["llm_chunks"] / before["llm_chunks"] <= 1.05
+    for k, best in ((5, 81.28), (10, 87.53), (20, 90.93)):  # the best row measured before issue 41
+        assert default[f"span_pass@{k}"] >= best - 0.3
+    quoted = " / ".join(f"{default[f'span_pass@{k}']:.2f}" for k in (5, 10, 20))
+    assert quoted in " ".join(ALL_PAGES["defaults.md"].split())
 
 
 def test_scale_and_bm25_pruning_figures_are_the_scripts():
@@ -242,3 +247,18 @@ def test_scale_and_bm25_pruning_figures_are_the_scripts():
         row = (f"| {r['n']:,} | {r['before_p50_ms']:.2f} / {r['before_p95_ms']:.2f} | {r['now_p50_ms']:.2f} / {r['now_p95_ms']:.2f} "
                f"| {r['ratio_p50_before_over_now']:.2f}x | {r['proved']} / {r['queries']} | {r['disk_mb_before']:.0f} → {r['disk_mb_now']:.0f} MB |")
         assert row in section, row
+
+
+def test_long_texts_figures_are_the_scripts():
+    """Issue 41: RESULTS.md's table of designs for long texts is long_texts.json's, the default's
+    row is quality.json's, and no other design measured loses less from truncation."""
+    data = load("long_texts.json")["designs"]
+    section = RESULTS.split("## Long texts embedded whole (issue 41)")[1].split("\n## ")[0]
+    names = [c["name"] for c in data["truncated"]["configs"]]
+    for i, name in enumerate(names):
+        cells = " | ".join(" / ".join(f"{r['configs'][i]['pass_at'][k]:.2f}" for k in ("5", "10", "20")) for r in data.values())
+        assert f"| {name} | {cells} |" in section, name
+    assert [c["pass_at"] for c in data["windows"]["configs"]] == [QUALITY_ROWS[n]["pass_at"] for n in names]
+    default = data["windows"]["worst_drop"]
+    assert all(r["worst_drop"]["points"] <= default["points"] for d, r in data.items() if d not in ("truncated", "windows"))
+    assert f"{default['points']:.2f} ({default['config']} @{default['k']})" in section

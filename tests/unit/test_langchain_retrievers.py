@@ -193,9 +193,14 @@ async def test_async_runs_its_retrievers_concurrently() -> None:
 def test_from_documents_builds_chroma_and_bm25(contextual_docs, lc_embeddings, core_chunks, core_embedder) -> None:
     retriever = ContextualEnsembleRetriever.from_documents(contextual_docs, lc_embeddings, k=4)
     dense, bm = retriever.retrievers
-    assert isinstance(dense, VectorStoreRetriever) and type(dense.vectorstore).__name__ == "Chroma"
-    assert dense.vectorstore._embedding_function is lc_embeddings  # ours, never Chroma's default
-    assert dense.vectorstore._collection.configuration["hnsw"]["space"] == "cosine"
+    # Chroma, inside the windows that embed long chunks whole (the default when it builds the store)
+    assert isinstance(dense, VectorStoreRetriever) and type(dense.vectorstore).__name__ == "WindowedVectorStore"
+    chroma = dense.vectorstore.vectorstore
+    assert type(chroma).__name__ == "Chroma"
+    assert chroma._embedding_function is lc_embeddings  # ours, never Chroma's default
+    assert chroma._collection.configuration["hnsw"]["space"] == "cosine"
+    plain = ContextualEnsembleRetriever.from_documents(contextual_docs, lc_embeddings, k=4, windows=False)
+    assert type(plain.retrievers[0].vectorstore).__name__ == "Chroma"
     assert isinstance(bm, ContextualBM25Retriever)
     searcher = HybridSearcher(core_chunks, core_embedder)
     for query in QUERIES:

@@ -142,6 +142,8 @@ def test_dry_run_estimate_matches_the_paid_usage_within_ten_percent(server, tmp_
     with ContextStore(tmp_path / "store.sqlite3") as store:
         estimate = estimate_cost(corpus, 12, questions, contexts, store)
         assert estimate.questions_to_generate == 12 and estimate.contexts_to_generate == len({(c.document_id, c.text) for c in corpus.chunks})
+        # the estimate says how many chunks, so context requests, the run makes
+        assert estimate.chunks == len(corpus.chunks) and f"chunks: {len(corpus.chunks)} (one context request each" in estimate.format()
         result = evaluate_own_corpus(corpus, 12, question_generator=questions, context_generator=contexts, store=store,
                                      embedder=offline_embedder, max_quoted_words=100)
         again = estimate_cost(corpus, 12, questions, contexts, store)
