@@ -1,5 +1,9 @@
-"""The default chunks against the default embedder's window: before (characters alone) and after
-(`contextualize.fit.chunk_to_fit`: each chunk with its context within MiniLM's 256 tokens).
+"""The library's chunks against the default embedder's window, three ways: characters alone as
+before (long texts truncated by the embedder), the default now (the 800-character budget,
+definitions and headings first, cut without regard to any context; a text longer than MiniLM's
+256 tokens embedded whole: its own vector plus one row per further window, `WindowConfig()`), and
+fitted chunks, the option (`contextualize.fit.chunk_to_fit` with the window: each chunk with its
+context within MiniLM's 256 tokens).
 
     python benchmarks/chunk_fit.py [--dataset DIR] [--json benchmarks/chunk_fit.json]
 
@@ -7,14 +11,14 @@
    dependencies (click, markdown_it, langchain_core's runnables), every .py / .md / .rst / .txt
    file, chunked as ``contextual-retrieval index`` chunks them, each chunk with its structural
    context as the index embeds it. Per way of cutting: chunks, texts over the window (MiniLM's own
-   tokenizer, uncapped), mean chunk length, and with an LLM's context (the structural header then
-   `LLM_CONTEXT_RESERVE`-sized room) how many chunks the reserve leaves over.
+   tokenizer, uncapped), texts the embedder truncates, mean chunk length, and with an LLM's context
+   (the structural header then `LLM_CONTEXT_RESERVE`-sized room) how many chunks, that is LLM
+   requests, each way makes, against the characters-alone count.
 2. The cookbook set's 90 documents re-chunked both ways (the set's own 737 chunks are what
    `quality.py` scores, so its rows cannot move with the chunker). A query's golden chunks are
    spans of their documents; a golden chunk counts as found at k when the top k chunks' spans
    cover at least half of it. Structural contexts, the library's hybrid defaults (MiniLM + BM25,
-   weighted RRF, dense PRF), and the characters-alone chunks once more with windowed embeddings
-   (`WindowConfig()`: the dense side covers each long chunk whole, the other fix). Also the
+   weighted RRF, dense PRF), each row as its way embeds long texts. Also the
    characters the top k hold: smaller chunks show less text, so each row is scored a second time
    on the same reading budget as the characters-alone row (per query, the hits that fit in the
    characters its top k held), and the metric's ceiling for each chunking is given: the share of
@@ -42,7 +46,7 @@ from contextual_retrieval_core.chunking.code_outline import chunk_boundaries  # 
 from contextual_retrieval_core.chunking.languages import EXTENSIONS  # noqa: E402
 from contextual_retrieval_core.chunking.split import CODE_EXTENSIONS, DEFAULT_CHUNK_CHARS, split_text  # noqa: E402
 from contextual_retrieval_core.contextualize.fit import chunk_to_fit  # noqa: E402
-from contextual_retrieval_core.dense.windows import WindowConfig  # noqa: E402
+from contextual_retrieval_core.dense.windows import WindowConfig, window_texts  # noqa: E402
 from contextual_retrieval_core.embeddings.minilm import TOKENIZER_PATH, LocalMiniLMEmbedder  # noqa: E402
 from contextual_retrieval_core.generators.structural import StructuralContextGenerator  # noqa: E402
 from contextual_retrieval_core.generators.structure_detect import guess_language, looks_like_code  # noqa: E402
@@ -52,6 +56,7 @@ sys.path.insert(0, str(HERE))
 from _paths import DEFAULT_DATASET  # noqa: E402
 
 TREES = [("click", ""), ("markdown_it", ""), ("langchain_core", "runnables")]
+BEFORE, DEFAULT, FITTED = "characters (before)", "default (now)", "fitted (option)"
 SUFFIXES = (".py", ".md", ".rst", ".txt")
 KS = (5, 10, 20)
 
@@ -69,8 +74,16 @@ def old_cut(doc: Document, path: str) -> list[tuple[int, str]]:
                       boundaries=chunk_boundaries(doc.text, path))
 
 
+def cut(way: str, doc: Document, path: str, window, generator=None) -> list[tuple[int, str]]:
+    """The chunks of `doc` cut `way`."""
+    if way == BEFORE:
+        return old_cut(doc, path)
+    return chunk_to_fit(doc, window if way == FITTED else None, path=path, generator=generator)
+
+
 def tree_rows(window, tok: Tokenizer) -> list[dict]:
     gen = StructuralContextGenerator()
+    embedder = LocalMiniLMEmbedder()
     rows = []
     for package, sub in TREES:
         spec = importlib.util.find_spec(package)
@@ -78,28 +91,34 @@ def tree_rows(window, tok: Tokenizer) -> list[dict]:
             continue
         root = Path(list(spec.submodule_search_locations)[0]) / sub
         files = [p for p in sorted(root.rglob("*")) if p.suffix in SUFFIXES and p.is_file()]
-        for way in ("characters (before)", "fitted (now)"):
-            texts, llm_texts, lengths = [], [], []
+        for way in (BEFORE, DEFAULT, FITTED):
+            texts, llm_texts, lengths, situated = [], [], [], []
             for p in files:
                 rel = str(p.relative_to(root.parent))
                 doc = Document(rel, p.read_text(encoding="utf-8", errors="replace"))
-                pieces = old_cut(doc, rel) if way.startswith("characters") else chunk_to_fit(doc, window, path=rel)
+                pieces = cut(way, doc, rel, window)
                 for i, (offset, piece) in enumerate(pieces):
                     context = gen.generate(doc, Chunk(f"{rel}#{i}", rel, piece, i, {"start_index": offset})).context
                     texts.append(f"{context}\n\n{piece}")
+                    situated.append(ContextualChunk(Chunk(f"{rel}#{i}", rel, piece, i), context))
                     lengths.append(len(piece))
-                llm = chunk_to_fit(doc, window, path=rel, generator=_LLMShaped()) if way.startswith("fitted") else pieces
+                llm = cut(way, doc, rel, window, generator=_LLMShaped())
                 for i, (offset, piece) in enumerate(llm):
                     header = gen.generate(doc, Chunk(f"{rel}#{i}", rel, piece, i, {"start_index": offset})).context
                     llm_texts.append((header, piece))
             counts = [len(e.ids) for e in tok.encode_batch(texts)]
             llm_counts = [len(e.ids) + LLM_CONTEXT_RESERVE for e in tok.encode_batch([f"{h}\n\n{p}" for h, p in llm_texts])]
+            # what the embedder is handed: each text, or with windows (the default) each row of it
+            embedded = [t for per in window_texts(embedder, situated, WindowConfig() if way == DEFAULT else None) for t in per]
             rows.append({
                 "tree": f"{package}/{sub}".rstrip("/"), "way": way, "files": len(files), "chunks": len(texts),
-                "over_window": sum(n > window.size for n in counts), "max_tokens": max(counts),
+                "over_window": sum(n > window.size for n in counts), "embedded_rows": len(embedded),
+                "truncated": sum(len(e.ids) > window.size for e in tok.encode_batch(embedded)), "max_tokens": max(counts),
                 "mean_chunk_chars": round(sum(lengths) / len(lengths), 1),
                 "llm_chunks": len(llm_texts), "llm_over_window_at_reserve": sum(n > window.size for n in llm_counts),
             })
+            before = next(r for r in rows if r["tree"] == rows[-1]["tree"] and r["way"] == BEFORE)
+            rows[-1]["llm_chunks_vs_before"] = round(len(llm_texts) / before["llm_chunks"], 3)
     return rows
 
 
@@ -132,14 +151,16 @@ def cookbook_rows(dataset: Path, window, tok: Tokenizer) -> dict:
             pos = max(pos, start)
     gen = StructuralContextGenerator()
     embedder = LocalMiniLMEmbedder()
+    llm_shaped = _LLMShaped()
     out = {}
     baseline: dict[int, list[int]] | None = None  # characters the characters-alone top k shows, per query
-    for way in ("characters (before)", "characters + windows", "fitted (now)"):
-        chunks, where = [], {}
+    for way in (BEFORE, FITTED, DEFAULT):
+        chunks, where, llm_chunks = [], {}, 0
         for d in docs:
             path = _path_for(d)
             doc = Document(path, d["content"])
-            pieces = old_cut(doc, path) if way.startswith("characters") else chunk_to_fit(doc, window, path=path)
+            pieces = cut(way, doc, path, window)
+            llm_chunks += len(cut(way, doc, path, window, generator=llm_shaped))
             for i, (offset, piece) in enumerate(pieces):
                 chunk = Chunk(f"{d['original_uuid']}:{i}", path, piece, i, {"start_index": offset})
                 chunks.append(ContextualChunk(chunk, gen.generate(doc, chunk).context))
@@ -150,7 +171,8 @@ def cookbook_rows(dataset: Path, window, tok: Tokenizer) -> dict:
         started = time.perf_counter()
         with warnings.catch_warnings():  # the characters-alone chunks' truncation: what the row measures
             warnings.simplefilter("ignore")
-            searcher = HybridSearcher(chunks, embedder, windows=WindowConfig() if "windows" in way else None)
+            cut_before = embedder.truncated_count
+            searcher = HybridSearcher(chunks, embedder, windows=WindowConfig() if way == DEFAULT else False)
         hits = searcher.search_many([q["query"] for q in queries], 2 * max(KS))
         found = {k: [] for k in KS}
         at_chars = {k: [] for k in KS}
@@ -171,8 +193,9 @@ def cookbook_rows(dataset: Path, window, tok: Tokenizer) -> dict:
                 at_chars[k].append(_found(golden, read))
         if baseline is None:
             baseline = shown
-        out[way] = {"chunks": len(chunks), "golden_half_covered_by_one_chunk": round(100 * one_chunk / len(spans), 2),
-                    "over_window": sum(len(e.ids) > window.size for e in tok.encode_batch([c.indexed_text for c in chunks])),
+        over = sum(len(e.ids) > window.size for e in tok.encode_batch([c.indexed_text for c in chunks]))
+        out[way] = {"chunks": len(chunks), "llm_chunks": llm_chunks, "golden_half_covered_by_one_chunk": round(100 * one_chunk / len(spans), 2),
+                    "over_window": over, "truncated": embedder.truncated_count - cut_before,
                     **{f"span_pass@{k}": round(100 * sum(found[k]) / len(found[k]), 2) for k in KS},
                     **{f"span_pass_at_before_chars@{k}": round(100 * sum(at_chars[k]) / len(at_chars[k]), 2) for k in KS},
                     **{f"chars_shown@{k}": round(sum(shown[k]) / len(shown[k])) for k in KS},
@@ -209,14 +232,16 @@ def main() -> None:
     window = window_of(LocalMiniLMEmbedder())
     tok = _tokenizer()
     trees = tree_rows(window, tok)
-    print(f"{'tree':<26} {'way':<20} {'files':>5} {'chunks':>6} {'over':>5} {'max tok':>7} {'chars':>6} {'llm chunks':>10} {'llm over':>8}")
+    print(f"{'tree':<26} {'way':<20} {'files':>5} {'chunks':>6} {'over':>5} {'cut':>5} {'max tok':>7} {'chars':>6} "
+          f"{'llm chunks':>10} {'vs before':>9} {'llm over':>8}")
     for r in trees:
-        print(f"{r['tree']:<26} {r['way']:<20} {r['files']:>5} {r['chunks']:>6} {r['over_window']:>5} {r['max_tokens']:>7} "
-              f"{r['mean_chunk_chars']:>6} {r['llm_chunks']:>10} {r['llm_over_window_at_reserve']:>8}")
+        print(f"{r['tree']:<26} {r['way']:<20} {r['files']:>5} {r['chunks']:>6} {r['over_window']:>5} {r['truncated']:>5} "
+              f"{r['max_tokens']:>7} {r['mean_chunk_chars']:>6} {r['llm_chunks']:>10} {r['llm_chunks_vs_before']:>9} "
+              f"{r['llm_over_window_at_reserve']:>8}")
     cookbook = cookbook_rows(Path(args.dataset), window, tok)
     print("\ncookbook documents re-chunked, structural hybrid, golden spans half covered (Pass@5 / 10 / 20; chars in the top k)")
     for way, r in cookbook.items():
-        print(f"{way:<20} {r['chunks']:>5} chunks, {r['over_window']:>3} over  " + " ".join(f"{r[f'span_pass@{k}']:6.2f}" for k in KS)
+        print(f"{way:<20} {r['chunks']:>5} chunks ({r['llm_chunks']} with an LLM), {r['over_window']:>3} over, {r['truncated']:>3} cut  " + " ".join(f"{r[f'span_pass@{k}']:6.2f}" for k in KS)
               + "   " + " / ".join(str(r[f"chars_shown@{k}"]) for k in KS)
               + "   at the before-row's characters: " + " ".join(f"{r[f'span_pass_at_before_chars@{k}']:6.2f}" for k in KS)
               + f"   one-chunk ceiling {r['golden_half_covered_by_one_chunk']:.2f}")

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from langchain_core.documents import Document
@@ -155,6 +155,30 @@ class WindowedVectorStore(VectorStore):
 
     # -- searching --------------------------------------------------------------------------------
 
+    def _deep(self, search: Callable[[int], Sequence[tuple[Any, Any]]], k: int) -> list[tuple[Any, Any]]:
+        """The top `k` chunks of `search(rows)`: rows come best first, so `k` more rows than
+        chunks wanted hold the answer but for a query whose top rows are mostly a few chunks'
+        windows, which then reads twice as many rows, up to every row it may need (`k + extra`):
+        the same chunks either way."""
+        n = k + min(self.extra, k)
+        pairs = search(n)
+        got = self._collapse(pairs, k)  # type: ignore[arg-type]
+        while len(got) < k and len(pairs) >= n and n < k + self.extra:
+            n = min(k + self.extra, 2 * n)
+            pairs = search(n)
+            got = self._collapse(pairs, k)  # type: ignore[arg-type]
+        return got  # type: ignore[return-value]
+
+    async def _adeep(self, search: Callable[[int], Awaitable[Sequence[tuple[Any, Any]]]], k: int) -> list[tuple[Any, Any]]:
+        n = k + min(self.extra, k)
+        pairs = await search(n)
+        got = self._collapse(pairs, k)  # type: ignore[arg-type]
+        while len(got) < k and len(pairs) >= n and n < k + self.extra:
+            n = min(k + self.extra, 2 * n)
+            pairs = await search(n)
+            got = self._collapse(pairs, k)  # type: ignore[arg-type]
+        return got  # type: ignore[return-value]
+
     def _collapse(self, pairs: Sequence[tuple[Document, float]], k: int) -> list[tuple[Document, float]]:
         def owner(pair: tuple[Document, float]) -> str:
             return str(pair[0].metadata.get(WINDOW_OF_KEY) or row_owner(chunk_id_of(pair[0], self.id_key)))
@@ -170,16 +194,16 @@ class WindowedVectorStore(VectorStore):
     def _similarity_search_with_relevance_scores(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
         # the scoring step the public similarity_search_with_relevance_scores wraps (its checks and
         # score_threshold are applied once, over the collapsed list)
-        return self._collapse(relevance_pairs(self.vectorstore, query, k=k + self.extra, **kwargs), k)
+        return self._deep(lambda n: relevance_pairs(self.vectorstore, query, k=n, **kwargs), k)
 
     async def _asimilarity_search_with_relevance_scores(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
-        return self._collapse(await arelevance_pairs(self.vectorstore, query, k=k + self.extra, **kwargs), k)
+        return await self._adeep(lambda n: arelevance_pairs(self.vectorstore, query, k=n, **kwargs), k)
 
     def similarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
-        return self._collapse(self.vectorstore.similarity_search_with_score(query, k=k + self.extra, **kwargs), k)
+        return self._deep(lambda n: self.vectorstore.similarity_search_with_score(query, k=n, **kwargs), k)
 
     async def asimilarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
-        return self._collapse(await self.vectorstore.asimilarity_search_with_score(query, k=k + self.extra, **kwargs), k)
+        return await self._adeep(lambda n: self.vectorstore.asimilarity_search_with_score(query, k=n, **kwargs), k)
 
     def rows_of(self, chunk_id: str) -> list[str]:
         """The row ids of a chunk: its own, then its windows'."""
@@ -188,7 +212,7 @@ class WindowedVectorStore(VectorStore):
     def scored_by_vector(self, vector: Sequence[float], k: int = 4, **kwargs: Any) -> list[tuple[Document, float | None]]:
         """Each chunk once, best first, for a search by `vector` (dense PRF's second search), with
         the relevance scores `similarity_search_with_relevance_scores` gives."""
-        return list(self._collapse(scored_by_vector(self.vectorstore, vector, k=k + self.extra, **kwargs), k))  # type: ignore[arg-type]
+        return self._deep(lambda n: scored_by_vector(self.vectorstore, vector, k=n, **kwargs), k)
 
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
         return [d for d, _ in self.similarity_search_with_score(query, k=k, **kwargs)]

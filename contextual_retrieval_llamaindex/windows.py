@@ -81,7 +81,9 @@ def index_nodes(index: Any) -> list[BaseNode]:
 
 class WindowedVectorRetriever(BaseRetriever):
     """The vector side over an index holding window entries (`add_windows`): each node once, at
-    its best window's score, `depth` nodes.
+    its best window's score, `depth` nodes (read from the top `2 * depth` rows, or, for a query
+    whose top rows hold fewer nodes, from twice as many, up to every row it may need: the same
+    nodes either way).
 
     Args:
         index: the `VectorStoreIndex`.
@@ -97,6 +99,14 @@ class WindowedVectorRetriever(BaseRetriever):
     def __init__(self, index: Any, nodes: Sequence[BaseNode], extra: int, depth: int,
                  filters: MetadataFilters | None = None, **kwargs: Any) -> None:
         self.vector_retriever = index.as_retriever(similarity_top_k=depth + extra, filters=filters)  # rows, not nodes
+        # rows come best first: `depth` more rows than nodes wanted hold `depth` nodes but for a query
+        # whose top rows are mostly a few nodes' windows, which then reads twice as many rows, up to
+        # every row it may need (the same nodes either way)
+        sizes = [depth + min(extra, depth)]
+        while sizes[-1] < depth + extra:
+            sizes.append(min(depth + extra, 2 * sizes[-1]))
+        self._steps = [index.as_retriever(similarity_top_k=n, filters=filters) for n in sizes[:-1]] + [self.vector_retriever]
+        self._sizes = sizes
         self._nodes: dict[str, BaseNode] = {n.node_id: n for n in nodes}
         self.depth = depth
         super().__init__(**kwargs)
@@ -110,7 +120,17 @@ class WindowedVectorRetriever(BaseRetriever):
                 for owner, (_, r) in picked]
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return self._collapse(self.vector_retriever.retrieve(query_bundle))
+        for size, step in zip(self._sizes, self._steps):
+            rows = step.retrieve(query_bundle)
+            nodes = self._collapse(rows)
+            if len(nodes) >= self.depth or len(rows) < size:
+                break
+        return nodes
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return self._collapse(await self.vector_retriever.aretrieve(query_bundle))
+        for size, step in zip(self._sizes, self._steps):
+            rows = await step.aretrieve(query_bundle)
+            nodes = self._collapse(rows)
+            if len(nodes) >= self.depth or len(rows) < size:
+                break
+        return nodes

@@ -142,8 +142,8 @@ class CostEstimate:
 
     Attributes:
         questions, contexts: estimated token usage; questions_to_generate / contexts_to_generate:
-        requests not served by the store; model; batch: priced at the 50% batch rate; chunks:
-        the corpus' chunks (one context, so one LLM request, each unless the store holds it).
+        requests not served by the store; model; batch: priced at the 50% batch rate.
+        chunks: the corpus' chunks, each one context request unless the store holds its context.
     """
 
     model: str

@@ -96,7 +96,7 @@ def chunk_windows(chunk: ContextualChunk, counts: dict[str, int], special: int, 
             if room < 0:
                 break
             kept.append(piece)
-        context = "".join(kept).rstrip()
+        context = "".join(kept).rstrip() + context[len(context.rstrip()):]  # what joined it to the chunk stays
         budget = size // 4
     if parts and max(cost) > budget:  # a piece no window holds whole (a long run without spaces) is cut inside
         pieces = [q for p in pieces for q in (parts.get(p, (p,)) if counts[p] > budget else (p,))]
