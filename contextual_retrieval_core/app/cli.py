@@ -104,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "(default: the one `index` uses)")
     own.add_argument("--max-quoted-words", type=int, metavar="N",
                      help="reject (and ask once more) a question repeating more than N consecutive words of its chunk "
-                          "(default: questions.DEFAULT_MAX_QUOTED_WORDS)")
+                          "(default 8)")  # questions.DEFAULT_MAX_QUOTED_WORDS: tests/unit/test_cli.py ties the two
     own.add_argument("--rerank", choices=["auto", "none", "cohere", "voyage"], default="auto",
                      help="also score each configuration reranked (auto: Cohere when COHERE_API_KEY is set, else none)")
     own.add_argument("--dry-run", action="store_true", help="print the estimated tokens and dollars, pay nothing")
@@ -360,8 +360,11 @@ def _cmd_eval_own(args: argparse.Namespace) -> int:
         raise ValueError("--dataset scores an existing set; with --generate-questions pass the corpus as PATH instead")
     corpus = load_corpus(args.source)
     contexts = load_contexts_jsonl(args.contexts, corpus) if args.contexts else None
-    questions = AnthropicQuestionGenerator(args.model) if args.model else AnthropicQuestionGenerator()
-    situate = None if contexts is not None else AnthropicContextGenerator(questions.model)
+    # an estimate sends no request, so it needs no key: the generators get a client that refuses to send
+    client: Any = _NoRequests() if args.dry_run else None
+    questions = (AnthropicQuestionGenerator(args.model, client=client) if args.model
+                 else AnthropicQuestionGenerator(client=client))
+    situate = None if contexts is not None else AnthropicContextGenerator(questions.model, client=client)
     mode: Literal["realtime", "batch"] = "batch" if args.batch else "realtime"
     with ContextStore(args.store or default_store_path()) as store:
         estimate = estimate_cost(corpus, args.generate_questions, questions, situate, store, seed=args.seed, mode=mode)
@@ -392,6 +395,14 @@ def _cmd_eval_own(args: argparse.Namespace) -> int:
     if args.json:
         _write_json(args.json, result.to_dict())
     return 0
+
+
+class _NoRequests:
+    """The Anthropic client of `eval --dry-run`: the estimate builds requests but sends none."""
+
+    @property
+    def messages(self) -> Any:
+        raise RuntimeError("eval --dry-run sends no request to Anthropic")
 
 
 def _write_json(path: str, payload: Any) -> None:

@@ -108,6 +108,9 @@ def describe(exc: BaseException) -> str:
                 "(ANTHROPIC_API_KEY, VOYAGE_API_KEY, COHERE_API_KEY) and its status, or run offline "
                 "(--contexts structural, --embedder local, --rerank none)")
     text = str(exc) or type(exc).__name__
+    if text.startswith("ANTHROPIC_API_KEY is not set"):  # the library's advice is Python's; this is the command line's
+        return ("ANTHROPIC_API_KEY is not set: export ANTHROPIC_API_KEY=... to use Claude, or run offline "
+                "(index --contexts structural); eval --generate-questions --dry-run prints the estimate without a key")
     if isinstance(exc, OSError) and exc.filename and str(exc.filename) not in text:
         text = f"{exc.filename}: {text}"
     if isinstance(exc, sqlite3.Error):

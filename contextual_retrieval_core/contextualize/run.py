@@ -125,7 +125,9 @@ class Run:
         #: chunk id -> (its document's state, the chunk): claimed by another worker when reached
         self.left: dict[str, tuple[DocState, Chunk]] = {}
         self.taking_over = False  # True once this run generates what it first left to others
-        self.bar = tqdm(total=total, desc="contexts", unit="chunk", disable=not settings.show_progress or not total)
+        # what the generator writes ("questions" for the question generator), "contexts" by default
+        desc = getattr(settings.generator, "writes", "contexts")
+        self.bar = tqdm(total=total, desc=desc, unit="chunk", disable=not settings.show_progress or not total)
 
     def close(self) -> None:
         self.bar.close()

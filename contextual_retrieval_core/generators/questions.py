@@ -84,6 +84,8 @@ class AnthropicQuestionGenerator(AnthropicContextGenerator):
 
     name = "anthropic-questions"
     label = "anthropic (questions)"
+    #: what the run's progress bar counts
+    writes = "questions"
 
     def __init__(
         self,

@@ -209,7 +209,8 @@ class UsageReport:
         u = self.usage
         label = self.generator + (f" / {self.model}" if self.model else "")
         lines = [
-            f"contexts: {self.chunks} chunks in {self.documents} documents — {self.store_hits} from the store, "
+            f"contexts: {self.chunks} chunks in {self.documents} document{'' if self.documents == 1 else 's'} — "
+            f"{self.store_hits} from the store, "
             f"{self.generated} generated ({label}, {self.mode}{', grouped' if self.grouped else ''})",
         ]
         if self.left_to_other_workers or self.taken_over:

@@ -461,7 +461,7 @@ class ContextualIndex:
             # new rows go in beside the old ones: the old manifest still finds all of its chunks
             self._vectors(create=True).add(fresh, vectors, documents=row_texts, metadatas=metas)
             written, shown = dict(zip(fresh, np.asarray(vectors, dtype=np.float32))), metadatas
-            report.chunks_added = len(chunks)
+            report.chunks_added = len({c.id for c in chunks} - set(old.chunk_ids() if old else ()))  # new ids only
         self._commit(manifest, report, texts, fresh, written, shown)
         report.elapsed_s = time.perf_counter() - started
         return report

@@ -19,7 +19,9 @@ class IndexReport:
         skipped: (path, reason) for every file left out: too large, binary, undecodable,
             unreadable.
         decoded: (doc id, encoding) for every file read in another encoding than UTF-8.
-        chunks_added, chunks_removed, chunks_total: chunk counts (total: in the index afterwards).
+        chunks_added, chunks_removed, chunks_total: chunks new to the index, chunks gone from it,
+            and the chunks in it afterwards (the total before, plus added, less removed; a changed
+            file's chunks that keep their text and place are neither).
         embedded: texts sent to the embedder; embedding_cache_hits: texts served by its cache.
         plain_text_code: code files read without a parser (line-rule chunks, contexts that name
             the file only), counted by reason, e.g. ``{"no grammar for lua": 2}``.

@@ -42,6 +42,17 @@ def evidence_records(hits: Sequence[Any], result: PruningResult) -> list[dict[st
     return out
 
 
+def _valve(fallback: str, hits: Sequence[Any]) -> str:
+    """A safety valve the pruner took, in words: which chunk a standout unit was kept from."""
+    if fallback.startswith("standout:"):
+        cid = fallback.split(":", 1)[1]
+        path = next((getattr(h, "path", None) or getattr(h, "document_id", None) for h in hits if getattr(h, "id", None) == cid), None)
+        return f"kept the best unit of {path or 'a chunk'}, which stands out of the ranking"
+    if fallback == "min_tokens":
+        return "too little was left within the budget: the top two chunks kept whole"
+    return fallback
+
+
 def format_evidence(question: str, hits: Sequence[Any], result: PruningResult) -> str:
     """The pruned evidence as text: per chunk its file, context and kept lines with their numbers."""
     r = result.report
@@ -50,7 +61,7 @@ def format_evidence(question: str, hits: Sequence[Any], result: PruningResult) -
     if r.unchanged_reason:
         lines.append(f"(unchanged: {r.unchanged_reason})")
     if r.fallbacks:
-        lines.append(f"(safety valves: {', '.join(r.fallbacks)})")
+        lines.append("(" + "; ".join(_valve(f, hits) for f in r.fallbacks) + ")")
     for rank, record in enumerate(evidence_records(hits, result), 1):
         lines.append("")
         spans = ", ".join(f"{p['start_line']}-{p['end_line']}" for p in record["pieces"])

@@ -42,3 +42,13 @@ def test_eval_errors_name_the_fix(tmp_path, capsys, monkeypatch):
     assert "pass --dataset DIR or set CONTEXTUAL_RETRIEVAL_DATASET" in capsys.readouterr().err
     assert main(["eval", "--dataset", str(tmp_path)]) == 2
     assert "codebase_chunks.json" in capsys.readouterr().err
+
+
+def test_help_shows_values_not_internal_names(capsys):
+    from contextual_retrieval_core.generators.questions import DEFAULT_MAX_QUOTED_WORDS
+
+    with pytest.raises(SystemExit):
+        main(["eval", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"consecutive words of its chunk (default {DEFAULT_MAX_QUOTED_WORDS})" in text
+    assert "DEFAULT_" not in text and "questions." not in text

@@ -81,3 +81,16 @@ def test_query_budget_must_be_positive(index, capsys):
     ix, _ = index
     assert main(["query", str(ix), "parental leave", "--prune", "--budget", "0"]) == 2
     assert "budget must be a positive number of tokens" in capsys.readouterr().err
+
+
+def test_safety_valves_are_said_in_words_with_the_file_not_the_chunk_id():
+    from contextual_retrieval_core.index.report import IndexHit
+    from contextual_retrieval_core.pruning.evidence import format_evidence
+    from contextual_retrieval_core.pruning.result import PruningReport, PruningResult
+
+    hit = IndexHit(id="9b1c2d3e-0000-5000-8000-000000000001", path="docs/handbook.md", score=1.0, context="", text="x")
+    report = PruningReport("words", tokens_before=10, tokens_after=4, fallbacks=[f"standout:{hit.id}", "min_tokens"])
+    text = format_evidence("question", [hit], PruningResult([], report))
+    assert "kept the best unit of docs/handbook.md, which stands out" in text
+    assert "the top two chunks kept whole" in text
+    assert "standout:" not in text and hit.id not in text and "safety valves" not in text

@@ -287,3 +287,23 @@ def test_auto_choices_follow_keys_and_installed_sdks(monkeypatch):
     assert all("sk-test" not in n and "co-test" not in n for n in notes)
     with pytest.raises(ValueError, match="choose auto, structural or anthropic"):
         choose_generator("gpt")
+
+
+def test_the_report_adds_up_when_a_file_grows_by_one_section(tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    guide = folder / "guide.md"
+    guide.write_text("# Guide\n\n" + "".join(f"## Step {i}\n\n" + f"Step {i} says what to check. " * 30 + "\n\n"
+                                             for i in range(6)), encoding="utf-8")
+    index = ContextualIndex(tmp_path / "ix", embedder=CountingEmbedder(), generator=CountingGenerator())
+    first = index.update([folder], show_progress=False)
+    assert first.chunks_total > 4
+    guide.write_text(guide.read_text(encoding="utf-8") + "## Step 6\n\nThe last step, appended.\n", encoding="utf-8")
+    second = index.update([folder], show_progress=False)
+    # only the chunks at the end change; the file's other chunks keep their ids, so they are
+    # neither added nor removed, and the counts add up
+    assert second.files_changed == 1 and 1 <= second.chunks_added <= 2 and second.chunks_removed <= 1
+    assert second.chunks_total == first.chunks_total + second.chunks_added - second.chunks_removed
+    assert (f"chunks: {second.chunks_added} added, {second.chunks_removed} removed, {second.chunks_total} in the index"
+            in second.format())
+    assert f"{second.chunks_total} chunks in 1 document —" in second.format()

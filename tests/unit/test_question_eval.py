@@ -170,6 +170,24 @@ def test_cli_dry_run_pays_nothing_and_needs_yes(server, tmp_path, monkeypatch, c
     assert server.requests_to("/v1/messages") == [] and not (tmp_path / "set").exists()
 
 
+def test_cli_dry_run_needs_no_key_and_counts_the_chunks(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")  # nothing listens: a request would fail
+    docs = _corpus(tmp_path / "docs")
+    args = ["eval", "--generate-questions", "5", str(docs), "--store", str(tmp_path / "s.sqlite3"), "--dry-run",
+            "--json", str(tmp_path / "e.json")]
+    assert main(args) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    estimate = json.loads((tmp_path / "e.json").read_text())["estimate"]
+    assert "questions: 5 to generate" in out and f"chunks: {estimate['chunks']} (one context request each" in out
+    assert estimate["chunks"] == estimate["contexts_to_generate"] > 5 and estimate["total_cost_usd"] > 0
+    # without --dry-run the key is still asked for, before anything is paid
+    assert main(args[:-3]) == 2
+    err = capsys.readouterr().err
+    assert "ANTHROPIC_API_KEY is not set: export ANTHROPIC_API_KEY" in err and "--dry-run" in err
+    assert "client=anthropic" not in err  # a command-line user gets command-line advice
+
+
 def test_cli_errors_name_the_fix(server, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("ANTHROPIC_API_KEY", server.api_key)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
