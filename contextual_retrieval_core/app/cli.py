@@ -544,8 +544,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Terminated as exc:
         print(f"contextual-retrieval {args.command}: {exc}", file=sys.stderr)
         return TERMINATED_EXIT_CODE
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        print(str(exc) if str(exc).startswith("interrupted") else "interrupted", file=sys.stderr)
         return 130
     except error_classes() as exc:
         print(f"contextual-retrieval {args.command}: error: {describe(exc)}", file=sys.stderr)

@@ -54,7 +54,7 @@ from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.contextualize.batches import BatchRunner
 from contextual_retrieval_core.contextualize.claims import DEFAULT_CLAIM_LEASE_S, DEFAULT_CLAIM_POLL_S, WorkClaims
 from contextual_retrieval_core.contextualize.inputs import validate_inputs
-from contextual_retrieval_core.contextualize.interrupts import sigterm_as_interrupt
+from contextual_retrieval_core.contextualize.interrupts import GRACE_S, Interrupted, StopAsked, Terminated, sigterm_as_interrupt
 from contextual_retrieval_core.contextualize.run import DocState, Run, RunSettings
 from contextual_retrieval_core.generators.base import (
     BatchGeneration,
@@ -239,20 +239,36 @@ class Contextualizer:
 
         # a sync caller: generators that hold a sync path use it (in threads), so their async
         # clients stay on the loops their owner awaits them on
-        ended = threading.Event()
+        ended, stop = threading.Event(), threading.Event()
 
         async def run() -> ContextualizeResult:
             try:
-                return await self._run(documents, chunks, prefer_sync=True)
+                return await self._run(documents, chunks, prefer_sync=True, stop=stop)
             finally:
                 ended.set()
 
         future = asyncio.run_coroutine_threadsafe(run(), loop)
         try:
             with sigterm_as_interrupt():  # SIGTERM takes Ctrl-C's path
-                return future.result()
+                try:
+                    return future.result()
+                except KeyboardInterrupt as first:
+                    # the first Ctrl-C or SIGTERM: nothing more is sent; the requests in flight end
+                    # and their contexts are stored (a second one stops the run at once)
+                    stop.set()
+                    try:
+                        future.result(timeout=GRACE_S)
+                    except StopAsked as stopped:  # the run's own word: it stopped as asked
+                        if isinstance(first, Terminated):
+                            raise Terminated(f"stopped by SIGTERM; {str(stopped).removeprefix('interrupted: ')}") from None
+                        raise Interrupted(str(stopped)) from None
+                    except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM: at once
+                        raise
+                    except BaseException:  # another error, or the grace ran out
+                        pass
+                    raise first
         except BaseException:
-            future.cancel()  # Ctrl-C in the caller stops the run (what arrived is stored)
+            future.cancel()  # stops the run at once (what arrived is stored)
             ended.wait(_CLEAN_UP_S)  # its clean-up (work claims released) ends before the caller goes on
             raise
 
@@ -286,8 +302,10 @@ class Contextualizer:
         with sigterm_as_interrupt():
             return await self._run(documents, chunks, prefer_sync=False)
 
-    async def _run(self, documents: Sequence[Document], chunks: Sequence[Chunk], *, prefer_sync: bool) -> ContextualizeResult:
-        """A run; `prefer_sync`: a generator with a sync path (`SyncPath`) takes it, in threads."""
+    async def _run(self, documents: Sequence[Document], chunks: Sequence[Chunk], *, prefer_sync: bool,
+                   stop: threading.Event | None = None) -> ContextualizeResult:
+        """A run; `prefer_sync`: a generator with a sync path (`SyncPath`) takes it, in threads;
+        `stop`, once set, ends it gracefully (nothing more sent, the requests in flight stored)."""
         started = time.perf_counter()
         docs, ordered, not_in_doc, without_chunks = validate_inputs(documents, chunks)
         gen = self.generator
@@ -353,6 +371,7 @@ class Contextualizer:
                             poll_s=self.claim_poll_s, enabled=gen.is_llm and bool(total))
         run = Run(self._run_settings(), report, keys, grouped_keys, contexts, total, claims, prefer_sync=prefer_sync)
         run.space = space
+        run.stop = stop
 
         async def generate(todo: dict[str, DocState]) -> None:
             if self.mode == "batch":

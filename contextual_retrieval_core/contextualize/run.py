@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm.auto import tqdm
 
+from contextual_retrieval_core.contextualize.interrupts import StopAsked
 from contextual_retrieval_core.generators.base import (
     FatalGenerationError,
     Generation,
@@ -125,6 +126,8 @@ class Run:
         #: chunk id -> (its document's state, the chunk): claimed by another worker when reached
         self.left: dict[str, tuple[DocState, Chunk]] = {}
         self.taking_over = False  # True once this run generates what it first left to others
+        #: once set (a first Ctrl-C), the run sends nothing more and ends when its requests in flight have
+        self.stop: threading.Event | None = None
         # what the generator writes ("questions" for the question generator), "contexts" by default
         desc = getattr(settings.generator, "writes", "contexts")
         self.bar = tqdm(total=total, desc=desc, unit="chunk", disable=not settings.show_progress or not total)
@@ -257,7 +260,7 @@ class Run:
         then fail the run, naming their last error."""
         settings = self.settings
         limit, delay = settings.give_up_after_rate_limited_s, settings.retry_backoff_s
-        while self.transient and self.fatal is None:
+        while self.transient and not self.stopping():
             idle = time.monotonic() - self.last_progress
             if limit is not None and idle >= limit:
                 break
@@ -386,7 +389,7 @@ class Run:
     async def wait_for_others(self, generate: Any) -> None:
         """Serve the chunks left to other workers from the store once they land; take over those
         whose claim expired or was released, generating them with `generate(states)`."""
-        while self.left and self.fatal is None:
+        while self.left and not self.stopping():
             await asyncio.sleep(self.claims.poll_s)
             keys = [self.keys[i] for i in self.left] + [self.grouped_keys[i] for i in self.left if i in self.grouped_keys]
             found = await asyncio.to_thread(self.settings.store.get_many, keys)
@@ -406,9 +409,16 @@ class Run:
             self.left, self.taking_over = {}, True
             await generate(states)  # claims each document again: what is still held elsewhere is left again
 
+    def stopping(self) -> bool:
+        """Whether the run sends nothing more: a fatal error, or a graceful stop was asked for."""
+        if self.fatal is None and self.stop is not None and self.stop.is_set():
+            self.fatal = StopAsked(f"interrupted: {self.generated} contexts generated in this run are stored, "
+                                     "the requests in flight included; run again to resume")
+        return self.fatal is not None
+
     async def _handle(self, item: WorkItem, push: Any) -> None:
         kind, state = item.kind, item.state
-        if self.fatal is not None:
+        if self.stopping():
             return
         if kind == "doc":
             await self._start(item, push)
@@ -427,7 +437,7 @@ class Run:
             if not isinstance(exc, GenerationError) and not is_transient(exc):
                 raise  # a framework's own error that is not transient ends the run, as it is
             self.fail(chunk, exc, state)
-            if kind == "first" and state.waiting and self.fatal is None:
+            if kind == "first" and state.waiting and not self.stopping():
                 # failed for good: the next chunk goes alone and writes the cache instead
                 push(1, WorkItem("first", state, [state.waiting.pop(0)]))
             return

@@ -80,6 +80,31 @@ def test_index_stops_on_a_signal_keeps_what_arrived_and_resumes(tmp_path, sig, c
         assert server.stats()["messages"] - paid == report["contexts"]["generated"]  # the rest, once
 
 
+def test_a_first_ctrl_c_waits_for_the_requests_in_flight_so_nothing_is_paid_twice(tmp_path):
+    """SIGINT at concurrency 8: sending stops, the 8 requests in flight end and are stored, and the
+    rerun asks for exactly the rest: requests == chunks over both runs."""
+    corpus, index = _files(tmp_path / "docs", n=8), tmp_path / "ix"
+    command = [sys.executable, "-m", "contextual_retrieval_core.app.cli", "index", str(corpus), "--index-dir", str(index),
+               "--contexts", "anthropic", "--embedder", "local", "--concurrency", "8", "--no-progress"]
+    with FakeAnthropicServer(latency_s=0.5) as server:
+        env = _env(server, tmp_path / "cache")
+        proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        store = index / "contexts.sqlite3"
+        _wait_for_contexts(store, 4, proc)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130 and "requests in flight" in err and "Traceback" not in err, err[-2000:]
+        with ContextStore(store) as s:
+            kept = len(s)
+        paid = server.stats()["messages"]
+        assert paid == kept  # every request paid for was stored
+        server.latency_s = 0.0
+        again = subprocess.run([*command, "--json", str(tmp_path / "r.json")], env=env, capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0, again.stderr[-2000:]
+        report = json.loads((tmp_path / "r.json").read_text())
+        assert server.stats()["messages"] == report["chunks_total"]  # over both runs: one request a chunk
+
+
 _FRAMEWORK = """
 import sys
 from langchain_anthropic import ChatAnthropic
