@@ -51,4 +51,4 @@ def llamaindex_pgvector(url: str, chunks: Sequence[ContextualChunk], embedder: A
     )
     index = VectorStoreIndex(nodes, storage_context=StorageContext.from_defaults(vector_store=store),
                              embed_model=CoreEmbedding(embedder))
-    return HybridRetriever.from_defaults(index, nodes=nodes, similarity_top_k=k)
+    return HybridRetriever.from_defaults(index, nodes=nodes, similarity_top_k=k, windows=False)  # one row a node
