@@ -38,8 +38,8 @@ class Interrupted(KeyboardInterrupt):
     flight ended and their contexts are stored."""
 
 
-class StopAsked(Exception):
-    """How a run ends inside its event loop once a graceful stop was asked for (a plain Exception:
+class StopAsked(RuntimeError):
+    """How a run ends inside its event loop once a graceful stop was asked for (not a KeyboardInterrupt:
     asyncio lets a KeyboardInterrupt escape the loop); the caller raises `Interrupted` for it."""
 
 
