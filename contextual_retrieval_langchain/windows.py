@@ -43,7 +43,7 @@ from contextual_retrieval_core.dense.window_rows import (
     row_owner,
     windowable,
 )
-from contextual_retrieval_core.dense.windows import WindowConfig, first_per_owner
+from contextual_retrieval_core.dense.windows import WindowConfig, fetch_sizes, first_per_owner
 from contextual_retrieval_langchain._compat import relevance_function
 from contextual_retrieval_langchain._documents import CHUNK_ID_KEY, ORIGINAL_CONTENT_KEY, chunk_id_of
 from contextual_retrieval_langchain.relevance import arelevance_pairs, relevance_pairs, scored_by_vector
@@ -156,27 +156,20 @@ class WindowedVectorStore(VectorStore):
     # -- searching --------------------------------------------------------------------------------
 
     def _deep(self, search: Callable[[int], Sequence[tuple[Any, Any]]], k: int) -> list[tuple[Any, Any]]:
-        """The top `k` chunks of `search(rows)`: rows come best first, so `k` more rows than
-        chunks wanted hold the answer but for a query whose top rows are mostly a few chunks'
-        windows, which then reads twice as many rows, up to every row it may need (`k + extra`):
-        the same chunks either way."""
-        n = k + min(self.extra, k)
-        pairs = search(n)
-        got = self._collapse(pairs, k)  # type: ignore[arg-type]
-        while len(got) < k and len(pairs) >= n and n < k + self.extra:
-            n = min(k + self.extra, 2 * n)
-            pairs = search(n)
+        """The top `k` chunks of `search(rows)`, rows asked for in the core's `fetch_sizes` steps."""
+        for size in fetch_sizes(k, self.extra):
+            pairs = search(size)
             got = self._collapse(pairs, k)  # type: ignore[arg-type]
+            if len(got) >= k or len(pairs) < size:
+                break
         return got  # type: ignore[return-value]
 
     async def _adeep(self, search: Callable[[int], Awaitable[Sequence[tuple[Any, Any]]]], k: int) -> list[tuple[Any, Any]]:
-        n = k + min(self.extra, k)
-        pairs = await search(n)
-        got = self._collapse(pairs, k)  # type: ignore[arg-type]
-        while len(got) < k and len(pairs) >= n and n < k + self.extra:
-            n = min(k + self.extra, 2 * n)
-            pairs = await search(n)
+        for size in fetch_sizes(k, self.extra):
+            pairs = await search(size)
             got = self._collapse(pairs, k)  # type: ignore[arg-type]
+            if len(got) >= k or len(pairs) < size:
+                break
         return got  # type: ignore[return-value]
 
     def _collapse(self, pairs: Sequence[tuple[Document, float]], k: int) -> list[tuple[Document, float]]:

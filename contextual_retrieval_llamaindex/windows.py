@@ -22,7 +22,7 @@ from llama_index.core.schema import BaseNode, MetadataMode, NodeRelationship, No
 from llama_index.core.vector_stores.types import MetadataFilters
 
 from contextual_retrieval_core.dense.window_rows import WINDOW_OF_KEY, max_pooling_only, plan_rows, row_owner, windowable
-from contextual_retrieval_core.dense.windows import WindowConfig, first_per_owner
+from contextual_retrieval_core.dense.windows import WindowConfig, fetch_sizes, first_per_owner
 from contextual_retrieval_llamaindex._compat import index_embed_model
 from contextual_retrieval_llamaindex._convert import indexed_text
 
@@ -99,12 +99,7 @@ class WindowedVectorRetriever(BaseRetriever):
     def __init__(self, index: Any, nodes: Sequence[BaseNode], extra: int, depth: int,
                  filters: MetadataFilters | None = None, **kwargs: Any) -> None:
         self.vector_retriever = index.as_retriever(similarity_top_k=depth + extra, filters=filters)  # rows, not nodes
-        # rows come best first: `depth` more rows than nodes wanted hold `depth` nodes but for a query
-        # whose top rows are mostly a few nodes' windows, which then reads twice as many rows, up to
-        # every row it may need (the same nodes either way)
-        sizes = [depth + min(extra, depth)]
-        while sizes[-1] < depth + extra:
-            sizes.append(min(depth + extra, 2 * sizes[-1]))
+        sizes = fetch_sizes(depth, extra)  # deeper only for a query whose rows hold too few nodes
         self._steps = [index.as_retriever(similarity_top_k=n, filters=filters) for n in sizes[:-1]] + [self.vector_retriever]
         self._sizes = sizes
         self._nodes: dict[str, BaseNode] = {n.node_id: n for n in nodes}

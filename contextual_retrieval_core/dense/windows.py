@@ -27,7 +27,8 @@ import numpy as np
 
 from contextual_retrieval_core.types import ContextualChunk, compose_indexed_text
 
-__all__ = ["WindowConfig", "DenseRows", "chunk_windows", "build_dense_rows", "collapse_hits", "first_per_owner", "embed_texts"]
+__all__ = ["WindowConfig", "DenseRows", "chunk_windows", "build_dense_rows", "collapse_hits", "first_per_owner", "embed_texts",
+           "fetch_sizes"]
 
 T = TypeVar("T")
 
@@ -217,6 +218,23 @@ def _long_piece_parts(counts: dict[str, int], count: Callable[[Sequence[str]], S
         parts[piece] = runs
         counts.update(zip(runs, got))
     return parts
+
+
+def fetch_sizes(k: int, extra: int) -> list[int]:
+    """How many rows to ask a store for, in turn, for the top `k` chunks when it holds `extra` rows
+    beyond one a chunk: rows come best first, so `k` more rows than chunks wanted usually hold the
+    answer; a query whose top rows are mostly a few chunks' windows asks for twice as many, up to
+    every row it may need (`k + extra`). Stop at the first size whose rows hold `k` chunks, or
+    that came back short (the store has no more).
+
+    Example:
+        >>> fetch_sizes(150, 795), fetch_sizes(150, 40)
+        ([300, 600, 945], [190])
+    """
+    sizes = [k + min(extra, k)]
+    while sizes[-1] < k + extra:
+        sizes.append(min(k + extra, 2 * sizes[-1]))
+    return sizes
 
 
 def first_per_owner(items: Iterable[T], owner_of: Callable[[T], str], limit: int) -> list[tuple[str, T]]:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from contextual_retrieval_core.dense.windows import collapse_hits
+from contextual_retrieval_core.dense.windows import collapse_hits, fetch_sizes
 from contextual_retrieval_core.embeddings.base import Embedder
 from contextual_retrieval_core.search.bm25 import BM25Index
 from contextual_retrieval_core.search.feedback import FeedbackRows
@@ -52,19 +52,21 @@ class InMemoryDenseSide(SyncDenseSide):
 
     def search_vectors(self, vectors: Any) -> list[Hits]:
         """Each query's top-`depth` chunks. With window rows, the rows come best first, so the
-        first `depth` distinct chunks among the top rows are the answer: fetch `depth` more rows
-        than chunks wanted, and all `depth + extra` only for a query whose rows did not reach
-        `depth` chunks (the same hits as always fetching them all)."""
+        first `depth` distinct chunks among the top rows are the answer: rows are fetched in the
+        `fetch_sizes` steps, deeper only for a query whose rows did not reach `depth` chunks (the
+        same hits as always fetching them all)."""
         qv = np.asarray(vectors)
-        depth, extra = self.depth, self.extra_rows
-        first = depth + min(extra, depth)
-        out = [collapse_hits(hits, self.owners, depth) for hits in self.index.search_many(qv, first)]
+        depth = self.depth
         wanted = min(depth, self.chunk_count)
-        short = [i for i, chunks in enumerate(out) if len(chunks) < wanted] if first < depth + extra else []
-        if short:
-            for i, hits in zip(short, self.index.search_many(qv[short], depth + extra)):
+        out: list[Any] = [None] * len(qv)
+        todo = list(range(len(qv)))
+        for size in fetch_sizes(depth, self.extra_rows):
+            for i, hits in zip(todo, self.index.search_many(qv[todo], size)):
                 out[i] = collapse_hits(hits, self.owners, depth)
-        return out  # type: ignore[return-value]
+            todo = [i for i in todo if len(out[i]) < wanted]
+            if not todo:
+                break
+        return out
 
     def feedback_rows(self, top: Sequence[str]) -> FeedbackRows:
         if self.rows is None:
