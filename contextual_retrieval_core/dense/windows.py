@@ -25,6 +25,7 @@ from typing import Any, Literal, TypeVar
 
 import numpy as np
 
+from contextual_retrieval_core.chunking.budget import TokenWindow, window_of
 from contextual_retrieval_core.types import ContextualChunk, compose_indexed_text
 
 __all__ = ["WindowConfig", "DenseRows", "chunk_windows", "build_dense_rows", "collapse_hits", "first_per_owner", "embed_texts",
@@ -185,11 +186,10 @@ def window_texts(embedder: Any, chunks: Sequence[ContextualChunk], windows: Wind
         return [[c.indexed_text] for c in chunks]
     size, overlap = plan
     pieces = sorted({p for c in chunks for text in (c.chunk.text, c.context or "") for p in _PIECE.findall(text)})
-    count = _through(embedder, "count_tokens")
-    special = int(count([""])[0])
-    cap = _through(embedder, "max_tokens") or size  # a tokenizer that truncates reports no more than this
-    # a piece the tokenizer caps counts as the whole window: it never fits whole and is cut inside
-    counts = {p: max(0, int(n) - special) if int(n) < cap else cap for p, n in zip(pieces, count(pieces))} if pieces else {}
+    # the chunker's piece counts: a piece the tokenizer caps counts as the whole window
+    window = window_of(embedder) or TokenWindow(size, _through(embedder, "count_tokens"))
+    count, special = window.count, window.special
+    counts = dict(zip(pieces, window.piece_costs(pieces)))
     parts = _long_piece_parts(counts, count, special, max(1, size // 4))  # fits any window (budget >= size // 4)
     per = [chunk_windows(c, counts, special, size, overlap, parts) for c in chunks]
     long = [i for i, texts in enumerate(per) if len(texts) > 1]
