@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
 # the real servers' session fixtures, defined here once so that each server starts once per run
 from tests.servers import chroma_server, pgvector_server, postgres_server  # noqa: F401, E402
+
+#: the user's cache (the shared context store, the eval embedding cache) is never the tester's own:
+#: one folder for the run (session fixtures, subprocesses), and each test gets its own (`_own_cache`)
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="contextual-retrieval-tests-cache-")
 
 REPO = Path(__file__).resolve().parents[1]
 COOKBOOK = Path(os.environ.get("CONTEXTUAL_RETRIEVAL_DATASET", REPO.parent / "shared" / "data" / "cookbook-codebase"))
@@ -223,6 +228,13 @@ def core_chunks(contextual_docs):
         ContextualChunk(Chunk(d.id, d.metadata["parent_id"], d.metadata["original_content"], d.metadata["chunk_index"]), d.metadata["context"])
         for d in contextual_docs
     ]
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(monkeypatch, tmp_path_factory):
+    """A cache folder of this test's own: what one test pays into the shared context store is not
+    another test's store hit."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
 
 
 HOSTED_KEYS = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "VOYAGE_API_KEY", "COHERE_API_KEY", "CO_API_KEY")

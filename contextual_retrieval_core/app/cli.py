@@ -36,6 +36,7 @@ def _default_cache() -> Path:
 
 def build_parser() -> argparse.ArgumentParser:
     from contextual_retrieval_core.app.evaluation import DATASET_ENV
+    from contextual_retrieval_core.chunking.split import DEFAULT_CHUNK_CHARS
 
     parser = argparse.ArgumentParser(
         prog="contextual-retrieval",
@@ -101,7 +102,13 @@ def build_parser() -> argparse.ArgumentParser:
     own.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
     own.add_argument("--batch", action="store_true", help="use Message Batches (50%% off; results within 24 h)")
     own.add_argument("--store", metavar="PATH", help="the context store questions and contexts go through "
-                     "(default: the one `index` uses)")
+                     f"(default: {_default_cache().with_name('contexts.sqlite3')}, which `index` also reads from and "
+                     "adds to, so neither pays for a context the other paid for)")
+    own.add_argument("--chunk-chars", type=int, default=None, metavar="N",
+                     help="characters per chunk, as `index --chunk-chars` (default: an index folder's, else "
+                     f"{DEFAULT_CHUNK_CHARS})")
+    own.add_argument("--fit-chunks", action=argparse.BooleanOptionalAction, default=None,
+                     help="cut chunks as `index --fit-chunks` does (default: an index folder's setting, else off)")
     own.add_argument("--max-quoted-words", type=int, metavar="N",
                      help="reject (and ask once more) a question repeating more than N consecutive words of its chunk "
                           "(default 8)")  # questions.DEFAULT_MAX_QUOTED_WORDS: tests/unit/test_cli.py ties the two
@@ -182,6 +189,10 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
                     "alone, definitions and headings first; default: the index's setting, off for a new index. "
                     "Changing it re-chunks every file")
     ix.add_argument("--concurrency", type=int, default=8, metavar="N", help="generation requests in flight (default 8)")
+    ix.add_argument("--store", metavar="PATH", help="the context store shared with `eval` and other runs: Claude's contexts "
+                    "found there are copied into the index's own contexts.sqlite3 instead of being paid for again, and "
+                    f"the index's are copied to it (default: {_default_cache().with_name('contexts.sqlite3')}; 'none': "
+                    "the index's own store only)")
     ix.add_argument("--windows", action=argparse.BooleanOptionalAction, default=None,
                     help="embed chunks longer than the embedder's window whole: extra vector rows for the overlapping "
                     "windows past it, each with the chunk's context, a chunk scoring as its best row; --no-windows: one vector "
@@ -358,15 +369,22 @@ def _cmd_eval_own(args: argparse.Namespace) -> int:
                          "an index folder or a cookbook folder)")
     if args.dataset:
         raise ValueError("--dataset scores an existing set; with --generate-questions pass the corpus as PATH instead")
-    corpus = load_corpus(args.source)
-    contexts = load_contexts_jsonl(args.contexts, corpus) if args.contexts else None
     # an estimate sends no request, so it needs no key: the generators get a client that refuses to send
     client: Any = _NoRequests() if args.dry_run else None
-    questions = (AnthropicQuestionGenerator(args.model, client=client) if args.model
-                 else AnthropicQuestionGenerator(client=client))
-    situate = None if contexts is not None else AnthropicContextGenerator(questions.model, client=client)
+    index = _index_folder(args.source)
+    model = args.model or (index.generator["model"] if index is not None and index.generator["name"] == "anthropic" else None)
+    questions = AnthropicQuestionGenerator(model, client=client) if model else AnthropicQuestionGenerator(client=client)
+    situate = None if args.contexts else AnthropicContextGenerator(questions.model, client=client)
+    embedder = _eval_embedder(args)
+    # chunked as `index` would with the same options (an index folder: as it was), so the contexts are the index's
+    corpus = load_corpus(args.source, chunk_chars=args.chunk_chars, fit_chunks=args.fit_chunks, embedder=embedder,
+                         generator=situate)
+    contexts = load_contexts_jsonl(args.contexts, corpus) if args.contexts else None
     mode: Literal["realtime", "batch"] = "batch" if args.batch else "realtime"
+    own_store = Path(args.source).expanduser() / "contexts.sqlite3"
     with ContextStore(args.store or default_store_path()) as store:
+        if situate is not None and index is not None and own_store.is_file():
+            _adopt_index_contexts(own_store, store, situate, corpus)
         estimate = estimate_cost(corpus, args.generate_questions, questions, situate, store, seed=args.seed, mode=mode)
         print(f"corpus: {len(corpus.documents)} documents, {len(corpus.chunks)} chunks; "
               f"{args.generate_questions} questions (seed {args.seed})")
@@ -385,7 +403,7 @@ def _cmd_eval_own(args: argparse.Namespace) -> int:
         out = Path(args.out) if args.out else Path(f"eval-{Path(args.source).resolve().name}")
         result = evaluate_own_corpus(
             corpus, args.generate_questions, question_generator=questions, context_generator=situate,
-            contexts=contexts, store=store, embedder=_eval_embedder(args), out=out, seed=args.seed, mode=mode,
+            contexts=contexts, store=store, embedder=embedder, out=out, seed=args.seed, mode=mode,
             **({} if args.max_quoted_words is None else {"max_quoted_words": args.max_quoted_words}), configs=configs, show_progress=not args.no_progress,
             estimate=estimate, structural_header=getattr(args, "structural_header", True),
             dense_prf=getattr(args, "dense_prf", None), reranker=choose_reranker(args.rerank),
@@ -395,6 +413,25 @@ def _cmd_eval_own(args: argparse.Namespace) -> int:
     if args.json:
         _write_json(args.json, result.to_dict())
     return 0
+
+
+def _index_folder(source: str) -> Any:
+    """The manifest of `source` when it is an index folder, else None."""
+    from contextual_retrieval_core.index.manifest import MANIFEST_NAME, IndexManifest
+
+    folder = Path(source).expanduser()
+    return IndexManifest.read(folder) if (folder / MANIFEST_NAME).is_file() else None
+
+
+def _adopt_index_contexts(path: Path, store: Any, generator: Any, corpus: Any) -> None:
+    """The contexts an index folder's own store holds for `corpus`, copied into `store` (an index
+    built before indexes shared their contexts)."""
+    from contextual_retrieval_core.contextualize.contextualizer import store_keys
+    from contextual_retrieval_core.index.shared_contexts import share
+    from contextual_retrieval_core.store.context_store import ContextStore
+
+    with ContextStore(path, read_only=True) as own:
+        share(own, store, store_keys(generator, {d.id: d for d in corpus.documents}, corpus.chunks).values())
 
 
 class _NoRequests:
@@ -460,7 +497,8 @@ def _cmd_index(args: argparse.Namespace) -> int:
     if not args.max_file_size > 0:
         raise ValueError(f"--max-file-size must be a positive number of megabytes, got {args.max_file_size}")
     report = index.update(args.paths, show_progress=not args.no_progress, max_file_bytes=int(args.max_file_size * 1e6),
-                          prune_missing=args.prune_missing, lock_wait=args.lock_wait)
+                          prune_missing=args.prune_missing, lock_wait=args.lock_wait,
+                          shared_contexts=True if args.store is None else (False if args.store.lower() == "none" else args.store))
     print(report.format())
     print(f'search it: contextual-retrieval query {index_dir} "your question"')
     if args.json:

@@ -267,12 +267,15 @@ def _dollars(cost: float | None) -> str:
 # -- the corpus ------------------------------------------------------------------------------
 
 
-def load_corpus(path: str | os.PathLike[str], *, chunk_chars: int | None = None) -> EvalDataset:
+def load_corpus(path: str | os.PathLike[str], *, chunk_chars: int | None = None, fit_chunks: bool | None = None,
+                embedder: Embedder | None = None, generator: Any = None) -> EvalDataset:
     """The documents and chunks of a folder of files, an index folder or a cookbook folder.
 
-    A folder is walked and chunked as ``contextual-retrieval index`` does (`chunk_chars`, default
-    the library's); an index folder (one with ``manifest.json``) gives its files, chunked with its
-    own chunk size; a folder with ``codebase_chunks.json`` gives its own chunks. Raises
+    A folder is walked and chunked as ``contextual-retrieval index`` does, by the same function
+    with the same options: `chunk_chars` (default the library's) and `fit_chunks` (each chunk,
+    with the context `generator` will give it, fitting `embedder`'s window; default off). An index
+    folder (one with ``manifest.json``) gives its files, chunked with its own settings unless
+    these are given; a folder with ``codebase_chunks.json`` gives its own chunks. Raises
     FileNotFoundError for a missing path and ValueError naming the file for one that cannot be
     read, or when there is nothing to chunk.
     """
@@ -298,6 +301,7 @@ def load_corpus(path: str | os.PathLike[str], *, chunk_chars: int | None = None)
             raise FileNotFoundError(f"{missing[0]} is in the index {folder} but no longer on disk; run "
                                     f"`contextual-retrieval index --prune-missing` first, or pass the folder itself")
         size = chunk_chars or manifest.chunk_chars
+        fit_chunks = manifest.chunk_tokens is not None if fit_chunks is None else fit_chunks
     else:
         scan = collect_files([folder])
         bad = [s for s in scan.skipped if s.reason.startswith(("unreadable", "undecodable"))]
@@ -305,8 +309,14 @@ def load_corpus(path: str | os.PathLike[str], *, chunk_chars: int | None = None)
             raise ValueError(f"cannot read {bad[0].path}: {bad[0].reason}; fix its permissions or encoding "
                              "(UTF-8), or move it out of the folder")
         files, size = scan.files, chunk_chars or DEFAULT_CHUNK_CHARS
+    window = None
+    if fit_chunks:
+        from contextual_retrieval_core.chunking.budget import window_of
+        from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
+
+        window = window_of(embedder if embedder is not None else LocalMiniLMEmbedder())
     report = IndexReport()
-    _, documents, chunks, _ = read_changes(files, {}, True, size, report, False)
+    _, documents, chunks, _ = read_changes(files, {}, True, size, report, False, window=window, generator=generator)
     if report.skipped:
         where, why = report.skipped[0]
         raise ValueError(f"cannot read {where}: {why}; convert it to UTF-8, or move it out of the folder")
@@ -323,14 +333,12 @@ def load_corpus(path: str | os.PathLike[str], *, chunk_chars: int | None = None)
 
 def _todo(chunks: Sequence[Chunk], docs: Mapping[str, Document], generator: Any, store: ContextStore | None) -> list[Chunk]:
     """The chunks whose answer `store` does not hold yet, each distinct (document, text) once."""
-    keyers: dict[str, Any] = {}
+    from contextual_retrieval_core.contextualize.contextualizer import store_keys
+
+    keys = store_keys(generator, docs, chunks)
     keyed: dict[str, Chunk] = {}
     for c in chunks:
-        keyer = keyers.get(c.document_id)
-        if keyer is None:
-            keyer = keyers[c.document_id] = ContextStore.keyer(generator.name, generator.model, generator.prompt_identity,
-                                                               docs[c.document_id].text)
-        keyed.setdefault(keyer(c.text), c)
+        keyed.setdefault(keys[c.id], c)
     found = store.get_many(keyed) if store is not None else {}
     return [c for k, c in keyed.items() if k not in found]
 

@@ -44,7 +44,7 @@ import threading
 import time
 import warnings
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,7 +70,7 @@ from contextual_retrieval_core.store.space import SpaceReserve
 from contextual_retrieval_core.types import Chunk, ContextPosition, ContextualChunk, Document
 
 __all__ = ["Contextualizer", "ContextualizeResult", "ContextualizationError", "default_store_path", "SHARED_OPTIONS", "refresh_options",
-           "contextualizer_for"]
+           "contextualizer_for", "store_keys"]
 
 log = logging.getLogger(__name__)
 
@@ -437,17 +437,7 @@ class Contextualizer:
         return {c.id: with_structural_header(header(docs[c.document_id], c).context, contexts[c.id]) for c in chunks}
 
     def _keys(self, docs: dict[str, Document], chunks: list[Chunk], *, grouped: bool = False) -> dict[str, str]:
-        """Store keys by chunk id (each document's text hashed once)."""
-        gen = self.generator
-        identity = gen.prompt_identity + (_GROUPED_SUFFIX if grouped else "")
-        keyers: dict[str, Any] = {}
-        out = {}
-        for c in chunks:
-            keyer = keyers.get(c.document_id)
-            if keyer is None:
-                keyer = keyers[c.document_id] = ContextStore.keyer(gen.name, gen.model, identity, docs[c.document_id].text)
-            out[c.id] = keyer(c.text)
-        return out
+        return store_keys(self.generator, docs, chunks, grouped=grouped)
 
     # -- batches left by a previous process -------------------------------------------------------
 
@@ -459,6 +449,22 @@ class Contextualizer:
         for batch_id, manifest in pending:
             log.info("collecting Message Batch %s left by an earlier run", batch_id)
             BatchRunner(self._run_settings(), None, report).collect(batch_id, manifest)
+
+
+def store_keys(generator: ContextGenerator, documents: Mapping[str, Document], chunks: Sequence[Chunk], *,
+               grouped: bool = False) -> dict[str, str]:
+    """The `ContextStore` key of each chunk's context from `generator`, by chunk id (each document's
+    text hashed once): what a `Contextualizer` looks up, so a caller can look up or copy the same
+    contexts (`ContextStore.copy_from`). `documents`: by id; `grouped`: the keys of grouped mode."""
+    identity = generator.prompt_identity + (_GROUPED_SUFFIX if grouped else "")
+    keyers: dict[str, Any] = {}
+    out = {}
+    for c in chunks:
+        keyer = keyers.get(c.document_id)
+        if keyer is None:
+            keyer = keyers[c.document_id] = ContextStore.keyer(generator.name, generator.model, identity, documents[c.document_id].text)
+        out[c.id] = keyer(c.text)
+    return out
 
 
 def _serve(loop: asyncio.AbstractEventLoop, executor: ThreadPoolExecutor) -> None:

@@ -88,7 +88,9 @@ from contextual_retrieval_core.search.ranked import DEFAULT_WEIGHTS
 from contextual_retrieval_core.search.sides import BM25Side
 
 if TYPE_CHECKING:  # the update machinery is imported by update(), never by a query
+    from contextual_retrieval_core.contextualize.contextualizer import ContextualizeResult
     from contextual_retrieval_core.index.space import UpdateSpace
+    from contextual_retrieval_core.types import Chunk, Document
 
 __all__ = ["ContextualIndex", "IndexMismatchError", "IndexDamagedError"]
 
@@ -299,6 +301,7 @@ class ContextualIndex:
         max_file_bytes: int = MAX_FILE_BYTES,
         prune_missing: bool = False,
         lock_wait: float = 0.0,
+        shared_contexts: str | os.PathLike[str] | bool = True,
     ) -> IndexReport:
         """Bring the index up to date with the files under `paths`.
 
@@ -313,6 +316,10 @@ class ContextualIndex:
             prune_missing: also drop files indexed from other paths that no longer exist.
             lock_wait: seconds to wait when another update holds the folder's lock (then
                 `IndexLockedError`).
+            shared_contexts: the context store shared with `eval` and other runs (True: the
+                default one, `default_store_path()`; a path; False: none). LLM contexts found
+                there are copied into the index's own ``contexts.sqlite3`` instead of being paid
+                for again, and those the index's store holds are copied to it.
         """
         from contextual_retrieval_core.index.changes import check_not_nested
         from contextual_retrieval_core.index.lock import folder_lock
@@ -326,7 +333,8 @@ class ContextualIndex:
             space = UpdateSpace(self.path)
             try:
                 with space.errors():  # a full disk: IndexFullError naming the folder and the space
-                    return self._update(paths, space, show_progress, batch_size, max_file_bytes, prune_missing)
+                    return self._update(paths, space, show_progress, batch_size, max_file_bytes, prune_missing,
+                                        shared_contexts)
             finally:
                 self.close()  # the embedding cache is checkpointed now, under the lock, not at some later GC
 
@@ -362,7 +370,7 @@ class ContextualIndex:
             return report
 
     def _update(self, paths: Sequence[str | os.PathLike[str]], space: UpdateSpace, show_progress: bool, batch_size: int,
-                max_file_bytes: int, prune_missing: bool) -> IndexReport:
+                max_file_bytes: int, prune_missing: bool, shared_contexts: str | os.PathLike[str] | bool = True) -> IndexReport:
         from contextual_retrieval_core.index.changes import read_changes
 
         started = time.perf_counter()
@@ -441,13 +449,7 @@ class ContextualIndex:
         shown: dict[str, dict] = {}
         space.check(len(chunks), manifest.chunk_count)  # before anything is paid for or written
         if chunks:
-            from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
-
-            store = self.path / "contexts.sqlite3" if self.generator.is_llm else None
-            contextualizer = Contextualizer(
-                self.generator, store, concurrency=self.concurrency, show_progress=show_progress
-            )
-            result = contextualizer.contextualize(documents, chunks)
+            result = self._situate(documents, chunks, shared_contexts, show_progress)
             report.contexts = result.report
             cached = self._embedder()
             hits0, misses0 = cached.hits, cached.misses
@@ -465,6 +467,29 @@ class ContextualIndex:
         self._commit(manifest, report, texts, fresh, written, shown)
         report.elapsed_s = time.perf_counter() - started
         return report
+
+    def _situate(self, documents: Sequence[Document], chunks: Sequence[Chunk], shared: str | os.PathLike[str] | bool,
+                 show_progress: bool) -> ContextualizeResult:
+        """The chunks' contexts: an LLM's from the index's own store, else from the shared store
+        (copied in), else generated (each stored in the index's store as it arrives, then copied
+        to the shared store); structural ones are computed, never stored."""
+        from contextual_retrieval_core.contextualize.contextualizer import Contextualizer, store_keys
+        from contextual_retrieval_core.index.shared_contexts import share, shared_store
+        from contextual_retrieval_core.store.context_store import ContextStore
+
+        if not self.generator.is_llm:
+            return Contextualizer(self.generator, None, concurrency=self.concurrency,
+                                  show_progress=show_progress).contextualize(documents, chunks)
+        with ContextStore(self.path / "contexts.sqlite3") as own, shared_store(shared) as pool:
+            keys = list(store_keys(self.generator, {d.id: d for d in documents}, chunks).values())
+            if pool is not None:
+                share(pool, own, keys)
+            try:
+                return Contextualizer(self.generator, own, concurrency=self.concurrency,
+                                      show_progress=show_progress).contextualize(documents, chunks)
+            finally:
+                if pool is not None:
+                    share(own, pool, keys)
 
     def _commit(self, manifest: IndexManifest, report: IndexReport, texts: dict[str, str], fresh: Sequence[str] = (),
                 written: dict[str, np.ndarray] | None = None, shown: dict[str, dict] | None = None) -> None:

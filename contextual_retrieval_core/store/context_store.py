@@ -358,6 +358,26 @@ class ContextStore(ClaimLedger, BatchLedger):
         )
         self._write([row])
 
+    def copy_from(self, other: ContextStore, keys: Iterable[str]) -> int:
+        """Copy the contexts `other` holds under `keys` and this store does not (records whole:
+        generator, model, ids, usage, time), in one transaction; returns how many were copied.
+        How two stores share what was paid for (an index's own store and the one `eval` uses)."""
+        wanted = list(dict.fromkeys(keys))
+        if not wanted:
+            return 0
+        mine = self.get_many(wanted)
+        theirs = other.get_many([k for k in wanted if k not in mine])
+        rows = []
+        for key in theirs:
+            rec = other.record(key)
+            if rec is not None:
+                usage = None if rec["usage"] is None else json.dumps(rec["usage"], sort_keys=True)
+                rows.append((key, rec["context"], rec["generator"], rec["model"], rec["doc_id"], rec["chunk_id"],
+                             rec["original_index"], usage, rec["created_at"]))
+        if rows:
+            self._write(rows)
+        return len(rows)
+
     def _write(self, rows: list[tuple]) -> None:
         self._refuse_if_read_only()
         with self._lock, self._errors("storing a context" if len(rows) == 1 else f"storing {len(rows)} contexts"):

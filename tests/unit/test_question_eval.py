@@ -286,3 +286,73 @@ def test_a_killed_run_loses_at_most_the_request_in_flight(tmp_path, monkeypatch)
             done = generate_questions(load_corpus(docs), 10, AnthropicQuestionGenerator(), store, max_quoted_words=100)
         assert done.usage.requests == 10 - stored  # the rerun paid only for the questions not stored
         assert len(done.questions) == 10
+
+
+def _context_requests(server) -> int:
+    """Context requests the loopback server answered (question requests ask for "a realistic question")."""
+    return len([r for r in server.requests_to("/v1/messages")
+                if r.status == 200 and "realistic question" not in json.dumps(r.body)])
+
+
+@pytest.mark.parametrize("first", ["eval", "index"])
+def test_eval_and_index_pay_for_each_context_once_in_either_order(server, tmp_path, monkeypatch, capsys, first):
+    """`eval --generate-questions` and `index` on one folder chunk alike and share the user's context
+    store: whichever runs second pays no context request, and its dry run counts none to generate."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", server.api_key)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the shared store of both commands
+    docs = _corpus(tmp_path / "docs", files=3, sections=3)
+    evaluate = ["eval", "--generate-questions", "3", str(docs), "--no-progress", "--embedding-cache", "none",
+                "--out", str(tmp_path / "set"), "--max-quoted-words", "100"]
+    index = ["index", str(docs), "-o", str(tmp_path / "idx"), "--contexts", "anthropic", "--embedder", "local",
+             "--no-progress", "--json", str(tmp_path / "index.json")]
+    commands = {"eval": [*evaluate, "--yes"], "index": index}
+    assert main(commands[first]) == 0, capsys.readouterr().err
+    paid = _context_requests(server)
+    assert paid >= 3 * 3  # at least a chunk per section: contexts were paid for once
+    second = "index" if first == "eval" else "eval"
+    if second == "eval":
+        assert main([*evaluate, "--dry-run", "--json", str(tmp_path / "dry.json")]) == 0
+        estimate = json.loads((tmp_path / "dry.json").read_text())["estimate"]
+        assert estimate["contexts_to_generate"] == 0 and estimate["chunks"] == paid, estimate
+    capsys.readouterr()
+    assert main(commands[second]) == 0, capsys.readouterr().err
+    assert _context_requests(server) == paid  # the second command paid no context
+    if second == "index":
+        report = json.loads((tmp_path / "index.json").read_text())
+        assert report["contexts"]["store_hits"] == report["contexts"]["chunks"] == paid, report["contexts"]
+    # the index's own store holds every context: the folder needs no shared store to be rebuilt
+    with ContextStore(tmp_path / "idx" / "contexts.sqlite3", read_only=True) as own:
+        assert len(own) == paid
+
+
+def test_eval_on_an_index_folder_reads_the_contexts_in_the_folder(server, tmp_path, monkeypatch, capsys):
+    """An index built with its own store only (`--store none`, or before stores were shared): `eval`
+    on that folder takes its contexts from the folder and chunks as the index did."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", server.api_key)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    docs = _corpus(tmp_path / "docs", files=2, sections=3)
+    assert main(["index", str(docs), "-o", str(tmp_path / "idx"), "--contexts", "anthropic", "--embedder", "local",
+                 "--no-progress", "--chunk-chars", "500", "--store", "none"]) == 0, capsys.readouterr().err
+    assert not (tmp_path / "cache" / "contextual-retrieval" / "contexts.sqlite3").exists()
+    paid = _context_requests(server)
+    assert main(["eval", "--generate-questions", "2", str(tmp_path / "idx"), "--dry-run", "--json",
+                 str(tmp_path / "dry.json")]) == 0, capsys.readouterr().err
+    estimate = json.loads((tmp_path / "dry.json").read_text())["estimate"]
+    assert estimate["chunks"] == paid and estimate["contexts_to_generate"] == 0, estimate
+
+
+def test_eval_chunks_with_indexs_options(tmp_path, offline_embedder):
+    from contextual_retrieval_core.index.contextual_index import ContextualIndex
+
+    docs = _corpus(tmp_path / "docs", files=2, sections=3)
+    for fit in (False, True):
+        index = ContextualIndex(tmp_path / f"idx-{fit}", embedder=offline_embedder, chunk_chars=1500, fit_chunks=fit)
+        index.update([docs], show_progress=False, shared_contexts=False)
+        index.close()
+        indexed = sorted(ContextualIndex.read_manifest(tmp_path / f"idx-{fit}").chunk_ids())
+        from_folder = load_corpus(docs, chunk_chars=1500, fit_chunks=fit, embedder=offline_embedder)
+        assert sorted(c.id for c in from_folder.chunks) == indexed
+    assert len(load_corpus(docs, chunk_chars=1500, fit_chunks=True, embedder=offline_embedder).chunks) > len(
+        load_corpus(docs, chunk_chars=1500).chunks)  # fitting made a difference here
