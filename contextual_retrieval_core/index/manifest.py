@@ -8,6 +8,7 @@ update (through a temporary file and `os.replace`), so it always describes a com
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -99,14 +100,20 @@ class IndexManifest:
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise IndexDamagedError(f"{source} is not a contextual-retrieval index manifest; rebuild the index "
                                     "(contextual-retrieval index PATH... --rebuild)")
-        if data.get("format_version", 0) > FORMAT_VERSION:
+        version = data.get("format_version", 0)
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise IndexDamagedError(f"{source} is damaged (format_version must be an integer, got "
+                                    f"{type(version).__name__} {version!r}); rebuild the index "
+                                    "(contextual-retrieval index PATH... --rebuild)")
+        if version > FORMAT_VERSION:
             raise ValueError(f"{source} was written by a newer contextual-retrieval; upgrade it, or rebuild the index (--rebuild)")
+        weights = _weights(data.get("weights"), source)
         try:
             return cls(
                 embedder=dict(data["embedder"]),
                 generator=dict(data["generator"]),
                 chunk_chars=int(data["chunk_chars"]),
-                weights=[float(w) for w in data.get("weights") or []],
+                weights=weights,
                 files={k: FileEntry(**v) for k, v in data["files"].items()},
                 bm25=_folder_name(data.get("bm25", "bm25")),
                 windows=_windows(data.get("windows")),
@@ -141,6 +148,22 @@ class IndexManifest:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
+
+
+def _weights(value: Any, source: str | os.PathLike[str]) -> list[float]:
+    """The (dense, BM25) weights of a manifest: two finite numbers >= 0, not both 0 ([] when none
+    are recorded: the query then uses the embedder's defaults); else `IndexDamagedError` naming
+    `source` and the fix."""
+    if value is None or value == []:
+        return []
+    ok = (isinstance(value, list) and len(value) == 2
+          and all(isinstance(w, (int, float)) and not isinstance(w, bool) for w in value))
+    weights = [float(w) for w in value] if ok else []
+    if not ok or not all(math.isfinite(w) and w >= 0 for w in weights) or not any(weights):
+        raise IndexDamagedError(f"{source} is damaged (weights must be two finite numbers >= 0, not both 0: "
+                                f"(dense, BM25), got {value!r}); write two such numbers there, e.g. [0.8, 0.2], "
+                                "or rebuild the index (contextual-retrieval index PATH... --rebuild)")
+    return weights
 
 
 def _windows(setting: Any) -> dict[str, Any] | None:
