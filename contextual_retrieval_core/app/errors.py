@@ -10,7 +10,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["error_classes", "LIBRARY_ERRORS", "SDK_ERRORS", "gathered_warnings", "warnings_line", "quiet_broken_pipe", "describe"]
+__all__ = ["error_classes", "LIBRARY_ERRORS", "SDK_ERRORS", "LOCAL_ENGINES", "ENGINE_ERRORS", "local_engine", "gathered_warnings", "warnings_line", "quiet_broken_pipe", "describe"]
 
 
 #: the hosted services' SDK error bases (module, class): an answer the service refused (a bad key,
@@ -20,8 +20,14 @@ SDK_ERRORS = (
     ("cohere.core.api_error", "ApiError"),
     ("voyageai.error", "VoyageError"),
     ("httpx", "HTTPError"),
-    ("chromadb.errors", "ChromaError"),
 )
+
+#: the local engines an index folder's files are read with (the package, and its name in messages):
+#: their errors are about files on this machine, never a hosted service's refusal
+LOCAL_ENGINES = (("chromadb", "Chroma"), ("faiss", "faiss"), ("sqlite3", "SQLite"))
+
+#: the local engines' error bases that derive from no builtin reported below (module, class)
+ENGINE_ERRORS = (("chromadb.errors", "ChromaError"),)
 
 
 #: the library's error classes that do not derive from a builtin reported below (module, class);
@@ -47,10 +53,10 @@ def error_classes() -> tuple[type[BaseException], ...]:
     """What a run reports as "error:" and exit 2: bad input, damaged or unreadable files, missing
     extras, locks, the library's own errors (`ContextStoreError`, `IndexDamagedError`,
     `IndexFileError`, `FatalGenerationError`, ...: subclasses of the builtins here, or in
-    `LIBRARY_ERRORS`), and the hosted services' SDK errors. A bug (TypeError, AttributeError,
-    KeyError, ...) keeps its traceback."""
+    `LIBRARY_ERRORS`), the local engines' errors (`ENGINE_ERRORS`) and the hosted services' SDK
+    errors. A bug (TypeError, AttributeError, KeyError, ...) keeps its traceback."""
     return (ValueError, OSError, ImportError, RuntimeError, sqlite3.Error, *_loaded(LIBRARY_ERRORS),
-            *_loaded(SDK_ERRORS))
+            *_loaded(ENGINE_ERRORS), *_loaded(SDK_ERRORS))
 
 
 @contextmanager
@@ -98,9 +104,38 @@ def quiet_broken_pipe() -> int:
     return 0
 
 
-def describe(exc: BaseException) -> str:
-    """The message, with the file an OSError or SQLite error is about when the message lacks it,
-    and the fix for a hosted service's refusal (secrets masked)."""
+def local_engine(exc: BaseException) -> str | None:
+    """The name of the local engine (`LOCAL_ENGINES`) that raised `exc`, else None: the package
+    of its class, else of the innermost frame of its traceback inside one (faiss raises builtin
+    RuntimeErrors from its own code; an HTTP error raised inside chromadb is the Chroma server's).
+
+    Example:
+        >>> import sqlite3
+        >>> local_engine(sqlite3.OperationalError("database is locked"))
+        'SQLite'
+        >>> local_engine(ValueError("bad input")) is None
+        True
+    """
+    names = dict(LOCAL_ENGINES)
+    engine = names.get(type(exc).__module__.split(".", 1)[0])
+    if engine:
+        return engine
+    frame, found = exc.__traceback__, None
+    while frame is not None:
+        package = str(frame.tb_frame.f_globals.get("__name__", "")).split(".", 1)[0]
+        found = names.get(package, found)
+        frame = frame.tb_next
+    return found
+
+
+def describe(exc: BaseException, index_dir: str | os.PathLike[str] | None = None) -> str:
+    """The message, with the file an OSError is about when the message lacks it, the fix for a
+    hosted service's refusal (secrets masked), and for a local engine's error (Chroma, faiss,
+    SQLite: `local_engine`) the files it reads and the fix; `index_dir`, the command's index
+    folder where it has one, is named in that fix."""
+    engine = local_engine(exc)
+    if engine is not None:
+        return _engine_error(engine, exc, index_dir)
     if isinstance(exc, tuple(_loaded(SDK_ERRORS))):
         from contextual_retrieval_core.rerank.base import describe_error
 
@@ -113,7 +148,27 @@ def describe(exc: BaseException) -> str:
                 "(index --contexts structural); eval --generate-questions --dry-run prints the estimate without a key")
     if isinstance(exc, OSError) and exc.filename and str(exc.filename) not in text:
         text = f"{exc.filename}: {text}"
-    if isinstance(exc, sqlite3.Error):
-        text = (f"SQLite: {text}; an index's databases are chroma/chroma.sqlite3, contexts.sqlite3 and "
-                "embeddings.sqlite3: check the disk and permissions, or rebuild the index (--rebuild)")
+    return text
+
+
+#: what each local engine reads in an index folder ({dir}: the folder, or "the index's")
+_ENGINE_FILES = {
+    "Chroma": "{dir}chroma/ folder (chroma.sqlite3 and its HNSW segment files)",
+    "faiss": "{dir}dense index files (ivf.faiss, hnsw.faiss)",
+    "SQLite": "{dir}databases (chroma/chroma.sqlite3, contexts.sqlite3, embeddings.sqlite3)",
+}
+
+
+def _engine_error(engine: str, exc: BaseException, index_dir: str | os.PathLike[str] | None) -> str:
+    """A local engine's error: what failed, the files it reads, and the fix."""
+    from contextual_retrieval_core.rerank.base import describe_error
+
+    folder = "the index's " if index_dir is None else f"{os.fspath(index_dir)}/"
+    files = _ENGINE_FILES[engine].format(dir=folder)
+    repair = "PATH..." if index_dir is None else f"PATH... --index-dir {os.fspath(index_dir)}"
+    text = (f"{engine} (a local engine reading the index's files, not a hosted service) failed: {describe_error(exc)}; "
+            f"{files} may be damaged or unreadable: check the disk and permissions, then re-run "
+            f"`contextual-retrieval index {repair}` to repair it, or rebuild the index (--rebuild)")
+    if engine == "Chroma":
+        text += "; for an index on a Chroma server (--chroma-url), check the server and its log"
     return text
