@@ -39,6 +39,7 @@ import copy
 import json
 import os
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -293,6 +294,8 @@ def load_corpus(path: str | os.PathLike[str], *, chunk_chars: int | None = None,
         if not corpus.chunks:
             raise ValueError(f"{folder / 'codebase_chunks.json'} has no chunks")
         return corpus
+    left_out: list[tuple[str, str]] = []  # (file, why) of the files a folder's walk leaves out
+    scan = None
     if (folder / MANIFEST_NAME).is_file():
         manifest = IndexManifest.read(folder)
         files = [SourceFile(Path(e.file), doc_id, Path(e.root)) for doc_id, e in sorted(manifest.files.items())]
@@ -309,6 +312,7 @@ def load_corpus(path: str | os.PathLike[str], *, chunk_chars: int | None = None,
             raise ValueError(f"cannot read {bad[0].path}: {bad[0].reason}; fix its permissions or encoding "
                              "(UTF-8), or move it out of the folder")
         files, size = scan.files, chunk_chars or DEFAULT_CHUNK_CHARS
+        left_out = [(str(s.path), s.reason) for s in scan.skipped]
     window = None
     if fit_chunks:
         from contextual_retrieval_core.chunking.budget import window_of
@@ -316,16 +320,42 @@ def load_corpus(path: str | os.PathLike[str], *, chunk_chars: int | None = None,
 
         window = window_of(embedder if embedder is not None else LocalMiniLMEmbedder())
     report = IndexReport()
-    _, documents, chunks, _ = read_changes(files, {}, True, size, report, False, window=window, generator=generator)
+    entries, documents, chunks, _ = read_changes(files, {}, True, size, report, False, window=window, generator=generator)
     if report.skipped:
         where, why = report.skipped[0]
         raise ValueError(f"cannot read {where}: {why}; convert it to UTF-8, or move it out of the folder")
     if not chunks:
-        raise ValueError(f"{path}: no text to chunk (no text, markdown or code files with content)")
+        empty = [(e.file, "empty (whitespace only)") for e in entries.values() if not e.chunks]
+        raise ValueError(_nothing_to_chunk(path, left_out + empty, Counter() if scan is None else scan.other_extensions))
     for d in documents:
         d.metadata["uuid"] = d.id
     keys = {(c.document_id, c.index): c.id for c in chunks}
     return EvalDataset(documents, chunks, [], keys)
+
+
+def _nothing_to_chunk(path: str | os.PathLike[str], left_out: list[tuple[str, str]], other: Counter) -> str:
+    """`load_corpus`'s error for a folder that gives no chunk: which files were left out and why
+    (`left_out`: (file, reason) pairs; `other`: the count of files by extension not indexed), and
+    how to include them (eval reads files up to `index.files.MAX_FILE_BYTES`; an index folder's
+    files are read whatever their size)."""
+    from contextual_retrieval_core.index.files import MAX_FILE_BYTES
+
+    parts = []
+    if left_out:
+        parts.append("left out: " + "; ".join(f"{file} ({why.split('; ')[0]})" for file, why in left_out[:10])
+                     + (f"; and {len(left_out) - 10} more" if len(left_out) > 10 else ""))
+    if other:
+        common = ", ".join(f"{ext or '(no extension)'} ({n})" for ext, n in other.most_common(8))
+        count = sum(other.values())
+        parts.append(f"{count} file{'' if count == 1 else 's'} of types eval does not read: {common}")
+    if any(why.startswith("too large") for _, why in left_out):
+        parts.append(f"eval reads files up to {MAX_FILE_BYTES / 1e6:g} MB: split a larger file, or index it "
+                     "(contextual-retrieval index PATH... --max-file-size MB --index-dir DIR) and pass DIR to eval")
+    if any(why.startswith("binary") for _, why in left_out):
+        parts.append("binary files are not read")
+    if not left_out:
+        parts.append("pass a folder of text, markdown or code files with content")
+    return f"{path}: no text to chunk; " + "; ".join(parts)
 
 
 # -- the estimate ----------------------------------------------------------------------------

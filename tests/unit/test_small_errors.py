@@ -48,3 +48,47 @@ def test_good_manifest_weights_are_read_as_floats(tmp_path: Path, weights: list[
 def test_a_manifest_without_weights_leaves_them_to_the_query(tmp_path: Path, weights: Any) -> None:
     write_manifest(tmp_path, weights=weights)
     assert IndexManifest.read(tmp_path).weights == []
+
+
+# -- eval's corpus: a folder that gives no chunk says which files were left out, why, and how to include them
+
+
+def test_eval_names_a_file_over_the_size_limit_and_how_to_include_it(tmp_path: Path) -> None:
+    from contextual_retrieval_core.app.question_eval import load_corpus
+
+    (tmp_path / "huge.txt").write_text(("word " * 1000 + "\n") * 250, encoding="utf-8")  # 1.25 MB
+    with pytest.raises(ValueError, match="no text to chunk") as caught:
+        load_corpus(tmp_path)
+    text = str(caught.value)
+    assert f"{tmp_path / 'huge.txt'} (too large: 1.3 MB > 1.0 MB)" in text
+    assert "--max-file-size MB --index-dir DIR) and pass DIR to eval" in text and "raise --max-file-size" not in text
+
+
+def test_eval_names_binary_and_whitespace_only_files(tmp_path: Path) -> None:
+    from contextual_retrieval_core.app.question_eval import load_corpus
+
+    (tmp_path / "a.txt").write_bytes(b"abc\x00def" * 10)
+    (tmp_path / "blank.md").write_text("  \n\n\t \n", encoding="utf-8")
+    (tmp_path / "photo.png").write_bytes(b"\x89PNG\r\n")
+    with pytest.raises(ValueError, match="no text to chunk") as caught:
+        load_corpus(tmp_path)
+    text = str(caught.value)
+    assert f"{tmp_path / 'a.txt'} (binary (NUL bytes))" in text and "binary files are not read" in text
+    assert f"{tmp_path / 'blank.md'} (empty (whitespace only))" in text
+    assert "1 file of types eval does not read: .png (1)" in text
+
+
+def test_eval_of_a_folder_with_no_text_files_says_what_it_found(tmp_path: Path) -> None:
+    from contextual_retrieval_core.app.question_eval import load_corpus
+
+    (tmp_path / "photo.png").write_bytes(b"\x89PNG\r\n")
+    with pytest.raises(ValueError, match=r"no text to chunk; 1 file of types eval does not read: \.png \(1\); pass a folder"):
+        load_corpus(tmp_path)
+
+
+def test_files_left_out_beside_files_with_text_do_not_stop_eval(tmp_path: Path) -> None:
+    from contextual_retrieval_core.app.question_eval import load_corpus
+
+    (tmp_path / "blank.md").write_text(" \n", encoding="utf-8")
+    (tmp_path / "notes.md").write_text("# Refunds\n\nRefunds are issued within 14 days.\n", encoding="utf-8")
+    assert [d.id for d in load_corpus(tmp_path).documents] == [f"{tmp_path.name}/notes.md"]
