@@ -287,7 +287,7 @@ class BM25Index:
         arrays = {n: _load_array(path / f"{n}.npy") for n in _FILES[meta["format_version"]]}
         index.ids = ids
         index.vocab = {t: i for i, t in enumerate(vocab)}
-        index._engine = _checked_postings(path, arrays, len(ids), len(vocab))
+        index._engine = _checked_postings(path, arrays, len(ids), len(vocab), index)
         return index
 
     def _require(self) -> Postings:
@@ -408,10 +408,11 @@ def _load_array(file: Path) -> np.ndarray:
     return array
 
 
-def _checked_postings(path: Path, arrays: dict[str, np.ndarray], n_docs: int, n_terms: int) -> Postings:
+def _checked_postings(path: Path, arrays: dict[str, np.ndarray], n_docs: int, n_terms: int, settings: BM25Index) -> Postings:
     """The term-major sparse matrix, checked whole: shapes agree, document numbers are in range
-    and ascending within each term, counts are positive and every number is finite. A version 1
-    folder's term bounds (for `Postings.top`) are found on the same pass over its weights."""
+    and ascending within each term, counts are positive and every number is finite; in a version 2
+    folder, the arrays hold what the build writes (`_checked_weights`). A version 1 folder's term
+    bounds (for `Postings.top`) are found on the same pass over its weights."""
 
     def need(name: str, kinds: str, size: int | None = None) -> np.ndarray:
         array = arrays[name]
@@ -454,13 +455,98 @@ def _checked_postings(path: Path, arrays: dict[str, np.ndarray], n_docs: int, n_
         if block.min() == 0:
             raise IndexFileError(path / "tf.npy", "a term count of 0 (every posting counts its term at least once)")
     idf, norms, term_max = (np.asarray(need(name, "f", size)) for name, size in (("idf", n_terms), ("norms", n_docs), ("term_max", n_terms)))
+    postings = Postings(None, _plain(indices), np.asarray(indptr), n_docs, term_max, bool(idf.min(initial=0.0) >= 0.0),
+                        tf=_plain(tf), idf=idf, norms=norms)
+    _checked_weights(path, postings, settings)
+    return postings
+
+
+#: terms of ``term_max.npy`` per sampled term: 256 float64 entries are 2 KB, so every 4 KB block of
+#: the file holds all of one such run, and the run's term with the fewest postings is checked
+_SAMPLE_RUN = 256
+_RTOL = 1e-9  # relative tolerance on recomputed floats: the same operations, a margin for the last bits
+_MEAN_RTOL = 1e-6  # on the norms' mean: a sum of a million floats, in another order than the build's
+
+
+def _checked_weights(path: Path, postings: Postings, settings: BM25Index) -> None:
+    """Check that a version 2 folder's float arrays hold what the build writes, at O(texts + terms)
+    cost and a few postings' pages, so a zeroed or overwritten block is an `IndexFileError` naming
+    its file instead of different answers:
+
+    - every value finite;
+    - ``norms.npy``: each at least k1 * (1 - b) (a text's length term k1 * (1 - b + b * len
+      / avgdl)), and their mean is k1 (the lengths' mean is avgdl);
+    - ``idf.npy``: the idf of each term's document frequency (its number of postings);
+    - ``term_max.npy``: each term's bound lies between the least weight any of its postings
+      can have (idf / (1 + the largest norm)) and its idf (0 where the idf is not positive); and, on a
+      sample (one term in every 256, so one in every 4 KB block of the file) it is the largest weight
+      of the term's postings, recomputed.
+    """
+    assert postings.tf is not None and postings.idf is not None and postings.norms is not None
+    norms, idf, term_max, indptr = postings.norms, postings.idf, postings.term_max, postings.indptr
+    k1, b = settings.k1, settings.b
     for name, array in (("idf", idf), ("norms", norms), ("term_max", term_max)):
         if not np.all(np.isfinite(array)):
             raise IndexFileError(path / f"{name}.npy", "a value is NaN or infinite")
-    if norms.min() < 0 or term_max.min() < 0 or np.any(term_max > np.abs(idf) * (1 + 1e-12)):
-        raise IndexFileError(path / "term_max.npy", "length norms or term bounds out of range (a weight never exceeds its term's idf)")
-    return Postings(None, _plain(indices), np.asarray(indptr), n_docs, term_max, bool(idf.min() >= 0.0),
-                    tf=_plain(tf), idf=idf, norms=norms)
+    floor = k1 * (1.0 - b)
+    low = int(np.argmin(norms))
+    if norms[low] < floor * (1 - _RTOL):
+        raise IndexFileError(path / "norms.npy", f"the length norm of text {low} is {norms[low]!r}, below k1 * (1 - b) = {floor!r} "
+                             "(a zeroed or overwritten block)")
+    mean = float(norms.mean())
+    if indptr[-1] > 0 and abs(mean - k1) > _MEAN_RTOL * max(k1, 1.0):
+        raise IndexFileError(path / "norms.npy", f"the length norms' mean is {mean!r}, not k1 = {k1!r} (a zeroed or overwritten block)")
+    df = np.diff(indptr).astype(np.float64)
+    expected = settings._idf(df, postings.n_docs)
+    wrong = np.flatnonzero(~np.isclose(idf, expected, rtol=_RTOL, atol=0.0))
+    if wrong.size:
+        raise IndexFileError(path / "idf.npy", f"the idf of term {int(wrong[0])} is {idf[wrong[0]]!r}, its {int(df[wrong[0]])} "
+                             f"postings give {expected[wrong[0]]!r} ({wrong.size} terms wrong: a zeroed or overwritten block)")
+    positive = (idf > 0) & (df > 0)  # else every weight is <= 0 (or there is none): the bound is 0
+    least = np.where(positive, idf / (1.0 + float(norms.max())), 0.0) * (1 - _RTOL)
+    most = np.where(positive, idf, 0.0) * (1 + _RTOL)
+    wrong = np.flatnonzero((term_max < least) | (term_max > most))
+    if wrong.size:
+        t = int(wrong[0])
+        raise IndexFileError(path / "term_max.npy", f"term bounds out of range: term {t}'s is {term_max[t]!r}, its postings "
+                             f"allow {least[t]!r} to {most[t]!r} ({wrong.size} terms wrong: a zeroed or overwritten block)")
+    sample = _sample_terms(indptr)
+    if sample.size:
+        got = _largest_weights(postings, sample)
+        wrong = np.flatnonzero(~np.isclose(term_max[sample], got, rtol=_RTOL, atol=0.0))
+        if wrong.size:
+            t = int(sample[wrong[0]])
+            raise IndexFileError(path / "term_max.npy", f"term bounds out of range: term {t}'s is {term_max[t]!r}, its "
+                                 f"postings' largest weight is {got[wrong[0]]!r} (an overwritten block)")
+
+
+def _sample_terms(indptr: np.ndarray) -> np.ndarray:
+    """In each run of `_SAMPLE_RUN` terms, the one with the fewest postings (at least one)."""
+    df = np.diff(indptr)
+    n = df.size
+    if not n:
+        return np.zeros(0, dtype=np.int64)
+    runs = np.full(-(-n // _SAMPLE_RUN) * _SAMPLE_RUN, np.iinfo(np.int64).max, dtype=np.int64)
+    runs[:n] = np.where(df > 0, df, np.iinfo(np.int64).max)
+    runs = runs.reshape(-1, _SAMPLE_RUN)
+    picks = np.argmin(runs, axis=1) + np.arange(runs.shape[0]) * _SAMPLE_RUN
+    return picks[runs.min(axis=1) < np.iinfo(np.int64).max]
+
+
+def _largest_weights(postings: Postings, terms: np.ndarray) -> np.ndarray:
+    """Each of `terms`' largest posting weight (0.0 where that is negative, as the build bounds
+    them), computed with the operations of `Postings.weights`, for all of them at once."""
+    assert postings.tf is not None and postings.idf is not None and postings.norms is not None
+    lo = postings.indptr[terms].astype(np.int64)
+    counts = (postings.indptr[terms + 1] - lo).astype(np.int64)
+    starts = np.cumsum(counts) - counts
+    at = np.repeat(lo - starts, counts) + np.arange(int(counts.sum()), dtype=np.int64)
+    weights = postings.tf[at].astype(np.float64)
+    lengths = postings.norms[postings.indices[at]]
+    lengths += weights
+    weights *= np.repeat(postings.idf[terms], counts)
+    weights /= lengths
+    return np.maximum(np.maximum.reduceat(weights, starts), 0.0)
 
 
 def _plain(array: np.ndarray) -> np.ndarray:
