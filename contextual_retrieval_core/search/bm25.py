@@ -526,9 +526,9 @@ def _sample_terms(indptr: np.ndarray) -> np.ndarray:
     n = df.size
     if not n:
         return np.zeros(0, dtype=np.int64)
-    runs = np.full(-(-n // _SAMPLE_RUN) * _SAMPLE_RUN, np.iinfo(np.int64).max, dtype=np.int64)
-    runs[:n] = np.where(df > 0, df, np.iinfo(np.int64).max)
-    runs = runs.reshape(-1, _SAMPLE_RUN)
+    padded = np.full(-(-n // _SAMPLE_RUN) * _SAMPLE_RUN, np.iinfo(np.int64).max, dtype=np.int64)
+    padded[:n] = np.where(df > 0, df, np.iinfo(np.int64).max)
+    runs = padded.reshape(-1, _SAMPLE_RUN)
     picks = np.argmin(runs, axis=1) + np.arange(runs.shape[0]) * _SAMPLE_RUN
     return picks[runs.min(axis=1) < np.iinfo(np.int64).max]
 
