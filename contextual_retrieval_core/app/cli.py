@@ -169,7 +169,7 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
             "inside a PATH (nor a PATH inside it). One update at a time: an update locks the index folder."
         ),
     )
-    ix.add_argument("paths", nargs="+", metavar="PATH", help="files or folders to index (hidden folders, "
+    ix.add_argument("paths", nargs="*", metavar="PATH", help="files or folders to index (hidden folders, "
                     "virtualenvs, node_modules and __pycache__ are skipped)")
     ix.add_argument("--index-dir", "-o", metavar="DIR", default="contextual-index",
                     help="where the index lives (default: ./contextual-index)")
@@ -199,7 +199,10 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
                     "per chunk, truncated at the window; default: the index's setting, on for a new index. Changing it re-embeds "
                     "every file")
     ix.add_argument("--rebuild", action="store_true", help="build the index from scratch (e.g. with another "
-                    "embedder); stored contexts and cached embeddings are reused")
+                    "embedder); stored contexts and cached embeddings are reused, and the current version serves "
+                    "queries until the new one replaces it")
+    ix.add_argument("--check", action="store_true", help="check every file of the index (sizes, checksums, arrays) and "
+                    "exit: 0 when sound, else an error naming the damaged file (running `index` repairs it)")
     ix.add_argument("--max-file-size", type=float, default=MAX_FILE_BYTES / 1e6, metavar="MB",
                     help=f"skip files larger than MB megabytes, naming them in the report (default {MAX_FILE_BYTES / 1e6:.1f})")
     ix.add_argument("--prune-missing", action="store_true", help="also drop indexed files that no longer exist, "
@@ -415,6 +418,21 @@ def _cmd_eval_own(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_index(index_dir: Path) -> int:
+    """index --check: every byte of the index's current version checked; exit 0 when sound."""
+    from contextual_retrieval_core.index.contextual_index import ContextualIndex
+
+    manifest = ContextualIndex.read_manifest(index_dir)
+
+    class _Named:  # the check reads files, never embeds: any object with the recorded model name will do
+        model_name = manifest.embedder["model"]
+
+    ContextualIndex(index_dir, embedder=_Named()).check()  # type: ignore[arg-type]
+    print(f"{index_dir}: {manifest.chunk_count} chunks in {len(manifest.files)} files; every file of the current version "
+          "checked (sizes, checksums, arrays): sound")
+    return 0
+
+
 def _index_folder(source: str) -> Any:
     """The manifest of `source` when it is an index folder, else None."""
     from contextual_retrieval_core.index.manifest import MANIFEST_NAME, IndexManifest
@@ -470,12 +488,15 @@ def _cmd_index(args: argparse.Namespace) -> int:
     from contextual_retrieval_core.index.manifest import MANIFEST_NAME
 
     index_dir = Path(args.index_dir)
-    if args.rebuild and index_dir.exists():
-        if not (index_dir / MANIFEST_NAME).is_file() and any(index_dir.iterdir()):
-            raise ValueError(f"{index_dir} is not empty and is not a contextual-retrieval index; "
-                             "refusing to delete it: pass another --index-dir")
-        ContextualIndex.clear(index_dir)
-    old = ContextualIndex.read_manifest(index_dir) if (index_dir / MANIFEST_NAME).is_file() else None
+    if args.rebuild and index_dir.exists() and not (index_dir / MANIFEST_NAME).is_file() and any(index_dir.iterdir()):
+        raise ValueError(f"{index_dir} is not empty and is not a contextual-retrieval index; "
+                         "refusing to rebuild in it: pass another --index-dir")
+    if args.check:
+        return _check_index(index_dir)
+    if not args.paths:
+        raise ValueError("pass the files or folders to index: contextual-retrieval index PATH... (or --check)")
+    # a rebuild starts from a new index's defaults; the folder is not touched before update() holds its lock
+    old = ContextualIndex.read_manifest(index_dir) if (index_dir / MANIFEST_NAME).is_file() and not args.rebuild else None
     embedder_kind, contexts, model = args.embedder, args.contexts, args.model
     if old is not None:
         if embedder_kind == "auto":
@@ -498,7 +519,8 @@ def _cmd_index(args: argparse.Namespace) -> int:
         raise ValueError(f"--max-file-size must be a positive number of megabytes, got {args.max_file_size}")
     report = index.update(args.paths, show_progress=not args.no_progress, max_file_bytes=int(args.max_file_size * 1e6),
                           prune_missing=args.prune_missing, lock_wait=args.lock_wait,
-                          shared_contexts=True if args.store is None else (False if args.store.lower() == "none" else args.store))
+                          shared_contexts=True if args.store is None else (False if args.store.lower() == "none" else args.store),
+                          rebuild=args.rebuild)
     print(report.format())
     print(f'search it: contextual-retrieval query {index_dir} "your question"')
     if args.json:

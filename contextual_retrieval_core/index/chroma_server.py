@@ -24,7 +24,7 @@ from contextual_retrieval_core.dense.chroma import ChromaVectorIndex, chroma_col
 from contextual_retrieval_core.dense.server_errors import VectorServerUnavailable
 from contextual_retrieval_core.index.manifest import IndexDamagedError
 
-__all__ = ["SERVER_FILE", "chroma_http_client", "open_server_vectors", "uses_server", "drop_server_collection",
+__all__ = ["EMBEDDED_CHROMA", "SERVER_FILE", "chroma_http_client", "open_server_vectors", "uses_server", "drop_server_collection",
            "ChromaServerUnavailable", "ServerCollection"]
 
 SERVER_FILE = "chroma-server.json"
@@ -120,9 +120,14 @@ def chroma_http_client(url: str) -> Any:
                                settings=Settings(anonymized_telemetry=False))
 
 
+#: `ContextualIndex(chroma_url=EMBEDDED_CHROMA)`: the vectors in the folder's own embedded Chroma
+#: (``chroma/``), as indexes written before version folders held every row kept them
+EMBEDDED_CHROMA = "embedded"
+
+
 def uses_server(folder: Path, url: str | None) -> bool:
     """Whether the index in `folder` keeps its vectors on a Chroma server."""
-    return bool(url) or (Path(folder) / SERVER_FILE).is_file()
+    return (bool(url) and url != EMBEDDED_CHROMA) or (Path(folder) / SERVER_FILE).is_file()
 
 
 def _target(folder: Path, url: str | None, *, create: bool, fix: str) -> tuple[str, str]:

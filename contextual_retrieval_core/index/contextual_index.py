@@ -52,6 +52,7 @@ from contextual_retrieval_core.dense.window_rows import (
     embed_rows,
     requested_windows,
     row_owner,
+    row_window,
     stale_rows,
     store_payload,
     windows_setting,
@@ -111,7 +112,10 @@ class ContextualIndex:
         concurrency: generation requests in flight at once.
         weights: (dense, BM25) fusion weights at query time.
         chroma_url: keep the vectors on a Chroma server (``http://host:port``) instead of the
-            embedded ``chroma/`` folder; remembered in the folder (`chroma_server`).
+            index's own files; remembered in the folder (`chroma_server`). ``"embedded"``
+            (`EMBEDDED_CHROMA`): in an embedded Chroma in the folder (``chroma/``), the layout of
+            indexes written before version folders held every row. Both apply to a new index (or
+            a rebuild); an existing one keeps where its rows are.
         windows: how chunks longer than the embedder's window are embedded: a `WindowConfig`
             (True: `WindowConfig()`: whole, as extra rows for the windows past it), False
             (truncated), or None (default): as recorded, and windowed for a new index.
@@ -168,7 +172,7 @@ class ContextualIndex:
         self.manifest: IndexManifest | None = None
         self._version_lock = threading.Lock()
         self._stamp = manifest_stamp(self.path)
-        self._reload_manifest()
+        self._reload_manifest(check_embedder=False)  # checked when the index is used: `update(rebuild=True)` may change it
 
     @property
     def generator(self) -> ContextGenerator:
@@ -195,14 +199,20 @@ class ContextualIndex:
                 self._vector_index = None
                 self._reload_manifest()  # may raise (another embedder, a damaged manifest): read again next time
                 self._stamp = stamp
+            self._check_embedder()
             manifest = self.manifest
             if manifest is None or manifest.chunk_count == 0:
                 return manifest, None, None
             if self._bm25 is None:  # the version's parts, both or neither
+                self._verify(manifest, full=False)
                 bm25 = self._load_bm25(manifest)
                 self._snapshot = None if uses_server(self.path, self.chroma_url) else Snapshot.open(
                     self.path / manifest.bm25, manifest.chunk_ids(), fix=self._fix())
+                if self._snapshot is None and manifest.dense == "files":
+                    raise IndexDamagedError(f"{self.path / manifest.bm25} holds no dense rows; {self._fix()}")
                 self._bm25 = bm25
+            if self._snapshot is not None and manifest.dense == "files":
+                return manifest, self._bm25, self._snapshot
             if self._snapshot is not None:
                 if not (self.path / "chroma" / "chroma.sqlite3").is_file():  # the store of record: its loss is damage
                     raise IndexDamagedError(f"{self.path / 'chroma'} is missing or holds no Chroma database; {self._fix()}")
@@ -217,10 +227,15 @@ class ContextualIndex:
             self._stamp = (-1, -1, -1)  # no manifest has it
             client_for_version(self.path / "chroma", None)
 
-    def _reload_manifest(self) -> None:
+    def _reload_manifest(self, *, check_embedder: bool = True) -> None:
         self.manifest = IndexManifest.read(self.path) if (self.path / MANIFEST_NAME).is_file() else None
         self._bm25 = None
         self._snapshot = None
+        if check_embedder:
+            self._check_embedder()
+
+    def _check_embedder(self) -> None:
+        """`IndexMismatchError` when the folder was built with another embedder than this object's."""
         if self.manifest is not None:
             built = self.manifest.embedder["model"]
             if built != self.embedder.model_name:
@@ -271,17 +286,39 @@ class ContextualIndex:
         before an update so that re-running `index` repairs it."""
         if manifest.chunk_count == 0:
             return None
-        if not uses_server(self.path, self.chroma_url) and not (self.path / "chroma" / "chroma.sqlite3").is_file():
+        if (manifest.dense == "chroma" and not uses_server(self.path, self.chroma_url)
+                and not (self.path / "chroma" / "chroma.sqlite3").is_file()):
             return f"{self.path / 'chroma'} is missing"
         try:
+            self._verify(manifest, full=True)  # every byte, before anything is reused
             self._load_bm25(manifest)
-            Snapshot.open(self.path / manifest.bm25, manifest.chunk_ids(), fix=self._fix())
+            snapshot = Snapshot.open(self.path / manifest.bm25, manifest.chunk_ids(), fix=self._fix())
+            if snapshot is None and manifest.dense == "files":
+                return f"{self.path / manifest.bm25} holds no dense rows"
         except IndexDamagedError as exc:
             return str(exc).split("; re-run")[0]
         return None
 
+    def _verify(self, manifest: IndexManifest, *, full: bool) -> None:
+        """The version folder's files against the sizes and checksums its manifest recorded
+        (`index.file_checks`; `full`: every byte)."""
+        if manifest.checks:
+            from contextual_retrieval_core.index.file_checks import verify_files
+
+            verify_files(self.path / manifest.bm25, manifest.checks, fix=self._fix(), full=full)
+
+    def check(self) -> None:
+        """Check every byte of the current version (sizes, checksums, then loading it whole);
+        `IndexDamagedError` naming the file and the fix when something is wrong."""
+        manifest = IndexManifest.read(self.path)
+        damage = self._damage(manifest)
+        if damage:
+            raise IndexDamagedError(f"{damage}; {self._fix()}")
+
     def _wants_snapshot(self, manifest: IndexManifest) -> bool:
         """Whether the version of `manifest` gets a query snapshot (`index.snapshot`)."""
+        if manifest.dense == "files":
+            return manifest.chunk_count > 0
         return not uses_server(self.path, self.chroma_url) and 0 < manifest.chunk_count <= SNAPSHOT_MAX_CHUNKS
 
     # -- indexing -------------------------------------------------------------------------------
@@ -302,6 +339,7 @@ class ContextualIndex:
         prune_missing: bool = False,
         lock_wait: float = 0.0,
         shared_contexts: str | os.PathLike[str] | bool = True,
+        rebuild: bool = False,
     ) -> IndexReport:
         """Bring the index up to date with the files under `paths`.
 
@@ -320,6 +358,10 @@ class ContextualIndex:
                 default one, `default_store_path()`; a path; False: none). LLM contexts found
                 there are copied into the index's own ``contexts.sqlite3`` instead of being paid
                 for again, and those the index's store holds are copied to it.
+            rebuild: build every file again, as for a new index (another embedder, say), from the
+                stored contexts and cached embeddings. The new version is written beside the
+                old one, which serves queries until the switch (an index on a Chroma server
+                has its collection emptied first).
         """
         from contextual_retrieval_core.index.changes import check_not_nested
         from contextual_retrieval_core.index.lock import folder_lock
@@ -328,13 +370,17 @@ class ContextualIndex:
         if isinstance(paths, (str, os.PathLike)):
             raise ValueError("pass a list of paths: update([path, ...])")
         check_not_nested(self.path, paths)
-        with folder_lock(self.path, lock_wait):
-            self._reload_manifest()  # another run may have updated it while this one waited
+        with folder_lock(self.path, lock_wait):  # before anything in the folder is touched, a rebuild's too
+            self._reload_manifest(check_embedder=not rebuild)  # another run may have updated it while this one waited
+            if rebuild and self.manifest is not None and self.manifest.dense == "chroma" and self.chroma_url:
+                ContextualIndex.clear(self.path)  # a Chroma collection holds one version: emptied, then refilled
+                self._vector_index = None
+                self._reload_manifest()
             space = UpdateSpace(self.path)
             try:
                 with space.errors():  # a full disk: IndexFullError naming the folder and the space
                     return self._update(paths, space, show_progress, batch_size, max_file_bytes, prune_missing,
-                                        shared_contexts)
+                                        shared_contexts, rebuild)
             finally:
                 self.close()  # the embedding cache is checkpointed now, under the lock, not at some later GC
 
@@ -370,7 +416,8 @@ class ContextualIndex:
             return report
 
     def _update(self, paths: Sequence[str | os.PathLike[str]], space: UpdateSpace, show_progress: bool, batch_size: int,
-                max_file_bytes: int, prune_missing: bool, shared_contexts: str | os.PathLike[str] | bool = True) -> IndexReport:
+                max_file_bytes: int, prune_missing: bool, shared_contexts: str | os.PathLike[str] | bool = True,
+                rebuild: bool = False) -> IndexReport:
         from contextual_retrieval_core.index.changes import read_changes
 
         started = time.perf_counter()
@@ -382,8 +429,13 @@ class ContextualIndex:
                              f"({scan.describe()}); `contextual-retrieval index --help` lists the indexed extensions "
                              f"({', '.join(sorted(TEXT_EXTENSIONS)[:8])}, ...) and the size limit")
         roots = {str(f.root) for f in scan.files} | {str(Path(p).expanduser().resolve()) for p in paths}
-        old = self.manifest
+        old = None if rebuild else self.manifest  # a rebuild starts over, beside the current version
         old_files: dict[str, FileEntry] = dict(old.files) if old else {}
+        dense = old.dense if old else ("chroma" if self.chroma_url or uses_server(self.path, self.chroma_url) else "files")
+        if old is not None and dense == "chroma" and not self.chroma_url and not uses_server(self.path, self.chroma_url):
+            report.note = (f"this index keeps its vectors in embedded Chroma ({self.path / 'chroma'}); "
+                           f"`contextual-retrieval index PATH... --index-dir {self.path} --rebuild` moves them into the "
+                           "index's own files, the dense index `index` writes now (nothing is paid for or embedded again)")
         gen_id = generator_identity(self.generator)
         redo_all = False
         windows = requested_windows(self.windows, old.windows if old else windows_setting(WindowConfig()))
@@ -432,6 +484,7 @@ class ContextualIndex:
             bm25=old.bm25 if old else "",
             windows=windows_setting(windows),
             chunk_tokens=chunk_tokens,
+            dense=dense,
         )
         snapshot_missing = old is not None and bool(old.bm25) and self._wants_snapshot(old) and not has_snapshot(self.path / old.bm25)
         if not chunks and old is not None and manifest.chunk_ids() == old.chunk_ids() and not redo_all and not snapshot_missing:
@@ -460,8 +513,8 @@ class ContextualIndex:
             metadatas = {c.id: {"path": c.document_id, "context": c.context, "text": c.text, "chunk_index": c.chunk.index,
                                 "start_line": spans[c.id][0], "end_line": spans[c.id][1]} for c in result.chunks}
             fresh, row_texts, metas = store_payload(rows, texts, metadatas)
-            # new rows go in beside the old ones: the old manifest still finds all of its chunks
-            self._vectors(create=True).add(fresh, vectors, documents=row_texts, metadatas=metas)
+            if dense == "chroma":  # new rows go in beside the old ones: the old manifest still finds all of its chunks
+                self._vectors(create=True).add(fresh, vectors, documents=row_texts, metadatas=metas)
             written, shown = dict(zip(fresh, np.asarray(vectors, dtype=np.float32))), metadatas
             report.chunks_added = len({c.id for c in chunks} - set(old.chunk_ids() if old else ()))  # new ids only
         self._commit(manifest, report, texts, fresh, written, shown)
@@ -493,6 +546,96 @@ class ContextualIndex:
 
     def _commit(self, manifest: IndexManifest, report: IndexReport, texts: dict[str, str], fresh: Sequence[str] = (),
                 written: dict[str, np.ndarray] | None = None, shown: dict[str, dict] | None = None) -> None:
+        """Write the new version and switch to it (`_commit_files`, or `_commit_chroma` for an
+        index whose rows live in Chroma)."""
+        if manifest.dense == "files":
+            self._commit_files(manifest, report, texts, fresh, written or {}, shown or {})
+        else:
+            self._commit_chroma(manifest, report, texts, fresh, written, shown)
+
+    def _commit_files(self, manifest: IndexManifest, report: IndexReport, texts: dict[str, str], fresh: Sequence[str],
+                      written: dict[str, np.ndarray], shown: dict[str, dict]) -> None:
+        """Write a new version folder holding everything a query reads (BM25, every dense row,
+        the IVF index from `dense_index`'s threshold on, the chunks' shown fields, and their sizes
+        and checksums in the manifest), swap the manifest in, then drop the other version
+        folders (and an embedded Chroma the index has moved out of). The rows of chunks this run
+        did not embed, and their text, are read from the current version."""
+        wanted = manifest.chunk_ids()
+        old_ids = set(self.manifest.chunk_ids()) if self.manifest else set()
+        manifest.bm25, manifest.checks = "", {}
+        if wanted:
+            self._write_version(manifest, wanted, texts, fresh, written, shown)
+        manifest.write(self.path)  # the switch: from here on the new index is the index
+        self.manifest = manifest
+        self._bm25 = None
+        self._snapshot = None
+        report.chunks_removed = len(old_ids - set(wanted))
+        report.chunks_total = len(wanted)
+        # clean-up; an interruption here leaves folders the next update removes
+        for part in self.path.glob("bm25*"):
+            if part.name != manifest.bm25 and part.is_dir():
+                shutil.rmtree(part, ignore_errors=True)
+        if (self.path / "chroma").is_dir() and not uses_server(self.path, self.chroma_url):
+            self._vector_index = None
+            shutil.rmtree(self.path / "chroma", ignore_errors=True)  # moved out of by a rebuild
+
+    def _write_version(self, manifest: IndexManifest, wanted: list[str], texts: dict[str, str], fresh: Sequence[str],
+                       written: dict[str, np.ndarray], shown: dict[str, dict]) -> None:
+        """`_commit_files`'s new version folder, named in `manifest` with its checks."""
+        from contextual_retrieval_core.index.file_checks import record_files
+        from contextual_retrieval_core.index.snapshot import RowWriter
+
+        redone: dict[str, list[str]] = {}
+        for row in fresh:
+            redone.setdefault(row_owner(row), []).append(row)
+        kept = [cid for cid in wanted if cid not in redone]
+        prior = self._current_snapshot() if kept else None  # a run that redid everything reads nothing old
+        row_ids: list[str] = []
+        sources: list[np.ndarray | int] = []  # a fresh vector, or a row number of the current version
+        lost = []
+        for cid in wanted:
+            if cid in redone:
+                rows = sorted(redone[cid], key=row_window)
+                row_ids += rows
+                sources += [written[r] for r in rows]
+                continue
+            numbers = prior.rows_of(cid) if prior is not None else []
+            if not numbers:
+                lost.append(cid)
+                continue
+            row_ids += [prior.rows.ids[i] for i in numbers]  # type: ignore[union-attr]
+            sources += numbers
+        if lost:
+            raise IndexDamagedError(f"{len(lost)} chunks listed in {self.path / MANIFEST_NAME} have no vectors in "
+                                    f"{self.path / (self.manifest.bm25 if self.manifest else '')} (first: {lost[0]}); rebuild the "
+                                    f"index: contextual-retrieval index PATH... --index-dir {self.path} --rebuild")
+        if kept:
+            assert prior is not None
+            for cid, (doc, meta) in prior.shown(kept).items():
+                texts.setdefault(cid, doc)
+                shown.setdefault(cid, meta)
+        manifest.bm25 = f"bm25-{uuid.uuid4().hex[:12]}"
+        folder = BM25Index().index(wanted, [texts[c] for c in wanted]).save(self.path / manifest.bm25)
+        first = sources[0]
+        dim = len(first) if isinstance(first, np.ndarray) else prior.rows.vectors.shape[1]  # type: ignore[union-attr]
+        writer = RowWriter(folder, row_ids, dim)
+        block = 4096
+        for start in range(0, len(row_ids), block):
+            part = sources[start : start + block]
+            writer.put(start, np.stack([s if isinstance(s, np.ndarray) else prior.rows.vectors[s] for s in part]))  # type: ignore[union-attr]
+        writer.finish((c, (texts[c], shown[c])) for c in wanted)
+        manifest.checks = record_files(folder)
+
+    def _current_snapshot(self) -> Snapshot | None:
+        """The current version's rows and chunks, to carry the unchanged ones over (None: no
+        version, or one whose rows are not in files)."""
+        current = self.manifest
+        if current is None or current.dense != "files" or not current.chunk_count or not current.bm25:
+            return None
+        return Snapshot.open(self.path / current.bm25, current.chunk_ids(), fix=self._fix())
+
+    def _commit_chroma(self, manifest: IndexManifest, report: IndexReport, texts: dict[str, str], fresh: Sequence[str] = (),
+                       written: dict[str, np.ndarray] | None = None, shown: dict[str, dict] | None = None) -> None:
         """Write a new version folder (BM25 and, when wanted, the query snapshot), swap the
         manifest in, then drop what the old one listed alone and the rows of chunks re-embedded
         into `fresh` rows that are not among them. `written` and `shown` hold the vectors of the

@@ -71,6 +71,13 @@ class IndexManifest:
         chunk_tokens: the embedder window (tokens) chunks were fitted to with their contexts
             (`contextualize.fit.chunk_to_fit`, `fit_chunks=True`); None: cut by `chunk_chars`
             alone (the default, or an embedder that exposes no window).
+        dense: where the dense rows live: "files" (the version folder holds every row, exact
+            search or an IVF index by `dense_index`'s rule; what `index` writes) or "chroma" (a
+            Chroma collection, embedded in ``chroma/`` or on a server; indexes written before
+            version folders held every row say nothing and are "chroma").
+        checks: relative path in the version folder -> [size in bytes, CRC-32 of its bytes] of
+            every file a query reads (`index.checks`), recorded at commit and verified before a
+            query answers.
     """
 
     embedder: dict[str, str]
@@ -81,6 +88,8 @@ class IndexManifest:
     bm25: str = "bm25"
     windows: dict[str, Any] | None = None
     chunk_tokens: int | None = None
+    dense: str = "chroma"
+    checks: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def chunk_count(self) -> int:
@@ -118,6 +127,8 @@ class IndexManifest:
                 bm25=_folder_name(data.get("bm25", "bm25")),
                 windows=_windows(data.get("windows")),
                 chunk_tokens=None if data.get("chunk_tokens") is None else int(data["chunk_tokens"]),
+                dense=_dense(data.get("dense", "chroma")),
+                checks=_checks(data.get("checks") or {}),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise IndexDamagedError(f"{source} is damaged ({type(exc).__name__}: {exc}); rebuild the index "
@@ -148,6 +159,23 @@ class IndexManifest:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
+
+
+def _dense(value: Any) -> str:
+    if value not in ("files", "chroma"):
+        raise ValueError(f"'dense' must be \"files\" or \"chroma\", got {value!r}")
+    return str(value)
+
+
+def _checks(value: Any) -> dict[str, list[int]]:
+    """The recorded (size, CRC-32) of each version file: a dict of names to two integers."""
+    out: dict[str, list[int]] = {}
+    for name, pair in dict(value).items():
+        if (not isinstance(name, str) or name.startswith("/") or ".." in name.split("/") or not isinstance(pair, list) or len(pair) != 2
+                or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in pair)):
+            raise ValueError(f"'checks' must map file names to [size, crc32], got {name!r}: {pair!r}")
+        out[name] = [int(pair[0]), int(pair[1])]
+    return out
 
 
 def _weights(value: Any, source: str | os.PathLike[str]) -> list[float]:

@@ -124,7 +124,7 @@ def test_cli_errors_name_the_fix(tmp_path, capsys):
 
     (tmp_path / "keep.txt").write_text("precious")
     assert main(["index", str(empty), "--index-dir", str(tmp_path), "--rebuild"]) == 2
-    assert "refusing to delete it" in capsys.readouterr().err and (tmp_path / "keep.txt").exists()
+    assert "refusing to rebuild in it" in capsys.readouterr().err and (tmp_path / "keep.txt").exists()
 
     assert main(["index", str(empty), "--index-dir", str(tmp_path / "ix"), "--embedder", "voyage"]) == 2
     assert "VOYAGE_API_KEY" in capsys.readouterr().err

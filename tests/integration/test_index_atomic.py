@@ -1,7 +1,9 @@
 """`ContextualIndex` failure paths: an update interrupted at any point leaves the previous index
 fully queryable; damaged index folders give `IndexDamagedError` naming the file and the fix, and a
-re-run of `index` repairs them; `query` never creates or alters an index folder. Real Chroma,
-real BM25; the embedder is the small deterministic one of tests/notes_corpus.py."""
+re-run of `index` repairs them; `query` never creates or alters an index folder. Both layouts:
+the index's own files (the default) and an embedded Chroma (``chroma_url="embedded"``, the layout
+of indexes written before version folders held every row). Real Chroma, real BM25; the embedder
+is the small deterministic one of tests/notes_corpus.py."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import pytest
 
 from contextual_retrieval_core.app.cli import main
 from contextual_retrieval_core.dense.chroma import ChromaVectorIndex
+from contextual_retrieval_core.dense.vectors import VectorIndex
 from contextual_retrieval_core.index.contextual_index import ContextualIndex, IndexDamagedError
 from contextual_retrieval_core.search.bm25 import BM25Index
 from tests.notes_corpus import CountingEmbedder, change_corpus, folder_digest, make_corpus
@@ -55,6 +58,15 @@ def _interrupt_chroma_upsert(monkeypatch, index):
     monkeypatch.setattr(collection, "upsert", upsert)
 
 
+def _interrupt_rows_write(monkeypatch, index):
+    from contextual_retrieval_core.index.snapshot import RowWriter
+
+    def put(self, start, block):
+        raise Interrupt("while writing the dense rows")
+
+    monkeypatch.setattr(RowWriter, "put", put)
+
+
 def _interrupt_bm25_save(monkeypatch, index):
     original = BM25Index.save
 
@@ -75,12 +87,23 @@ def _interrupt_manifest_swap(monkeypatch, index):
     monkeypatch.setattr(manifest_module.os, "replace", replace)
 
 
-@pytest.mark.parametrize("interrupt", [_interrupt_embedding, _interrupt_chroma_upsert, _interrupt_bm25_save,
-                                       _interrupt_manifest_swap], ids=lambda f: f.__name__.removeprefix("_interrupt_"))
-def test_an_interrupted_update_leaves_the_previous_index_fully_queryable(interrupt, tmp_path, monkeypatch):
+def stored_rows(index: ContextualIndex) -> list[str]:
+    """The row ids the index stores: its version's rows, or its Chroma collection's."""
+    if index.manifest is not None and index.manifest.dense == "files":
+        return VectorIndex.load(index.path / index.manifest.bm25).ids
+    return index._chroma().get(include=[])["ids"]
+
+
+INTERRUPTS = [(None, f) for f in (_interrupt_embedding, _interrupt_rows_write, _interrupt_bm25_save, _interrupt_manifest_swap)] + [
+    ("embedded", f) for f in (_interrupt_embedding, _interrupt_chroma_upsert, _interrupt_bm25_save, _interrupt_manifest_swap)]
+
+
+@pytest.mark.parametrize(("layout", "interrupt"), INTERRUPTS,
+                         ids=[f"{layout or 'files'}-{f.__name__.removeprefix('_interrupt_')}" for layout, f in INTERRUPTS])
+def test_an_interrupted_update_leaves_the_previous_index_fully_queryable(layout, interrupt, tmp_path, monkeypatch):
     folder = make_corpus(tmp_path)
     ix = tmp_path / "ix"
-    ContextualIndex(ix, embedder=CountingEmbedder()).update([folder], show_progress=False)
+    ContextualIndex(ix, embedder=CountingEmbedder(), chroma_url=layout).update([folder], show_progress=False)
     change_corpus(folder)
     index = ContextualIndex(ix, embedder=CountingEmbedder())
     with monkeypatch.context() as patch:
@@ -93,22 +116,29 @@ def test_an_interrupted_update_leaves_the_previous_index_fully_queryable(interru
     assert (report.files_new, report.files_changed, report.files_removed) == (1, 1, 1)
     assert_serves(ix, refund_days="30", has_readme=False)
     finished = ContextualIndex(ix, embedder=CountingEmbedder())
-    rows = finished._chroma().get(include=[])["ids"]
-    assert sorted(rows) == sorted(finished.manifest.chunk_ids())  # rows left by the interruption are gone
+    assert finished.manifest.dense == ("chroma" if layout else "files")
+    assert sorted(stored_rows(finished)) == sorted(finished.manifest.chunk_ids())  # rows left by the interruption are gone
     assert [p.name for p in ix.glob("bm25*")] == [finished.manifest.bm25]
 
 
-def test_an_update_interrupted_after_the_swap_serves_the_new_index(tmp_path, monkeypatch):
+@pytest.mark.parametrize("layout", [None, "embedded"], ids=["files", "embedded-chroma"])
+def test_an_update_interrupted_after_the_swap_serves_the_new_index(tmp_path, monkeypatch, layout):
     folder = make_corpus(tmp_path)
     ix = tmp_path / "ix"
-    ContextualIndex(ix, embedder=CountingEmbedder()).update([folder], show_progress=False)
+    ContextualIndex(ix, embedder=CountingEmbedder(), chroma_url=layout).update([folder], show_progress=False)
     change_corpus(folder)
 
     def delete(self, ids):
         raise Interrupt("during the clean-up")
 
+    def rmtree(path, ignore_errors=False):
+        raise Interrupt("during the clean-up")
+
     with monkeypatch.context() as patch:
-        patch.setattr(ChromaVectorIndex, "delete", delete)
+        if layout:
+            patch.setattr(ChromaVectorIndex, "delete", delete)
+        else:
+            patch.setattr("contextual_retrieval_core.index.contextual_index.shutil.rmtree", rmtree)
         with pytest.raises(Interrupt):
             ContextualIndex(ix, embedder=CountingEmbedder()).update([folder], show_progress=False)
     assert_serves(ix, refund_days="30", has_readme=False)  # stale rows are there, and never served
@@ -117,7 +147,7 @@ def test_an_update_interrupted_after_the_swap_serves_the_new_index(tmp_path, mon
     # the next update that changes something finishes the clean-up
     (folder / "faq.md").write_text("# FAQ\n\nThe office opens at ten.\n", encoding="utf-8")
     again.update([folder], show_progress=False)
-    assert sorted(again._chroma().get(include=[])["ids"]) == sorted(again.manifest.chunk_ids())
+    assert sorted(stored_rows(again)) == sorted(again.manifest.chunk_ids())
     assert len(list(ix.glob("bm25*"))) == 1
 
 
@@ -132,6 +162,7 @@ def built(tmp_path: Path, name: str = "ix") -> tuple[Path, Path]:
 
 
 def _bm25_from_another_index(tmp_path, ix):
+    """A version folder swapped for another index's: caught by its recorded sizes and checksums."""
     other = tmp_path / "other"
     (other / "docs").mkdir(parents=True)
     (other / "docs" / "x.md").write_text("# X\n\nSomething else entirely.\n", encoding="utf-8")
@@ -139,7 +170,7 @@ def _bm25_from_another_index(tmp_path, ix):
     mine = ix / ContextualIndex.read_manifest(ix).bm25
     shutil.rmtree(mine)
     shutil.copytree(tmp_path / "ix2" / ContextualIndex.read_manifest(tmp_path / "ix2").bm25, mine)
-    return mine.name, "a BM25 index from another index"
+    return mine.name, "is damaged"
 
 
 def _deleted_chroma(tmp_path, ix):
@@ -147,18 +178,26 @@ def _deleted_chroma(tmp_path, ix):
     return "chroma", "is missing or holds no Chroma database"
 
 
+def _deleted_rows(tmp_path, ix):
+    bm25 = ix / ContextualIndex.read_manifest(ix).bm25
+    (bm25 / "vectors.npy").unlink()
+    return f"{bm25.name}/vectors.npy", "is missing"
+
+
 def _empty_npy(tmp_path, ix):
     bm25 = ix / ContextualIndex.read_manifest(ix).bm25
     (bm25 / "indices.npy").write_bytes(b"")
-    return f"{bm25.name}/indices.npy", "is empty"
+    return f"{bm25.name}/indices.npy", "is damaged (0 bytes"
 
 
-@pytest.mark.parametrize("damage", [_bm25_from_another_index, _deleted_chroma, _empty_npy],
-                         ids=lambda f: f.__name__.lstrip("_"))
-def test_a_damaged_folder_names_the_file_and_the_fix_and_index_repairs_it(damage, tmp_path):
+DAMAGES = [(None, _bm25_from_another_index), (None, _deleted_rows), (None, _empty_npy), ("embedded", _deleted_chroma)]
+
+
+@pytest.mark.parametrize(("layout", "damage"), DAMAGES, ids=[f.__name__.lstrip("_") for _, f in DAMAGES])
+def test_a_damaged_folder_names_the_file_and_the_fix_and_index_repairs_it(layout, damage, tmp_path):
     folder = make_corpus(tmp_path)
     ix = tmp_path / "ix"
-    ContextualIndex(ix, embedder=CountingEmbedder()).update([folder], show_progress=False)
+    ContextualIndex(ix, embedder=CountingEmbedder(), chroma_url=layout).update([folder], show_progress=False)
     name, what = damage(tmp_path, ix)
     before = folder_digest(ix)
     with pytest.raises(IndexDamagedError) as caught:
@@ -207,12 +246,13 @@ def test_query_never_creates_or_alters_an_index_folder_and_exits_2_without_a_tra
     ix = tmp_path / "ix"
     assert main(["index", str(folder), "--index-dir", str(ix), "--no-progress"]) == 0
     capsys.readouterr()
-    shutil.rmtree(ix / "chroma")
+    rows = ix / ContextualIndex.read_manifest(ix).bm25 / "vectors.npy"
+    rows.unlink()
     before = folder_digest(ix)
     assert main(["query", str(ix), "refunds"]) == 2
     err = capsys.readouterr().err
-    assert f"{ix / 'chroma'} is missing" in err and "re-run `contextual-retrieval index" in err and "Traceback" not in err
-    assert not (ix / "chroma").exists() and folder_digest(ix) == before
+    assert f"{rows} is missing" in err and "re-run `contextual-retrieval index" in err and "Traceback" not in err
+    assert not rows.exists() and folder_digest(ix) == before
     assert main(["index", str(folder), "--index-dir", str(ix), "--no-progress"]) == 0  # the repair
     assert "the index was damaged" in capsys.readouterr().out
     assert main(["query", str(ix), "refunds", "--json", "-k", "1"]) == 0

@@ -54,7 +54,7 @@ QUERIES = ["how many days until refunds are issued", "kubernetes deployment work
 @pytest.mark.parametrize("prf", [0.0, 0.5], ids=["prf-off", "prf-on"])
 def test_the_snapshot_answers_as_the_chroma_collection_does(tmp_path, prf):
     ix = tmp_path / "ix"
-    ContextualIndex(ix, embedder=CountingEmbedder()).update([make_corpus(tmp_path)], show_progress=False)
+    ContextualIndex(ix, embedder=CountingEmbedder(), chroma_url="embedded").update([make_corpus(tmp_path)], show_progress=False)
     assert all((version_folder(ix) / name).is_file() for name in SNAPSHOT_FILES)
     chroma_only = without_snapshot(ix, tmp_path / "chroma-only")
     snap = ContextualIndex(ix, embedder=CountingEmbedder())
@@ -66,7 +66,7 @@ def test_the_snapshot_answers_as_the_chroma_collection_does(tmp_path, prf):
 def test_window_rows_in_the_snapshot_rank_each_chunk_once_as_chroma_does(tmp_path):
     ix = tmp_path / "ix"
     embedder = TruncatingEmbedder()
-    report = ContextualIndex(ix, fit_chunks=False, embedder=embedder, windows=WindowConfig()).update([make_folder(tmp_path)], show_progress=False)
+    report = ContextualIndex(ix, fit_chunks=False, embedder=embedder, windows=WindowConfig(), chroma_url="embedded").update([make_folder(tmp_path)], show_progress=False)
     rows = json.loads((version_folder(ix) / "vectors.json").read_text())["ids"]
     assert len(rows) > report.chunks_total  # the long chunk has window rows
     chroma_only = without_snapshot(ix, tmp_path / "chroma-only")
@@ -80,7 +80,7 @@ def test_window_rows_in_the_snapshot_rank_each_chunk_once_as_chroma_does(tmp_pat
 def test_updates_write_a_snapshot_of_exactly_the_new_version(tmp_path):
     corpus = make_corpus(tmp_path)
     ix = tmp_path / "ix"
-    index = ContextualIndex(ix, embedder=CountingEmbedder())
+    index = ContextualIndex(ix, embedder=CountingEmbedder(), chroma_url="embedded")
     index.update([corpus], show_progress=False)
     (corpus / "billing.md").write_text("# Billing\n\nRefunds are issued within 30 days.\n", encoding="utf-8")
     (corpus / "readme.txt").unlink()
@@ -122,18 +122,18 @@ def _missing_rows(folder: Path) -> str:
 def _truncated_vectors(folder: Path) -> str:
     data = (folder / "vectors.npy").read_bytes()
     (folder / "vectors.npy").write_bytes(data[: len(data) // 2])
-    return f"{folder / 'vectors.npy'}"
+    return f"{folder / 'vectors.npy'} is damaged"
 
 
 def _garbage_rows(folder: Path) -> str:
     (folder / CHUNKS_FILE).write_bytes(b"not a database " * 100)
-    return f"{folder / CHUNKS_FILE} is not readable"
+    return f"{folder / CHUNKS_FILE} is damaged"  # found by its size and checksum before SQLite reads it
 
 
 def _foreign_vectors(folder: Path) -> str:
     (folder / "vectors.json").write_text(json.dumps({"ids": ["a", "b", "c", "d", "e", "f", "g"][: len(
         json.loads((folder / "vectors.json").read_text())["ids"])]}), encoding="utf-8")
-    return f"{folder / 'vectors.json'} does not hold this index's chunks"
+    return f"{folder / 'vectors.json'} is damaged"
 
 
 @pytest.mark.parametrize("damage", [_missing_rows, _truncated_vectors, _garbage_rows, _foreign_vectors],
@@ -154,7 +154,7 @@ def test_a_damaged_snapshot_is_named_with_its_fix_and_the_next_update_repairs_it
 def test_an_index_from_before_snapshots_is_searched_in_chroma_and_gets_one_on_its_next_run(tmp_path):
     corpus = make_corpus(tmp_path)
     built = tmp_path / "built"
-    ContextualIndex(built, embedder=CountingEmbedder()).update([corpus], show_progress=False)
+    ContextualIndex(built, embedder=CountingEmbedder(), chroma_url="embedded").update([corpus], show_progress=False)
     ix = without_snapshot(built, tmp_path / "ix")
     old = ContextualIndex(ix, embedder=CountingEmbedder())
     assert old.search("refunds", top_k=1)[0].path == "notes/billing.md" and old._snapshot is None
@@ -170,7 +170,7 @@ def test_an_index_over_the_snapshot_limit_is_searched_in_chroma(tmp_path, monkey
     monkeypatch.setattr(contextual_index_module, "SNAPSHOT_MAX_CHUNKS", 2)
     corpus = make_corpus(tmp_path)
     ix = tmp_path / "ix"
-    ContextualIndex(ix, embedder=CountingEmbedder()).update([corpus], show_progress=False)
+    ContextualIndex(ix, embedder=CountingEmbedder(), chroma_url="embedded").update([corpus], show_progress=False)
     assert ContextualIndex.read_manifest(ix).chunk_count > 2 and not has_snapshot(version_folder(ix))
     index = ContextualIndex(ix, embedder=CountingEmbedder())
     assert index.search("refunds", top_k=1)[0].path == "notes/billing.md" and index._vector_index is not None

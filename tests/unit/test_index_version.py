@@ -28,10 +28,10 @@ def answer(index: ContextualIndex) -> list[tuple[str, str]]:
 @pytest.mark.parametrize("rows", ["snapshot", "chroma"])
 def test_an_open_index_answers_from_the_new_version_after_another_updates_the_folder(tmp_path: Path, rows: str,
                                                                                       monkeypatch) -> None:
-    if rows == "chroma":  # no snapshot: the version's rows come from Chroma (client_for_version)
+    if rows == "chroma":  # embedded Chroma, no snapshot: the version's rows come from Chroma (client_for_version)
         monkeypatch.setattr(contextual_index_module, "SNAPSHOT_MAX_CHUNKS", 0)
     src, index_dir = make_corpus(tmp_path), tmp_path / "index"
-    writer = ContextualIndex(index_dir, embedder=CountingEmbedder())
+    writer = ContextualIndex(index_dir, embedder=CountingEmbedder(), chroma_url="embedded" if rows == "chroma" else None)
     writer.update([src], show_progress=False)
     reader = ContextualIndex(index_dir, embedder=CountingEmbedder())
     before = answer(reader)

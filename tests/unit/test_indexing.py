@@ -90,7 +90,7 @@ def test_ingestion_batches_chroma_writes_and_deletes_under_the_client_limit(tmp_
     from contextual_retrieval_core.dense.chroma import ChromaVectorIndex
 
     folder = make_corpus(tmp_path)
-    index = ContextualIndex(tmp_path / "ix", embedder=CountingEmbedder(), chunk_chars=60)
+    index = ContextualIndex(tmp_path / "ix", embedder=CountingEmbedder(), chunk_chars=60, chroma_url="embedded")
     monkeypatch.setattr(ChromaVectorIndex, "max_batch_size", property(lambda self: 2))
     calls: list[tuple[str, int]] = []
     collection = index._chroma()
@@ -150,8 +150,10 @@ def test_index_then_search_from_a_fresh_process_object(tmp_path):
     assert report.embedded == report.chunks_added == report.chunks_total > 0
     assert report.contexts is not None and report.contexts.generated == report.chunks_total
     names = {p.name for p in (tmp_path / "ix").iterdir()}
-    assert names >= {"chroma", "manifest.json", "embeddings.sqlite3", ".lock"}
-    assert [n for n in names if n.startswith("bm25")] == [ContextualIndex.read_manifest(tmp_path / "ix").bm25]
+    assert names >= {"manifest.json", "embeddings.sqlite3", ".lock"} and "chroma" not in names  # every row in files
+    version = ContextualIndex.read_manifest(tmp_path / "ix").bm25
+    assert [n for n in names if n.startswith("bm25")] == [version]
+    assert {"vectors.npy", "vectors.json", "chunks.sqlite3"} <= {p.name for p in (tmp_path / "ix" / version).iterdir()}
 
     reopened = ContextualIndex(tmp_path / "ix", embedder=CountingEmbedder())
     hits = reopened.search("how long do refunds take?", top_k=3)
@@ -208,7 +210,9 @@ def test_changed_and_deleted_files_are_replaced_and_removed(tmp_path):
     assert report.chunks_total == first.chunks_total - report.chunks_removed + report.chunks_added
     assert "notes/readme.txt" not in index.manifest.files
 
-    stored = index._chroma().get(include=[])["ids"]
+    from contextual_retrieval_core.dense.vectors import VectorIndex
+
+    stored = VectorIndex.load(tmp_path / "ix" / index.manifest.bm25).ids
     assert not old_billing & set(stored) and set(new_billing) <= set(stored)
     assert len(stored) == report.chunks_total
     hits = index.search("Kubernetes worker replicas", top_k=10)
@@ -232,8 +236,16 @@ def test_files_from_other_paths_are_kept(tmp_path):
 def test_embedder_mismatch_and_non_index_errors_name_the_fix(tmp_path):
     folder = make_corpus(tmp_path)
     ContextualIndex(tmp_path / "ix", embedder=CountingEmbedder()).update([folder], show_progress=False)
+    import shutil
+
+    shutil.copytree(tmp_path / "ix", tmp_path / "ix-copy")
+    other = ContextualIndex(tmp_path / "ix-copy", embedder=CountingEmbedder("another-model"))
     with pytest.raises(IndexMismatchError, match="--rebuild"):
-        ContextualIndex(tmp_path / "ix", embedder=CountingEmbedder("another-model"))
+        other.search("anything")
+    with pytest.raises(IndexMismatchError, match="--rebuild"):
+        other.update([folder], show_progress=False)
+    assert other.update([folder], show_progress=False, rebuild=True).chunks_total == len(other)  # rebuilt with it
+    assert other.search("when does the office open", top_k=1)
     with pytest.raises(FileNotFoundError, match="contextual-retrieval index PATH"):
         ContextualIndex.read_manifest(tmp_path / "nowhere")
     empty = tmp_path / "empty"
