@@ -139,3 +139,28 @@ def test_rebuild_starts_over(tmp_path, capsys):
     again = run_index(folder, index, tmp_path, "--rebuild")
     assert again["files_new"] == 1 and again["chunks_total"] == 1
     assert (again["embedded"], again["embedding_cache_hits"]) == (0, 1)  # the cache survives a rebuild
+
+
+def test_index_check_reads_every_byte_names_the_damage_and_index_repairs_it(tmp_path, capsys):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A\n\nThe staging server restarts nightly at two.\n", encoding="utf-8")
+    (folder / "b.md").write_text("# B\n\nBackups are kept for ninety days.\n", encoding="utf-8")
+    index = tmp_path / "ix"
+    run_index(folder, index, tmp_path)
+    capsys.readouterr()
+    assert main(["index", "--check", "--index-dir", str(index)]) == 0
+    assert "2 chunks in 2 files" in capsys.readouterr().out
+    version = index / json.loads((index / "manifest.json").read_text())["bm25"]
+    rows = version / "vectors.npy"
+    data = bytearray(rows.read_bytes())
+    data[-8:] = bytes(8)  # the last two floats of the last row: no size changes, one vector does
+    rows.write_bytes(bytes(data))
+    assert main(["index", "--check", "--index-dir", str(index)]) == 2
+    err = capsys.readouterr().err
+    assert f"{rows} is damaged" in err and "checksum" in err and "re-run `contextual-retrieval index" in err
+    again = run_index(folder, index, tmp_path)
+    assert "the index was damaged" in again["note"] and again["embedded"] == 0  # repaired from the embedding cache
+    assert main(["index", "--check", "--index-dir", str(index)]) == 0
+    assert main(["index", "--index-dir", str(index)]) == 2
+    assert "pass the files or folders to index" in capsys.readouterr().err
