@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["IndexFileError", "positive_int", "non_negative_number", "fusion_weights", "string_list", "not_a_string", "finite_vectors", "renamed_keyword", "is_blank"]
+__all__ = ["IndexFileError", "positive_int", "non_negative_number", "fusion_weights", "string_list", "not_a_string", "finite_vectors", "unit_tolerance", "non_unit_rows", "renamed_keyword", "is_blank"]
 
 
 def positive_int(name: str, value: Any, *, allow_none: bool = False, what: str = "a positive integer") -> Any:
@@ -71,6 +71,24 @@ def finite_vectors(name: str, vectors: np.ndarray) -> np.ndarray:
             "check its input and model, and re-embed"
         )
     return vectors
+
+
+def unit_tolerance(dtype: np.dtype) -> float:
+    """How far a stored unit vector's squared length may be from 1 in `dtype`: 1e-4 for float32 and
+    wider (normalising in float32 leaves about 1e-6), 1e-2 for float16."""
+    return 1e-4 if np.dtype(dtype).itemsize >= 4 else 1e-2
+
+
+def non_unit_rows(rows: np.ndarray, tolerance: float) -> np.ndarray:
+    """The numbers of the rows of a 2-D float array whose squared length is not within `tolerance`
+    of 1 (a zero row, a NaN or an infinity among them), in order; one pass, no copy of the rows.
+
+    Example:
+        >>> non_unit_rows(np.array([[1.0, 0.0], [0.0, 0.0], [0.6, 0.8], [np.nan, 0.0]]), 1e-4).tolist()
+        [1, 3]
+    """
+    squared = np.einsum("ij,ij->i", rows, rows)  # in the rows' own type: no converted copy
+    return np.flatnonzero(~(np.abs(squared - 1.0) <= tolerance))
 
 
 def renamed_keyword(owner: str, old: str, new: str, old_value: Any, new_value: Any) -> Any:

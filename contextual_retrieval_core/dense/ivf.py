@@ -36,10 +36,12 @@ from contextual_retrieval_core.checks import (
     IndexFileError,
     finite_vectors,
     mapped_file,
+    non_unit_rows,
     not_a_string,
     positive_int,
     read_blocks,
     read_json,
+    unit_tolerance,
 )
 
 __all__ = ["IVFIndex", "IVFParams", "load_faiss"]
@@ -89,6 +91,17 @@ def _normalised(vectors: np.ndarray, what: str) -> np.ndarray:
         raise ValueError(f"{what} must be a 2-D array (n, d), got shape {vectors.shape}")
     finite_vectors(what, vectors)
     return np.ascontiguousarray(vectors / np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None))
+
+
+def _unit_rows(vectors: np.ndarray, start: int) -> np.ndarray:
+    """Rows to index (the rows from `start` of the caller's vectors), normalised; a row that cannot
+    be (all zeros) is a ValueError, as in `VectorIndex`."""
+    rows = _normalised(vectors, "vectors" if start == 0 else f"vectors[{start}:]")
+    bad = non_unit_rows(rows, unit_tolerance(rows.dtype))
+    if bad.size:
+        raise ValueError(f"vectors row {start + int(bad[0])} has no direction (all zeros, or too small to normalise; "
+                         f"{bad.size} such rows): the embedder returned a broken vector: check its input and model")
+    return rows
 
 
 def _recall(exact: np.ndarray, found: np.ndarray) -> float:
@@ -149,12 +162,13 @@ class IVFIndex:
         quantizer = faiss.IndexFlatIP(dim)
         graph = faiss.IndexIVFScalarQuantizer(quantizer, dim, nlist, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
         graph.cp.seed = self.params.seed
+        graph.cp.spherical = True  # unit-length centroids (FAISS's default for inner product; `load` checks them)
         graph.train(_normalised(_take(vectors, np.sort(rng.choice(n, size=min(n, 64 * nlist), replace=False))), "vectors"))
         from tqdm.auto import tqdm
 
         with tqdm(total=n, desc="dense index (IVF)", unit="vector", disable=not show_progress) as bar:
             for start, rows in _row_blocks(vectors):  # one block of float32 rows at a time beside the float16 lists
-                graph.add(_normalised(rows, "vectors" if start == 0 else f"vectors[{start}:]"))
+                graph.add(_unit_rows(rows, start))
                 bar.update(len(rows))
         self._graph = graph
         self._calibrate(_pseudo_queries(vectors, self.params.calibration_queries, rng),
@@ -204,7 +218,7 @@ class IVFIndex:
     def add(self, ids: Sequence[str], vectors: np.ndarray) -> None:
         """Append rows (new ids only) to the clusters they fall in; the probe count stays."""
         not_a_string("ids", ids, "ids")
-        rows = _normalised(vectors, "vectors")
+        rows = _unit_rows(vectors, 0)
         if len(ids) != rows.shape[0]:
             raise ValueError(f"got {len(ids)} ids for {rows.shape[0]} vectors; pass one id per vector")
         if rows.shape[1] != self.dim:
@@ -255,7 +269,10 @@ class IVFIndex:
 
     @classmethod
     def load(cls, path: str | Path) -> IVFIndex:
-        """Open a saved index with its lists memory-mapped; a damaged file is an `IndexFileError`."""
+        """Open a saved index with its lists memory-mapped; a damaged file is an `IndexFileError`
+        naming it: ``ivf.json`` unreadable or with a bad field (``nprobe`` a positive integer),
+        ``ivf.faiss`` unreadable, of another kind or size, or with a centroid that is not unit
+        length (`_check_centroids`; the lists themselves are read only where queries probe)."""
         path = Path(path)
         meta_path, graph_path = path / "ivf.json", path / "ivf.faiss"
         if not meta_path.is_file():
@@ -268,21 +285,45 @@ class IVFIndex:
             raise IndexFileError(meta_path, "'ids' must be a list of distinct strings", "rebuild the index")
         if not graph_path.is_file():
             raise IndexFileError(graph_path, "missing", "rebuild the index")
+        nprobe, calibration = meta.get("nprobe"), meta.get("calibration") or {}
+        if isinstance(nprobe, bool) or not isinstance(nprobe, int) or nprobe < 1:
+            raise IndexFileError(meta_path, f"'nprobe' must be a positive integer (the clusters a query probes), got {nprobe!r}",
+                                 "rebuild the index")
+        if not isinstance(calibration, dict):
+            raise IndexFileError(meta_path, f"'calibration' must be a JSON object, got {calibration!r}", "rebuild the index")
+        try:
+            params = IVFParams(**meta["params"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise IndexFileError(meta_path, f"bad parameters ({exc})", "rebuild the index") from None
         faiss = _faiss()
         try:
             graph = faiss.read_index(str(graph_path), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
         except RuntimeError as exc:
             raise IndexFileError(graph_path, f"truncated or corrupted ({exc})", "rebuild the index") from None
-        if graph.ntotal != len(ids) or graph.d != meta.get("dim"):
-            raise IndexFileError(graph_path, f"{graph.ntotal} x {graph.d} vectors for {len(ids)} ids in ivf.json", "rebuild the index")
-        try:
-            params = IVFParams(**meta["params"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise IndexFileError(meta_path, f"bad parameters ({exc})", "rebuild the index") from None
+        if not isinstance(graph, faiss.IndexIVFScalarQuantizer):
+            raise IndexFileError(graph_path, f"holds a {type(graph).__name__}, not the IVF index of ivf.json", "rebuild the index")
+        if graph.ntotal != len(ids) or graph.d != meta.get("dim") or graph.nlist != meta.get("nlist", graph.nlist):
+            raise IndexFileError(graph_path, f"{graph.ntotal} x {graph.d} vectors in {graph.nlist} clusters for {len(ids)} ids "
+                                 f"of {meta.get('dim')} dimensions in {meta.get('nlist')} clusters (ivf.json)", "rebuild the index")
+        _check_centroids(graph_path, graph)
         index = cls._empty(params)
         index.ids, index._graph, index._mapped = ids, graph, graph_path
-        index.nprobe, index.calibration = int(meta["nprobe"]), dict(meta.get("calibration") or {})
+        index.nprobe, index.calibration = nprobe, dict(calibration)
         return index
+
+
+def _check_centroids(file: Path, graph: Any) -> None:
+    """`IndexFileError` naming `file` unless every centroid is unit length: FAISS trains the
+    clusters of an inner-product IVF index spherically (each centroid normalised), so a zero, NaN
+    or overwritten centroid is damage (it would send queries to the wrong clusters). Reads the
+    ``nlist`` x ``dim`` centroids, held in memory (1.5 MB at 1M x 384)."""
+    quantizer = _faiss().downcast_index(graph.quantizer)
+    centroids = quantizer.reconstruct_n(0, quantizer.ntotal) if quantizer.ntotal else np.zeros((0, graph.d), np.float32)
+    bad = non_unit_rows(centroids, unit_tolerance(np.dtype(np.float32)))
+    if quantizer.ntotal != graph.nlist or bad.size:
+        where = f"centroid {int(bad[0])} is not unit length ({bad.size} of {len(centroids)})" if bad.size else \
+            f"{quantizer.ntotal} centroids for {graph.nlist} clusters"
+        raise IndexFileError(file, f"{where}: a zeroed or overwritten block", "rebuild the index")
 
 
 def _pseudo_queries(rows: np.ndarray, m: int, rng: np.random.Generator) -> np.ndarray:

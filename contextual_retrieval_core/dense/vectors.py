@@ -14,7 +14,15 @@ from pathlib import Path
 
 import numpy as np
 
-from contextual_retrieval_core.checks import IndexFileError, finite_vectors, not_a_string, positive_int
+from contextual_retrieval_core.checks import (
+    IndexFileError,
+    finite_vectors,
+    non_unit_rows,
+    not_a_string,
+    positive_int,
+    read_blocks,
+    unit_tolerance,
+)
 
 __all__ = ["VectorIndex"]
 
@@ -25,8 +33,9 @@ class VectorIndex:
     Args:
         ids: one id per row.
         vectors: float array (n, d).
-        normalize: L2-normalise the rows on the way in (default True; `load` skips it, the saved
-            rows already are).
+        normalize: L2-normalise the rows on the way in (default True; a row that cannot be, all
+            zeros, is a ValueError). False: the rows already are unit length (`load` checks that
+            the saved rows are).
 
     Example:
         >>> import numpy as np
@@ -48,6 +57,10 @@ class VectorIndex:
         self.ids = [str(i) for i in ids]
         if normalize:
             vectors = vectors / np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
+            bad = non_unit_rows(vectors, unit_tolerance(vectors.dtype))
+            if bad.size:
+                raise ValueError(f"vectors row {int(bad[0])} has no direction (all zeros, or too small to normalise; "
+                                 f"{bad.size} such rows): the embedder returned a broken vector: check its input and model")
         self.vectors = vectors
 
     def __len__(self) -> int:
@@ -89,12 +102,17 @@ class VectorIndex:
     @classmethod
     def load(cls, path: str | Path) -> VectorIndex:
         """Load what `save` wrote; a missing, truncated, corrupted or inconsistent file is an
-        `IndexFileError` naming it."""
+        `IndexFileError` naming it, and so is a row that is not unit length (a zero row, NaN, or a
+        row part of which was zeroed or overwritten): every row is read once, a block at a time
+        (about 0.1 s a GB of rows from the page cache)."""
         from contextual_retrieval_core.checks import read_json
 
         path = Path(path)
         ids_file, matrix_file = path / "vectors.json", path / "vectors.npy"
         if not ids_file.is_file():
+            if (path / "ivf.faiss").is_file():  # an IVF index's folder, whose ivf.json is gone
+                raise IndexFileError(path / "ivf.json", "missing (the folder holds ivf.faiss, an IVF index's lists)",
+                                     "rebuild the index")
             raise FileNotFoundError(f"{path} is not a saved VectorIndex directory (no vectors.json)")
         meta = read_json(ids_file)
         ids = meta.get("ids") if isinstance(meta, dict) else None
@@ -110,6 +128,25 @@ class VectorIndex:
             raise IndexFileError(matrix_file, f"expected a 2-D float array, got {vectors.dtype} of shape {vectors.shape}")
         if vectors.shape[0] != len(ids):
             raise IndexFileError(matrix_file, f"{vectors.shape[0]} rows for {len(ids)} ids in vectors.json")
-        if not np.all(np.isfinite(vectors)):
-            raise IndexFileError(matrix_file, "a vector holds NaN or infinity")
-        return cls(ids, vectors, normalize=False)
+        _check_unit_rows(matrix_file, vectors)
+        index = cls.__new__(cls)  # checked above: ids distinct strings, rows finite and unit length
+        index.ids, index.vectors = ids, vectors
+        return index
+
+
+_CHECK_BYTES = 16 << 20  # rows read at a time when a saved matrix is checked
+
+
+def _check_unit_rows(file: Path, vectors: np.ndarray) -> None:
+    """`IndexFileError` naming `file` unless every row is unit length (as `VectorIndex` saves them):
+    a zero row, a NaN or infinity, or a row part of which was zeroed or overwritten. Reads the
+    matrix once, a block at a time (`checks.read_blocks`: the pages read do not stay resident)."""
+    tolerance = unit_tolerance(vectors.dtype)
+    for start, block in read_blocks(vectors, _CHECK_BYTES // max(1, vectors.shape[1] * vectors.dtype.itemsize)):
+        bad = non_unit_rows(block, tolerance)
+        if bad.size:
+            row = block[bad[0]]
+            what = ("holds NaN or infinity" if not np.all(np.isfinite(row)) else "is all zeros" if not np.any(row)
+                    else f"has length {float(np.linalg.norm(row)):.6g}, not 1")
+            raise IndexFileError(file, f"row {start + int(bad[0])} {what} ({bad.size} such rows in rows {start}.."
+                                 f"{start + len(block) - 1}; saved rows are unit length: a zeroed or overwritten block)")

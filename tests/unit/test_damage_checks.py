@@ -5,6 +5,7 @@ centroids or ``ivf.json``. Each is an error naming the file and the fix."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -49,7 +50,7 @@ def damaged_copy(source: Path, target: Path, name: str, change: Callable[[np.nda
 def zero_block(at: int) -> Callable[[np.ndarray], None]:
     """Zero the 4 KB block that starts `at` bytes into the array's data."""
     def change(array: np.ndarray) -> None:
-        raw = array.view(np.uint8)
+        raw = array.reshape(-1).view(np.uint8)
         raw[at : at + BLOCK] = 0
     return change
 
@@ -113,3 +114,150 @@ def test_a_block_of_term_bounds_overwritten_with_plausible_values_is_found(saved
     with pytest.raises(IndexFileError, match="postings' largest weight") as caught:
         BM25Index.load(folder)
     assert_names(caught, folder / "term_max.npy")
+
+
+# -- dense rows: VectorIndex's vectors.npy ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def saved_vectors(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from contextual_retrieval_core.dense.vectors import VectorIndex
+
+    vectors = np.random.default_rng(1).standard_normal((200, 48))
+    return VectorIndex([f"c{i}" for i in range(200)], vectors).save(tmp_path_factory.mktemp("vectors") / "v")
+
+
+def set_rows(rows: slice, value: float | None = None, scale: float = 1.0) -> Callable[[np.ndarray], None]:
+    def change(array: np.ndarray) -> None:
+        array[rows] = array[rows] * scale if value is None else value
+    return change
+
+
+@pytest.mark.parametrize("damage, problem", [
+    (set_rows(slice(7, 8), 0.0), "row 7 is all zeros"),
+    (set_rows(slice(150, 200), 0.0), "row 150 is all zeros"),
+    (set_rows(slice(3, 4), float("nan")), "row 3 holds NaN or infinity"),
+    (set_rows(slice(9, 10), scale=0.5), "row 9 has length 0.5, not 1"),
+    (zero_block(BLOCK + 100), "row 21 has length"),  # rows of 192 bytes: the block zeroes part of row 21, then rows 22..42
+])
+def test_damaged_rows_of_vectors_are_found(saved_vectors: Path, tmp_path: Path, damage: Callable[[np.ndarray], None],
+                                           problem: str) -> None:
+    from contextual_retrieval_core.dense.vectors import VectorIndex
+
+    folder = damaged_copy(saved_vectors, tmp_path / "v", "vectors.npy", damage)
+    with pytest.raises(IndexFileError, match=problem) as caught:
+        VectorIndex.load(folder)
+    assert_names(caught, folder / "vectors.npy")
+
+
+def test_undamaged_vectors_load_and_answer_the_same(saved_vectors: Path) -> None:
+    from contextual_retrieval_core.dense.vectors import VectorIndex
+
+    loaded = VectorIndex.load(saved_vectors)
+    query = np.random.default_rng(2).standard_normal(48)
+    assert loaded.search(query, k=5) == VectorIndex(loaded.ids, np.asarray(loaded.vectors), normalize=False).search(query, k=5)
+
+
+def test_a_zero_vector_is_refused_when_indexed_so_a_saved_index_never_holds_one() -> None:
+    from contextual_retrieval_core.dense.vectors import VectorIndex
+
+    vectors = np.eye(3)
+    vectors[1] = 0.0
+    with pytest.raises(ValueError, match="vectors row 1 has no direction"):
+        VectorIndex(["a", "b", "c"], vectors)
+
+
+def test_a_large_matrix_is_checked_a_block_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rows are read in blocks (here 64 rows): a bad row in a later block is found, numbered
+    from the start of the matrix."""
+    from contextual_retrieval_core.dense import vectors as module
+
+    monkeypatch.setattr(module, "_CHECK_BYTES", 64 * 8 * 4)
+    rows = np.random.default_rng(3).standard_normal((300, 8))
+    folder = module.VectorIndex([f"c{i}" for i in range(300)], rows).save(tmp_path / "v")
+    assert len(module.VectorIndex.load(folder)) == 300
+    damaged_copy(folder, tmp_path / "d", "vectors.npy", set_rows(slice(250, 251), 0.0))
+    with pytest.raises(IndexFileError, match=r"row 250 is all zeros \(1 such rows in rows 192\.\.255"):
+        module.VectorIndex.load(tmp_path / "d")
+
+
+# -- the IVF index: ivf.json and the centroids in ivf.faiss ----------------------------------
+
+
+@pytest.fixture(scope="module")
+def saved_ivf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("faiss")
+    from contextual_retrieval_core.dense.ivf import IVFIndex, IVFParams
+
+    vectors = np.random.default_rng(4).standard_normal((3000, 64)).astype(np.float32)
+    index = IVFIndex([f"c{i}" for i in range(3000)], vectors, params=IVFParams(depth=10, calibration_queries=50))
+    return index.save(tmp_path_factory.mktemp("ivf") / "ivf")
+
+
+def copy_folder(source: Path, target: Path) -> Path:
+    target.mkdir()
+    for file in source.iterdir():
+        target.joinpath(file.name).write_bytes(file.read_bytes())
+    return target
+
+
+def test_a_zeroed_block_of_centroids_is_found(saved_ivf: Path, tmp_path: Path) -> None:
+    import faiss
+
+    from contextual_retrieval_core.dense.ivf import IVFIndex
+
+    folder = copy_folder(saved_ivf, tmp_path / "ivf")
+    graph = faiss.read_index(str(folder / "ivf.faiss"))
+    first = faiss.downcast_index(graph.quantizer).reconstruct_n(0, 1).tobytes()
+    raw = bytearray((folder / "ivf.faiss").read_bytes())
+    at = raw.index(first)  # where the centroids start in FAISS's file
+    raw[at + 1000 : at + 1000 + BLOCK] = bytes(BLOCK)  # 55 centroids of 256 bytes: 3 (in part) to 19
+    (folder / "ivf.faiss").write_bytes(bytes(raw))
+    with pytest.raises(IndexFileError, match=r"centroid 3 is not unit length \(17 of 55\)") as caught:
+        IVFIndex.load(folder)
+    assert Path(caught.value.path) == folder / "ivf.faiss" and "rebuild the index" in str(caught.value)
+
+
+@pytest.mark.parametrize("nprobe", [0, -4, "x", 1.5, True, None, "missing"])
+def test_a_bad_nprobe_in_ivf_json_names_the_file(saved_ivf: Path, tmp_path: Path, nprobe: object) -> None:
+    from contextual_retrieval_core.dense.ivf import IVFIndex
+
+    folder = copy_folder(saved_ivf, tmp_path / "ivf")
+    meta = json.loads((folder / "ivf.json").read_text(encoding="utf-8"))
+    if nprobe == "missing":
+        del meta["nprobe"]
+    else:
+        meta["nprobe"] = nprobe
+    (folder / "ivf.json").write_text(json.dumps(meta), encoding="utf-8")
+    with pytest.raises(IndexFileError, match="'nprobe' must be a positive integer") as caught:
+        IVFIndex.load(folder)
+    assert Path(caught.value.path) == folder / "ivf.json" and "rebuild the index" in str(caught.value)
+
+
+def test_a_deleted_ivf_json_is_named_not_vectors_json(saved_ivf: Path, tmp_path: Path) -> None:
+    from contextual_retrieval_core.dense.hnsw import load_dense_index
+
+    folder = copy_folder(saved_ivf, tmp_path / "ivf")
+    (folder / "ivf.json").unlink()
+    with pytest.raises(IndexFileError, match="ivf.json: missing") as caught:
+        load_dense_index(folder)
+    assert Path(caught.value.path) == folder / "ivf.json" and "vectors.json" not in str(caught.value)
+
+
+def test_an_undamaged_ivf_index_loads_and_answers_the_same(saved_ivf: Path) -> None:
+    from contextual_retrieval_core.dense.ivf import IVFIndex
+
+    loaded, again = IVFIndex.load(saved_ivf), IVFIndex.load(saved_ivf)
+    query = np.random.default_rng(5).standard_normal(64).astype(np.float32)
+    assert loaded.search(query, k=10) == again.search(query, k=10) != []
+    assert loaded.nprobe >= 1 and loaded.calibration["nprobe"] == loaded.nprobe
+
+
+def test_a_zero_vector_is_refused_by_the_ivf_build() -> None:
+    pytest.importorskip("faiss")
+    from contextual_retrieval_core.dense.ivf import IVFIndex, IVFParams
+
+    vectors = np.random.default_rng(6).standard_normal((100, 8)).astype(np.float32)
+    vectors[42] = 0.0
+    with pytest.raises(ValueError, match="vectors row 42 has no direction"):
+        IVFIndex([f"c{i}" for i in range(100)], vectors, params=IVFParams(depth=5))
