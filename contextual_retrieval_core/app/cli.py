@@ -608,7 +608,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(str(exc) if str(exc).startswith("interrupted") else "interrupted", file=sys.stderr)
         return 130
     except error_classes() as exc:
-        print(f"contextual-retrieval {args.command}: error: {describe(exc)}", file=sys.stderr)
+        where = getattr(args, "index_dir", None) if args.command in ("index", "remove") else getattr(args, "index", None)
+        print(f"contextual-retrieval {args.command}: error: {describe(exc, index_dir=where)}", file=sys.stderr)
         return 2
 
 

@@ -170,5 +170,9 @@ def _engine_error(engine: str, exc: BaseException, index_dir: str | os.PathLike[
             f"{files} may be damaged or unreadable: check the disk and permissions, then re-run "
             f"`contextual-retrieval index {repair}` to repair it, or rebuild the index (--rebuild)")
     if engine == "Chroma":
-        text += "; for an index on a Chroma server (--chroma-url), check the server and its log"
+        text = (f"{engine} (a local engine reading the index's files, not a hosted service) failed: {describe_error(exc)}; "
+                f"{files} may be damaged or unreadable. An index folder that keeps its vectors in an embedded Chroma "
+                f"(written before 0.2) is repaired by moving them out of it: `contextual-retrieval index {repair} --rebuild` "
+                "(nothing is paid for or embedded again); for an index on a Chroma server (--chroma-url), check the "
+                "server and its log")
     return text

@@ -100,5 +100,7 @@ def read_changes(
             spans[cid] = (first, first + piece.count("\n"))
         if pieces:
             documents.append(Document(f.doc_id, text, {"file_path": f.doc_id}))
+        elif not text.strip():
+            report.empty.append(f.doc_id)
         entries[f.doc_id] = FileEntry(str(f.root), str(f.path), digest, st.st_size, st.st_mtime_ns, ids)
     return entries, documents, chunks, spans

@@ -2,31 +2,37 @@
 
 What `contextual-retrieval index` and `contextual-retrieval query` run. One folder holds:
 
-- ``chroma/``: an embedded Chroma database with one collection of the chunks' contextual
-  embeddings (computed here and passed to Chroma: Chroma's own embedding function is never used),
-  the indexed text (context + chunk) as the Chroma document, and the path, context, chunk text
-  and line numbers as metadata;
-- ``bm25-<token>/``: the version folder the manifest names: a `BM25Index` over the same indexed
-  texts (JSON + .npy, no pickle) and, for up to `SNAPSHOT_MAX_CHUNKS` chunks, the version's query
-  snapshot (its dense rows and the chunks' shown fields, `index.snapshot`), which is all a query
-  reads;
+- ``bm25-<token>/``: the version folder the manifest names, everything a query reads: a
+  `BM25Index` over the indexed texts (context + chunk; JSON + .npy, no pickle), every dense row
+  (``vectors.npy``, float32, L2-normalised: one row per chunk and per extra window, with
+  ``vectors.json``, their ids), the chunks' shown fields (``chunks.sqlite3``: indexed text, path,
+  context, chunk text, lines) and, from `dense_index`'s threshold (20,000 rows) on, the
+  calibrated IVF index over the same rows (``ivf.faiss``, ``ivf.json``; exact search below it);
+  see `index.snapshot`;
 - ``contexts.sqlite3``: the `ContextStore` of LLM-written contexts (structural contexts cost
-  nothing and are not stored);
+  nothing and are not stored), shared with the user's store (`index.shared_contexts`);
 - ``embeddings.sqlite3``: the `CachedEmbedder` cache, so a chunk whose indexed text is unchanged
   is never embedded twice;
-- ``manifest.json``: which files were indexed (size, mtime, sha256, chunk ids) and with which
-  embedder, context generator and chunk size.
+- ``manifest.json``: which files were indexed (size, mtime, sha256, chunk ids), with which
+  embedder, context generator and chunk size, and the size and CRC-32 of every file of the
+  version folder (`index.file_checks`).
+
+An index on a Chroma server (``chroma_url``) keeps its rows in a collection there instead, and
+an index written before version folders held every row keeps them in an embedded Chroma
+(``chroma/``) until ``index --rebuild`` moves them (``chroma_url="embedded"`` writes that layout).
 
 Re-indexing skips every file whose size and mtime (or, failing that, content hash) are unchanged:
-an unchanged folder makes no generation request, embeds nothing and does not even open Chroma.
+an unchanged folder makes no generation request and embeds nothing.
 
-Updates are atomic: new chunks are added to Chroma beside the old ones, a new BM25 index is
-written to a fresh ``bm25-<token>/`` folder (with the query snapshot), and only then does
-``manifest.json`` (which names that folder and lists the chunk ids) replace the old one through
-`os.replace`; stale chunks and the old version folder are removed after that. An update interrupted at any point leaves the
-previous index fully queryable (queries ignore Chroma rows the manifest does not list), and the
-next update finishes the clean-up. An update holds an OS lock on the folder (`folder_lock`).
-Queries open the folder read-only: they never create or change a file in it.
+Updates are atomic: the new version folder is written whole (the rows of unchanged chunks copied
+from the current version, the new ones embedded), and only then does ``manifest.json`` (which
+names that folder and lists the chunk ids) replace the old one through `os.replace`; the old
+version folder is removed after that. An update interrupted at any point leaves the previous
+index fully queryable, and the next update finishes the clean-up. An update, a rebuild and a
+removal hold an OS lock on the folder (`folder_lock`) before they touch anything. Queries open
+the folder read-only: they never create or change a file in it, so a read-only copy serves.
+Before a version answers, its files are checked against the sizes and checksums the manifest
+recorded; damage is an `IndexDamagedError` naming the file, and the next update repairs it.
 """
 
 from __future__ import annotations
@@ -99,7 +105,7 @@ _COLLECTION = "chunks"
 
 
 class ContextualIndex:
-    """A contextual index (Chroma + BM25 + context store + manifest) in one folder.
+    """A contextual index (dense rows + BM25 + context store + manifest) in one folder.
 
     Args:
         path: the index folder (created on the first `update`).
@@ -162,6 +168,9 @@ class ContextualIndex:
         self.chunk_chars = int(chunk_chars)
         self.concurrency = concurrency
         self.weights = FusionConfig(weights=cast("tuple[float, ...] | None", weights)).weights_for(2, per="side (dense, BM25)")
+        if not any(self.weights):
+            raise ValueError(f"weights {tuple(weights)} leave both sides out: give the dense side, BM25 or both a "
+                             "positive weight (the default is the embedder's, e.g. (0.8, 0.2))")
         self._cached: Any = None
         self.chroma_url = chroma_url
         requested_windows(windows, None)  # checked here, resolved against the manifest by update

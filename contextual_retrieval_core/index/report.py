@@ -19,6 +19,8 @@ class IndexReport:
         skipped: (path, reason) for every file left out: too large, binary, undecodable,
             unreadable.
         decoded: (doc id, encoding) for every file read in another encoding than UTF-8.
+        empty: doc ids of the files read that hold no text (empty or whitespace only): indexed
+            with 0 chunks, so that a rerun skips them until they change.
         chunks_added, chunks_removed, chunks_total: chunks new to the index, chunks gone from it,
             and the chunks in it afterwards (the total before, plus added, less removed; a changed
             file's chunks that keep their text and place are neither).
@@ -36,6 +38,7 @@ class IndexReport:
     files_removed: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)
     decoded: list[tuple[str, str]] = field(default_factory=list)
+    empty: list[str] = field(default_factory=list)
     chunks_added: int = 0
     chunks_removed: int = 0
     chunks_total: int = 0
@@ -78,6 +81,8 @@ class IndexReport:
             lines.append(f"  skipped {path}: {reason}")
         for path, encoding in self.decoded:
             lines.append(f"  {path}: not UTF-8, read as {encoding}")
+        for path in self.empty:
+            lines.append(f"  {path}: no text (empty or whitespace only), 0 chunks")
         lines.append(
             f"chunks: {self.chunks_added} added, {self.chunks_removed} removed, {self.chunks_total} in the index; "
             f"embeddings: {self.embedded} computed, {self.embedding_cache_hits} from the cache"

@@ -1,25 +1,25 @@
-"""A version's query snapshot: what a query of an embedded index reads besides BM25.
+"""A version's query snapshot: what a query of an index folder reads besides BM25.
 
 An update writes the new version's folder (the one the manifest's ``bm25`` field names) whole
 before the manifest switch: beside the BM25 index, the dense rows of that version (``vectors.npy``,
 float32, L2-normalised, one row per chunk and per extra window, and ``vectors.json``, their ids:
-the `VectorIndex` format) and the shown fields of its chunks (``chunks.sqlite3``: the
-indexed text and the metadata Chroma holds for each chunk). A query of an embedded index then
-reads only that folder:
+the `VectorIndex` format), the shown fields of its chunks (``chunks.sqlite3``: the indexed text
+and the metadata of each chunk) and, from `dense_index`'s threshold on, the calibrated IVF index
+over the rows (``ivf.faiss`` + ``ivf.json``, `IVFIndex`, memory-mapped). A query then reads only
+that folder:
 
-- exact cosine search over the rows, each chunk ranked at its best row, and dense feedback from
-  the same rows: the `InMemoryDenseSide` `HybridSearcher` searches below `ANN_THRESHOLD`;
+- the dense search: exact cosine over the rows below the threshold, the IVF index above it, each
+  chunk ranked at its best row; dense feedback from the same rows (`InMemoryDenseSide`);
 - the hits' text and metadata, read from ``chunks.sqlite3`` (opened read-only and immutable).
 
-So a query neither imports nor starts Chroma, which was most of `contextual-retrieval query`'s
-start-up, and it reads nothing another process changes after the switch: a version folder is
-written once, before any manifest names it, and only ever deleted after (an update in another
-process never mixes versions under a query).
+It reads nothing another process changes after the switch: a version folder is written once,
+before any manifest names it, and only ever deleted after (an update in another process never
+mixes versions under a query). The rows are also what the next update copies for the chunks it
+does not embed again (`RowWriter` writes them a block at a time).
 
-Chroma stays the store of record: updates add and delete rows there, and read back the rows
-they did not embed to write the next snapshot. Indexes with more than `SNAPSHOT_MAX_CHUNKS`
-chunks, indexes on a Chroma server, and indexes written before snapshots existed (until their
-next update) are searched in Chroma instead (`ChromaSide`).
+An index whose rows live in Chroma (a server, or the embedded ``chroma/`` of folders written
+before) keeps Chroma as the store of record: its versions get a snapshot up to
+`SNAPSHOT_MAX_CHUNKS` chunks, and are searched in Chroma above (`ChromaSide`).
 """
 
 from __future__ import annotations

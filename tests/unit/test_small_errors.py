@@ -92,3 +92,25 @@ def test_files_left_out_beside_files_with_text_do_not_stop_eval(tmp_path: Path) 
     (tmp_path / "blank.md").write_text(" \n", encoding="utf-8")
     (tmp_path / "notes.md").write_text("# Refunds\n\nRefunds are issued within 14 days.\n", encoding="utf-8")
     assert [d.id for d in load_corpus(tmp_path).documents] == [f"{tmp_path.name}/notes.md"]
+
+
+def test_an_empty_file_is_indexed_with_no_chunks_and_the_report_says_why(tmp_path):
+    from contextual_retrieval_core.index.contextual_index import ContextualIndex
+    from tests.notes_corpus import CountingEmbedder, make_corpus
+
+    folder = make_corpus(tmp_path)
+    (folder / "blank.md").write_text("  \n\n\t\n", encoding="utf-8")
+    report = ContextualIndex(tmp_path / "ix", embedder=CountingEmbedder()).update([folder], show_progress=False)
+    assert report.empty == ["notes/blank.md"]
+    assert "notes/blank.md: no text (empty or whitespace only), 0 chunks" in report.format()
+    assert report.to_dict()["empty"] == ["notes/blank.md"]
+
+
+def test_weights_that_leave_both_sides_out_are_refused(tmp_path):
+    import pytest as _pytest
+
+    from contextual_retrieval_core.index.contextual_index import ContextualIndex
+    from tests.notes_corpus import CountingEmbedder
+
+    with _pytest.raises(ValueError, match="leave both sides out"):
+        ContextualIndex(tmp_path / "ix", embedder=CountingEmbedder(), weights=(0, 0))
