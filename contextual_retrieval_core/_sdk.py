@@ -16,7 +16,8 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["env_key", "require_env_key", "import_sdk", "in_thread", "error_chain", "LoopClients", "aclose_client"]
+__all__ = ["env_key", "require_env_key", "import_sdk", "in_thread", "error_chain", "at_loop_shutdown", "LoopClients",
+           "aclose_client"]
 
 
 def in_thread(call: Callable[..., T], *args: Any) -> Awaitable[T]:
@@ -97,19 +98,45 @@ class LoopClients:
             for ended in [other for other in self._clients if other.is_closed()]:  # closed without shutdown
                 self._clients.pop(ended, None)
             client = self._build()
-            closer = self._closed_at_shutdown(loop, client)
-            # its first step registers it with the loop, whose shutdown_asyncgens() then closes it
-            asyncio.ensure_future(closer.asend(None))
-            entry = self._clients[loop] = (client, closer)
+            entry = self._clients[loop] = (client, at_loop_shutdown(lambda: self._release(loop, client)))
         return entry[0]
 
-    async def _closed_at_shutdown(self, loop: Any, client: Any) -> Any:
+    async def _release(self, loop: Any, client: Any) -> None:
+        # forgotten first: the entry (through its closer) would otherwise keep the loop alive
+        self._clients.pop(loop, None)
+        await aclose_client(client)
+
+
+def at_loop_shutdown(release: Callable[[], Awaitable[Any]]) -> Any:
+    """Run `release()` on the running event loop when the loop is shut down the way `asyncio.run`
+    shuts it down (`loop.shutdown_asyncgens()`), before it closes: what a connection pool of that
+    loop needs to close its connections while the loop still runs them. Returns the async
+    generator that holds the hook (its first step registers it with the loop); keep it as long as
+    the hook should stand: one collected earlier runs `release` then.
+
+    Example:
+        >>> import asyncio
+        >>> done = []
+        >>> async def release():
+        ...     done.append("released")
+        >>> async def use():
+        ...     hooks.append(at_loop_shutdown(release))
+        ...     done.append("used")
+        >>> hooks = []
+        >>> asyncio.run(use()); done
+        ['used', 'released']
+    """
+    import asyncio  # loaded wherever an event loop runs
+
+    async def hook() -> Any:
         try:
             yield
         finally:
-            # forgotten first: the entry (through this generator) would otherwise keep the loop alive
-            self._clients.pop(loop, None)
-            await aclose_client(client)
+            await release()
+
+    held = hook()
+    asyncio.ensure_future(held.asend(None))
+    return held
 
 
 async def aclose_client(client: Any) -> None:

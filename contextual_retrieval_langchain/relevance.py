@@ -8,6 +8,7 @@ chunk. A store with no relevance function has its raw scores read by their order
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -15,6 +16,7 @@ from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
 from contextual_retrieval_langchain._compat import arelevance_scores, relevance_function, relevance_scores
+from contextual_retrieval_langchain.pgvector import distances_by_vector, is_pgvector
 
 __all__ = ["ScoresByVector", "relevance_scored", "arelevance_scored", "relevance_pairs", "arelevance_pairs",
            "scored_by_vector", "oriented", "is_chroma"]
@@ -114,6 +116,8 @@ def _scored_by_vector(store: VectorStore, vector: list[float], **kwargs: Any) ->
     # similarity_search_with_score_by_vector (InMemoryVectorStore, FAISS, ...)
     search = (store.similarity_search_by_vector_with_relevance_scores if is_chroma(store)  # type: ignore[attr-defined]
               else getattr(store, "similarity_search_with_score_by_vector", None))
+    if is_pgvector(store) and kwargs.keys() <= {"k"}:  # the same search, selecting only what is read (`pgvector`)
+        search = functools.partial(distances_by_vector, store)
     if callable(search):
         pairs = search(vector, **kwargs)
         convert = relevance_function(store)

@@ -41,8 +41,10 @@ from contextual_retrieval_langchain._compat import retriever_ls_params
 from contextual_retrieval_langchain._documents import chunk_id_of
 from contextual_retrieval_langchain.bm25 import BM25_SCORE_KEY, ContextualBM25Retriever, MetadataFilter, metadata_predicate
 from contextual_retrieval_langchain.feedback import astored_rows, stored_rows
+from contextual_retrieval_langchain.pgvector import is_pgvector, server_address
 from contextual_retrieval_langchain.relevance import arelevance_scored, relevance_scored, scored_by_vector
 from contextual_retrieval_langchain.rerank import RELEVANCE_SCORE_KEY
+from contextual_retrieval_langchain.windows import WindowedVectorStore
 
 __all__ = [
     "SOURCE_SCORES_KEY",
@@ -75,7 +77,7 @@ class SourceRun:
     ) -> None:
         self.name, self.retriever, self.query, self.config, self.where = name, retriever, query, config, where
         self.depth, self.id_key, self.candidates_kwarg = depth, id_key, candidates_kwarg
-        self.sources = sources  # every source of this invocation (their Documents feed re-embedding)
+        self.sources = sources  # every source of this invocation (their Documents carry the store ids)
         self.found: Scored = []
 
     def _keep(self, found: Scored) -> list[Hits]:
@@ -84,6 +86,14 @@ class SourceRun:
 
     def search(self, queries: Sequence[str]) -> list[Hits]:
         return self._keep(self._run(None))
+
+    def server_address(self) -> str | None:
+        """``host:port`` of the PostgreSQL server a `PGVector` source searches (the flow names it
+        when the server does not answer); None for any other source."""
+        store = self.retriever.vectorstore if isinstance(self.retriever, VectorStoreRetriever) else None
+        if isinstance(store, WindowedVectorStore):
+            store = store.vectorstore
+        return server_address(store) if is_pgvector(store) else None
 
     async def asearch(self, queries: Sequence[str]) -> list[Hits]:
         return self._keep(await self._arun(None))

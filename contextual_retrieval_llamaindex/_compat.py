@@ -13,13 +13,17 @@ else in this package uses public API only.
 - llama-index-core (0.12 - 0.14): `VectorIndexRetriever` keeps its vector store and embedding
   model only as ``_vector_store`` / ``_embed_model``; dense PRF (`feedback`) reads the stored
   vectors of the fused top nodes from that store and embeds the query once with that model.
+- llama-index-vector-stores-postgres (0.5 - 0.9): `PGVectorStore` keeps its async engine only as
+  ``_async_engine`` (its public ``client`` is the sync one); `pgvector.on_this_loop` closes that
+  engine's connections as an ``asyncio.run`` loop shuts down, so the next loop opens its own.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["anthropic_llm_clients", "index_embed_model", "vector_retriever_parts"]
+__all__ = ["anthropic_llm_clients", "index_embed_model", "vector_retriever_parts", "searches_by_vector",
+           "pgvector_async_engine"]
 
 
 def anthropic_llm_clients(llm: Any) -> tuple[Any | None, Any | None]:
@@ -47,3 +51,9 @@ def searches_by_vector(retriever: Any) -> bool:
     no query vector for dense PRF to move."""
     needs = getattr(retriever, "_needs_embedding", None)
     return bool(needs()) if callable(needs) else True
+
+
+def pgvector_async_engine(store: Any) -> Any | None:
+    """The SQLAlchemy `AsyncEngine` of a llama-index `PGVectorStore` (kept only as
+    ``_async_engine``); None before the store has connected, or when kept elsewhere."""
+    return getattr(store, "_async_engine", None)

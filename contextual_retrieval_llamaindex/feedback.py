@@ -4,10 +4,11 @@ The core's Rocchio step (`contextual_retrieval_core.search.feedback`) over the v
 store already holds: the query is embedded once with the retriever's own model, the stored rows
 of the fused top nodes (a node's own row and, for a windowed index, its window rows) are read
 back from the store, and the dense side is searched again with the moved vector
-(``QueryBundle(embedding=...)``). Stores: `SimpleVectorStore` and `ChromaVectorStore` are read
-directly; a node any other store holds (or one of these gives no vector back for) is embedded
-again with the same model (one embedding call for the top nodes per query). The async path reads
-the store in a worker thread and embeds with the model's async call.
+(``QueryBundle(embedding=...)``). Stores read: `SimpleVectorStore` (its embedding dict),
+`ChromaVectorStore` (its collection) and `PGVectorStore` (its ``get_nodes``, `pgvector`). Nothing
+is embedded again at query time: a node the store gives no vector back for feeds nothing back,
+and on any other store feedback is skipped (the dense side is searched once). The async path
+reads a `PGVectorStore` through its async engine, the others in a worker thread.
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.indices.vector_store.retrievers import VectorIndexRetriever
-from llama_index.core.schema import BaseNode, MetadataMode, QueryBundle
+from llama_index.core.schema import QueryBundle
 from llama_index.core.vector_stores.simple import SimpleVectorStore
 
 from contextual_retrieval_core.dense.window_rows import row_id
 from contextual_retrieval_core.search.feedback import FeedbackRows, StoreRead, stored_read
 from contextual_retrieval_llamaindex._compat import searches_by_vector, vector_retriever_parts
+from contextual_retrieval_llamaindex.pgvector import astored_vectors, is_pgvector_store, stored_vectors
 
 __all__ = ["VectorSide", "vector_side"]
 
@@ -49,21 +51,25 @@ class VectorSide:
             return bundle
         return dataclasses.replace(bundle, embedding=await self.model.aget_agg_embedding_from_queries(bundle.embedding_strs))
 
-    def rows(self, top: Sequence[str], nodes: dict[str, BaseNode]) -> FeedbackRows:
-        """The stored rows of the `top` node ids; a node the store gives no vector for is
-        embedded again from `nodes` with the retriever's model."""
-        read = self._read(top)
-        texts = _texts(read.unheld(), nodes)
-        vectors = self.model.get_text_embedding_batch(list(texts.values())) if texts else []
-        return read.rows(dict(zip(texts, vectors)))
+    def rows(self, top: Sequence[str]) -> FeedbackRows:
+        """The stored rows of the `top` node ids (a node's own row, then its window rows); a node
+        the store gives no vector back for has none."""
+        if is_pgvector_store(self.store):
+            return StoreRead.of_rows(top, stored_vectors(self.store, top, self._windowed())).rows()
+        return self._read(top).rows()
 
-    async def arows(self, top: Sequence[str], nodes: dict[str, BaseNode]) -> FeedbackRows:
-        """`rows` without blocking the event loop: the store read in a worker thread, the nodes a
-        store gives no vector for embedded with the model's async call."""
-        read = await asyncio.to_thread(self._read, top)
-        texts = _texts(read.unheld(), nodes)
-        vectors = await self.model.aget_text_embedding_batch(list(texts.values())) if texts else []
-        return read.rows(dict(zip(texts, vectors)))
+    async def arows(self, top: Sequence[str]) -> FeedbackRows:
+        """`rows` without blocking the event loop: a `PGVectorStore` read through its async
+        engine, any other store in a worker thread."""
+        if is_pgvector_store(self.store):
+            return StoreRead.of_rows(top, await astored_vectors(self.store, top, self._windowed())).rows()
+        return (await asyncio.to_thread(self._read, top)).rows()
+
+    def _windowed(self) -> bool:
+        """Whether the index holds window rows beyond one per node."""
+        from contextual_retrieval_llamaindex.windows import WindowedVectorRetriever
+
+        return isinstance(self.retriever, WindowedVectorRetriever) and self.retriever.extra > 0
 
     def _read(self, top: Sequence[str]) -> StoreRead:
         """The rows the store holds for the `top` node ids (a node's own row, then its window
@@ -75,11 +81,6 @@ class VectorSide:
             return StoreRead(top, rows, {row: held[row] for per in rows.values() for row in per if row in held})
         collection = _chroma_collection(store)
         return stored_read(collection, top) if collection is not None else StoreRead(top, {}, {})
-
-
-def _texts(node_ids: Sequence[str], nodes: dict[str, BaseNode]) -> dict[str, str]:
-    """{node id: the text its vector was embedded from} of the `node_ids` at hand."""
-    return {n: nodes[n].get_content(metadata_mode=MetadataMode.EMBED) for n in node_ids if n in nodes}
 
 
 def vector_side(retriever: BaseRetriever) -> VectorSide | None:

@@ -21,6 +21,7 @@ from contextual_retrieval_core.search.flow import QueryFlow
 from contextual_retrieval_core.search.ranked import RankedHit, fallback_hits, unique_names
 from contextual_retrieval_llamaindex._convert import indexed_text, with_result
 from contextual_retrieval_llamaindex.feedback import VectorSide, vector_side
+from contextual_retrieval_llamaindex.pgvector import on_this_loop, pgvector_store
 from contextual_retrieval_llamaindex.rerank import ContextualRerank, rerank_events
 from contextual_retrieval_llamaindex.sources import bound_sources, first_nodes
 
@@ -224,8 +225,15 @@ class HybridRetriever(BaseRetriever):
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         if _blank(query_bundle):
             return []
+        stores = [s for s in map(pgvector_store, self.retrievers.values()) if s is not None]
+        for store in stores:  # their async connections: this event loop's (one asyncio.run a query works)
+            await on_this_loop(store)
         sources = bound_sources(self.retrievers, self._feedback, query_bundle)
-        fused = (await QueryFlow(self.config, sources).arun([query_bundle.query_str], rerank=False))[0].fused
+        try:
+            fused = (await QueryFlow(self.config, sources).arun([query_bundle.query_str], rerank=False))[0].fused
+        finally:
+            for store in stores:  # a store that connected during this query
+                await on_this_loop(store)
         nodes = first_nodes(sources)
         if self._postprocessor is not None:
             try:

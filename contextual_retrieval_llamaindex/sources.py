@@ -21,6 +21,7 @@ from contextual_retrieval_core.search.feedback import FeedbackRows
 from contextual_retrieval_core.search.flow import Hits
 from contextual_retrieval_llamaindex._convert import scored_ids
 from contextual_retrieval_llamaindex.feedback import VectorSide
+from contextual_retrieval_llamaindex.pgvector import pgvector_store, server_address
 
 __all__ = ["RetrieverSource", "VectorRetrieverSide", "bound_sources", "first_nodes"]
 
@@ -30,7 +31,7 @@ class RetrieverSource:
 
     def __init__(self, name: str, retriever: BaseRetriever, bundle: QueryBundle, sources: list[RetrieverSource]) -> None:
         self.name, self.retriever, self.bundle = name, retriever, bundle
-        self.sources = sources  # every source of this query (their nodes feed re-embedding)
+        self.sources = sources  # every source of this query
         self.found: list[NodeWithScore] = []
 
     def _keep(self, found: list[NodeWithScore]) -> list[Hits]:
@@ -42,6 +43,12 @@ class RetrieverSource:
 
     async def asearch(self, queries: Sequence[str]) -> list[Hits]:
         return self._keep(await self.retriever.aretrieve(self.bundle))
+
+    def server_address(self) -> str | None:
+        """``host:port`` of the PostgreSQL server a `PGVectorStore` source searches (the flow
+        names it when the server does not answer); None for any other source."""
+        store = pgvector_store(self.retriever)
+        return server_address(store) if store is not None else None
 
 
 class VectorRetrieverSide(RetrieverSource):
@@ -67,13 +74,10 @@ class VectorRetrieverSide(RetrieverSource):
         return self._keep(await self.retriever.aretrieve(self._by(vectors[0])))
 
     def feedback_rows(self, top: Sequence[str]) -> FeedbackRows:
-        return self.side.rows(top, self._nodes())
+        return self.side.rows(top)
 
     async def afeedback_rows(self, top: Sequence[str]) -> FeedbackRows:
-        return await self.side.arows(top, self._nodes())
-
-    def _nodes(self) -> dict[str, BaseNode]:
-        return {r.node.node_id: r.node for source in self.sources for r in source.found}
+        return await self.side.arows(top)
 
 
 def first_nodes(sources: Sequence[RetrieverSource]) -> dict[str, BaseNode]:

@@ -94,6 +94,7 @@ class WindowedVectorRetriever(BaseRetriever):
 
     Attributes:
         vector_retriever: the index's `VectorIndexRetriever` over the rows (nodes and windows).
+        extra: the number of window entries beyond one per node.
     """
 
     def __init__(self, index: Any, nodes: Sequence[BaseNode], extra: int, depth: int,
@@ -104,6 +105,7 @@ class WindowedVectorRetriever(BaseRetriever):
         self._sizes = sizes
         self._nodes: dict[str, BaseNode] = {n.node_id: n for n in nodes}
         self.depth = depth
+        self.extra = extra
         super().__init__(**kwargs)
 
     def _collapse(self, results: list[NodeWithScore]) -> list[NodeWithScore]:

@@ -5,20 +5,23 @@ Those stores reach the server through SQLAlchemy and a PostgreSQL driver (psycop
 asyncpg); a stopped or restarting server surfaces as the driver's error wrapped in SQLAlchemy's,
 whose text carries the SQL and its parameters (a whole query vector). `server_unavailable` reads
 the chain of errors and returns a `VectorServerUnavailable` naming the server's address (as the
-driver reported it; never a password) and the fix, or None for any other error. The query flow
-(`search.flow`) raises it in place of the store's error, on every query path, sync and async.
+driver reported it, else the address of the store's connection URL, `server_address`; host and
+port, never a password) and the fix, or None for any other error. The query flow (`search.flow`)
+tries a call that failed so once more (a pooled connection the server dropped when it restarted:
+the store's engine discards its broken connections and opens a new one), then raises it in place
+of the store's error, on every query path, sync and async.
 
-The store's engine drops the broken connections itself, so once the server is back the same
-retriever answers again; nothing has to be rebuilt.
+Once the server is back the same retriever answers again; nothing has to be rebuilt.
 """
 
 from __future__ import annotations
 
 import re
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from contextual_retrieval_core._sdk import error_chain
 
-__all__ = ["VectorServerUnavailable", "server_unavailable"]
+__all__ = ["VectorServerUnavailable", "server_address", "server_unavailable"]
 
 
 class VectorServerUnavailable(ConnectionError):
@@ -72,9 +75,36 @@ def _raised_in_driver(error: BaseException) -> bool:
     return False
 
 
-def server_unavailable(exc: BaseException) -> VectorServerUnavailable | None:
+def server_address(url: str | None) -> str | None:
+    """``host:port`` of a PostgreSQL connection URL (SQLAlchemy's ``postgresql+DRIVER://`` too;
+    the default port 5432 when it names none; a Unix socket folder given as ``?host=`` stands for
+    the host); never its user or password. None when `url` names no server.
+
+    Example:
+        >>> server_address("postgresql+psycopg://app:s3cret@db.example:6543/chunks")
+        'db.example:6543'
+        >>> server_address("postgresql://app@/chunks?host=/run/postgresql")
+        '/run/postgresql:5432'
+        >>> server_address("sqlite:///x.db") is None
+        True
+    """
+    if not url:
+        return None
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:  # not a URL, or a port that is not a number
+        return None
+    if not parts.scheme.startswith("postgres"):
+        return None
+    host = parts.hostname or next(iter(parse_qs(parts.query).get("host", [])), None)
+    return f"{unquote(host) if host else 'localhost'}:{port or 5432}"
+
+
+def server_unavailable(exc: BaseException, address: str | None = None) -> VectorServerUnavailable | None:
     """The clear error for `exc` when it (or an error it was raised from) says the PostgreSQL
-    server is down or dropped the connection; None for any other error.
+    server is down or dropped the connection; None for any other error. The address named is the
+    one the driver reported, else `address` (the store's, `server_address`).
 
     Example:
         >>> class OperationalError(Exception):  # psycopg's, as a stand-in
@@ -97,7 +127,9 @@ def server_unavailable(exc: BaseException) -> VectorServerUnavailable | None:
         return None
     text = " ".join(str(lost).split()) or type(lost).__name__
     found = next((m for m in map(_ADDRESS.search, (str(e) for e in chain)) if m), None)
-    where = f" at {found.group(1) or found.group(3)}:{found.group(2) or found.group(4)}" if found else ""
+    if found:
+        address = f"{found.group(1) or found.group(3)}:{found.group(2) or found.group(4)}"
+    where = f" at {address}" if address else ""
     return VectorServerUnavailable(
         f"the PostgreSQL server{where} does not answer ({type(lost).__name__}: {text[:300]}); start it again "
         "(`pg_ctl -D DATA start`, `systemctl start postgresql`) or check the vector store's connection URL, "

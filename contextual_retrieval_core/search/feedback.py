@@ -8,7 +8,10 @@ alone, and an inner-product store (Chroma's "ip" space) reports the same scale o
 the query itself. On by default (`FusionConfig.dense_prf`,
 0.5) wherever a dense side is fused with another source: `HybridSearcher`, `ContextualIndex`,
 LlamaIndex's `HybridRetriever` and LangChain's `ContextualEnsembleRetriever` all run it on their
-own stored vectors, through the functions here.
+own stored vectors, through the functions here: the core's indexes on their arrays (or their
+Chroma collection), the frameworks on the vectors their store gives back (`StoreRead`). A stored
+chunk is never embedded again at query time; where a store gives no vectors back, feedback is
+skipped for it (the query flow then searches it once).
 
 Example:
     >>> import numpy as np
@@ -56,6 +59,10 @@ class FeedbackRows:
                 out[i] = _unit(_unit(q) + beta * np.mean(picks, axis=0))
         return out
 
+    def feeds(self, top: Sequence[str]) -> bool:
+        """Whether any of the `top` chunks has a row here (else `moved` leaves the query as it is)."""
+        return any(self.rows_of_chunk.get(chunk) for chunk in top)
+
     def moved_query(self, query: Sequence[float], top: Sequence[str], beta: float) -> np.ndarray:
         """One query vector moved toward its top chunks (`moved` for a single query)."""
         return self.moved(np.asarray(query, dtype=np.float32)[None, :], [top], beta)[0]
@@ -85,31 +92,38 @@ def feedback_rows(ids: Sequence[str], vectors: np.ndarray, owners: Mapping[str, 
 class StoreRead:
     """What a vector store gave back for the fused top chunks: `rows_of` each chunk's row ids
     (its own, then its windows in window order), `held` the vectors read (a row the store lacks is
-    absent). Each query path reads its own store into one; the chunks it holds nothing for
-    (`unheld`) are embedded again by the caller and handed to `rows`."""
+    absent). Each query path reads its own store into one. A chunk the store gives no vector back
+    for feeds nothing back: feedback never embeds a stored chunk again at query time."""
 
     top: Sequence[str]
     rows_of: Mapping[str, Sequence[str]]
     held: Mapping[str, Any]
 
-    def unheld(self) -> list[str]:
-        """The top chunks with no row vector read back."""
-        return [c for c in dict.fromkeys(self.top) if not any(r in self.held for r in self.rows_of.get(c, ()))]
+    @classmethod
+    def of_rows(cls, top: Sequence[str], held: Mapping[str, Any]) -> StoreRead:
+        """The read of a store that keys each row by `row_id` (a chunk's own row under its id, its
+        windows under ``<chunk id> + WINDOW_MARK + n``): `held` {row id: vector} as read back,
+        grouped by chunk, each chunk's own row first, then its windows in window order."""
+        from contextual_retrieval_core.dense.window_rows import row_owner, row_window
 
-    def rows(self, embedded: Mapping[str, Any] | None = None) -> FeedbackRows:
-        """`FeedbackRows` of the held rows, and of `embedded` ({chunk: vector}, the unheld chunks
-        embedded again); a chunk with neither feeds nothing back."""
+        ids = list(dict.fromkeys(top))
+        order = {chunk: i for i, chunk in enumerate(ids)}
+        rows_of: dict[str, list[str]] = {c: [] for c in ids}
+        for row in sorted((r for r in held if row_owner(r) in order), key=lambda r: (order[row_owner(r)], row_window(r))):
+            rows_of[row_owner(row)].append(row)
+        return cls(ids, rows_of, held)
+
+    def rows(self) -> FeedbackRows:
+        """`FeedbackRows` of the held rows; a chunk with none feeds nothing back."""
         ids: list[str] = []
         vectors: list[Any] = []
         owners: dict[str, str] = {}
         for chunk in dict.fromkeys(self.top):
-            found = [(r, self.held[r]) for r in self.rows_of.get(chunk, ()) if r in self.held]
-            if not found and embedded and chunk in embedded:
-                found = [(chunk, embedded[chunk])]
-            for row, vector in found:
-                ids.append(row)
-                vectors.append(vector)
-                owners[row] = chunk
+            for row in self.rows_of.get(chunk, ()):
+                if row in self.held:
+                    ids.append(row)
+                    vectors.append(self.held[row])
+                    owners[row] = chunk
         if not ids:
             return _NO_ROWS
         return feedback_rows(ids, np.asarray(vectors, dtype=np.float32), owners)
@@ -119,19 +133,14 @@ def stored_read(collection: Any, chunk_ids: Sequence[str]) -> StoreRead:
     """The rows of `chunk_ids` in a Chroma collection laid out by `window_rows` (each chunk's own
     row, then its window rows in window order: the order `HybridSearcher` holds them); chunks it
     lacks have no rows."""
-    from contextual_retrieval_core.dense.window_rows import WINDOW_OF_KEY, row_owner, row_window
+    from contextual_retrieval_core.dense.window_rows import WINDOW_OF_KEY
 
     ids = list(dict.fromkeys(chunk_ids))
     if not ids:
         return StoreRead([], {}, {})
     own = collection.get(ids=ids, include=["embeddings"])
     extra = collection.get(where={WINDOW_OF_KEY: {"$in": ids}}, include=["embeddings"])
-    held = dict(zip(own["ids"], own["embeddings"])) | dict(zip(extra["ids"], extra["embeddings"]))
-    rows_of: dict[str, list[str]] = {c: [] for c in ids}
-    order = {chunk: i for i, chunk in enumerate(ids)}
-    for row in sorted(held, key=lambda r: (order[row_owner(r)], row_window(r))):
-        rows_of[row_owner(row)].append(row)
-    return StoreRead(ids, rows_of, held)
+    return StoreRead.of_rows(ids, dict(zip(own["ids"], own["embeddings"])) | dict(zip(extra["ids"], extra["embeddings"])))
 
 
 def stored_feedback_rows(collection: Any, chunk_ids: Sequence[str]) -> FeedbackRows:

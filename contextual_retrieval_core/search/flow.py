@@ -6,7 +6,9 @@ For a batch of queries over named ranked sources (a dense side, BM25, any retrie
 2. search every source (a dense side by that vector, the others by the query text);
 3. fuse the ranked lists (`FusionConfig.fuse`);
 4. dense pseudo-relevance feedback: move each query vector toward the stored rows of the fused
-   top `prf_top` chunks (`FeedbackRows.moved_query`), search the dense sides again, fuse again;
+   top `prf_top` chunks (`FeedbackRows.moved_query`), search the dense sides again, fuse again
+   (a side that gives no rows back for a query's top chunks is not searched again for it: its
+   first list stands, and nothing is embedded again);
 5. rerank the fused candidates and keep the top `top_k` (`FusionConfig.rerank`), when asked.
 
 Feedback runs when `FusionConfig.dense_prf` is not 0 and a dense side is fused with at least one
@@ -40,7 +42,7 @@ from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_core.search.feedback import FeedbackRows
 from contextual_retrieval_core.search.ranked import RankedHit, unique_names
 
-__all__ = ["DenseSide", "FlowResult", "QueryFlow", "Source", "SyncSource", "SyncDenseSide"]
+__all__ = ["DenseSide", "FlowResult", "QueryFlow", "ServerSource", "Source", "SyncSource", "SyncDenseSide"]
 
 #: (id, the source's own score or None) best first
 Hits = list[tuple[Hashable, float | None]]
@@ -129,11 +131,22 @@ class FlowResult:
     hits: list[RankedHit] | None = None
 
 
+@runtime_checkable
+class ServerSource(Protocol):
+    """A source whose vectors live on a server (a framework's pgvector store): its address
+    (``host:port``, never a password) names it in `VectorServerUnavailable` when the driver's
+    error names none."""
+
+    def server_address(self) -> str | None: ...
+
+
 @dataclass(frozen=True)
 class _Call:
-    """One step's call: ``target.method(*args)``, or awaited ``target.amethod(*args)``. A source
-    whose vector server does not answer raises `VectorServerUnavailable` (naming the server and the
-    fix) in place of its store's error."""
+    """One step's call: ``target.method(*args)``, or awaited ``target.amethod(*args)``. A call
+    whose vector server does not answer is made once more (a pooled connection the server dropped
+    when it restarted is discarded by the store's engine, and the call gets a fresh one); when it
+    fails so again, `VectorServerUnavailable` (naming the server and the fix) is raised in place
+    of the store's error."""
 
     target: Any
     method: str
@@ -144,22 +157,35 @@ class _Call:
         try:
             return getattr(self.target, self.method)(*self.args, **self.kwargs)
         except Exception as exc:
-            _raise_clear(exc)
+            if self._clear(exc) is None:
+                raise
+        try:  # once more, on a fresh connection
+            return getattr(self.target, self.method)(*self.args, **self.kwargs)
+        except Exception as exc:
+            self._raise_clear(exc)
             raise
 
     async def arun(self) -> Any:
         try:
             return await getattr(self.target, "a" + self.method)(*self.args, **self.kwargs)
         except Exception as exc:
-            _raise_clear(exc)
+            if self._clear(exc) is None:
+                raise
+        try:
+            return await getattr(self.target, "a" + self.method)(*self.args, **self.kwargs)
+        except Exception as exc:
+            self._raise_clear(exc)
             raise
 
+    def _clear(self, exc: Exception) -> Exception | None:
+        """The clear error for a vector server that does not answer; None for other errors."""
+        address = self.target.server_address() if isinstance(self.target, ServerSource) else None
+        return server_unavailable(exc, address)
 
-def _raise_clear(exc: Exception) -> None:
-    """Raise the clear error for a vector server that does not answer; nothing for other errors."""
-    clear = server_unavailable(exc)
-    if clear is not None:
-        raise clear from exc
+    def _raise_clear(self, exc: Exception) -> None:
+        clear = self._clear(exc)
+        if clear is not None:
+            raise clear from exc
 
 
 Steps = Generator[list[_Call], list[Any], list[FlowResult]]
@@ -241,11 +267,19 @@ class QueryFlow:
             if fed:
                 reads = [_Call(sources[i], "feedback_rows", (tops[q],)) for i in feedback for q in fed]
                 rows = iter((yield reads))
-                moved = {i: [next(rows).moved_query(vectors[i][q], tops[q], config.dense_prf) for q in fed] for i in feedback}
-                again = yield [_Call(sources[i], "search_vectors", (moved[i],)) for i in feedback]
-                for i, hits in zip(feedback, again):
-                    for q, found in zip(fed, hits):
-                        lists[i][q] = found
+                # {side: {query: moved vector}}, for the queries whose top chunks the side gave rows for
+                moved: dict[int, dict[int, Any]] = {i: {} for i in feedback}
+                for i in feedback:
+                    for q in fed:
+                        held = next(rows)
+                        if held.feeds(tops[q]):
+                            moved[i][q] = held.moved_query(vectors[i][q], tops[q], config.dense_prf)
+                again_on = [i for i in feedback if moved[i]]  # nothing fed back: the first search stands
+                if again_on:
+                    again = yield [_Call(sources[i], "search_vectors", (list(moved[i].values()),)) for i in again_on]
+                    for i, hits in zip(again_on, again):
+                        for q, found in zip(moved[i], hits):
+                            lists[i][q] = found
         results = [FlowResult([per_query[q] for per_query in lists], config.fuse(self._named(lists, q)))
                    for q in range(len(queries))]
         # 5. rerank and cut

@@ -1,7 +1,9 @@
 """Dense PRF (on by default) gives the same top 20 in the core and both framework retrievers, on
 each kind of vector store the frameworks read stored vectors from (LlamaIndex's SimpleVectorStore
-and Chroma, LangChain's InMemoryVectorStore and Chroma) and on a store that gives no vectors back
-(the top chunks embedded again), sync and async; with ``dense_prf=0`` all three agree too."""
+and Chroma, LangChain's InMemoryVectorStore and Chroma; pgvector in test_pgvector_parity.py and
+test_pgvector_feedback.py), sync and async; on a store that gives no vectors back, feedback is
+skipped (nothing is embedded again at query time): the top 20 is the core's without it. With
+``dense_prf=0`` all three agree too."""
 
 from __future__ import annotations
 
@@ -113,6 +115,7 @@ STORES = {
 @pytest.mark.parametrize("kind", list(STORES))
 async def test_prf_top_20_is_the_cores_in_both_frameworks(corpus, kind):
     nodes, docs, core = corpus
+    beta = 0 if kind == "no stored vectors" else 0.5  # no vectors back: feedback skipped, the ranking without it
     make_li, make_lc = STORES[kind]
     li = llamaindex(nodes, make_li())
     assert li.dense_prf == 0.5 and li.prf_top == 3 and set(li._feedback) == {"dense"}
@@ -124,16 +127,16 @@ async def test_prf_top_20_is_the_cores_in_both_frameworks(corpus, kind):
     assert lc.dense_prf == 0.5 and [i for i, _ in feedback_sides(lc.retrievers, lc.config)] == [0]
     changed = 0
     for query in QUERIES:
-        expected = [h.id for h in core[0.5].search(query)]
-        changed += expected != [h.id for h in core[0].search(query)]
+        expected = [h.id for h in core[beta].search(query)]
+        changed += [h.id for h in core[0.5].search(query)] != [h.id for h in core[0].search(query)]
         assert len(expected) == 20
         assert [r.node.node_id for r in li.retrieve(query)] == expected, query
         assert [d.metadata["chunk_id"] for d in lc.invoke(query)] == expected, query
-    query = QUERIES[0]
-    expected = [h.id for h in core[0.5].search(query)]
-    assert [r.node.node_id for r in await li.aretrieve(query)] == expected
-    assert [d.metadata["chunk_id"] for d in await lc.ainvoke(query)] == expected
-    assert changed >= 3  # the feedback moves the ranking: a path without it could not match
+    for query in QUERIES[:2]:
+        expected = [h.id for h in core[beta].search(query)]
+        assert [r.node.node_id for r in await li.aretrieve(query)] == expected
+        assert [d.metadata["chunk_id"] for d in await lc.ainvoke(query)] == expected
+    assert changed >= 3  # the feedback moves the ranking: a path without it could not match the core's with it
 
 
 def test_prf_off_in_both_frameworks_is_the_cores_without_it(corpus):
@@ -202,9 +205,9 @@ def test_langchain_prf_reads_vectors_under_the_stores_own_ids(corpus):
     assert embedded == []  # every top chunk's vector was read from the store
 
 
-async def test_langchain_prf_on_a_store_without_vectors_embeds_asynchronously(corpus):
-    """Async PRF on a store that gives no vectors back embeds the top chunks with the embeddings'
-    async call (the event loop is not blocked by a sync embedding)."""
+async def test_prf_on_a_store_without_vectors_embeds_no_chunk_sync_or_async(corpus):
+    """On a store that gives no vectors back, a query embeds the query and nothing else (no stored
+    chunk is embedded again, by the sync or the async call), in both frameworks."""
     nodes, docs, core = corpus
     calls: list[str] = []
 
@@ -217,13 +220,29 @@ async def test_langchain_prf_on_a_store_without_vectors_embeds_asynchronously(co
             calls.append("async")
             return LocalMiniLMEmbeddings.embed_documents(self, texts)
 
+    class CountingModel(LocalMiniLMEmbedding):
+        def get_text_embedding_batch(self, texts, **kwargs):
+            calls.append("li sync")
+            return super().get_text_embedding_batch(texts, **kwargs)
+
+        async def aget_text_embedding_batch(self, texts, **kwargs):
+            calls.append("li async")
+            return await super().aget_text_embedding_batch(texts, **kwargs)
+
     store = OpaqueLCStore(Counting())
     store._inner.add_documents(docs, ids=[d.metadata["chunk_id"] for d in docs])
     lc = ContextualEnsembleRetriever.from_documents(docs, vectorstore=store, k=20)
+    index = VectorStoreIndex(nodes, storage_context=StorageContext.from_defaults(vector_store=OpaqueLIStore()),
+                             embed_model=CountingModel())
+    li = HybridRetriever.from_defaults(index, nodes=nodes, similarity_top_k=20, windows=False)
     calls.clear()
-    query = QUERIES[0]
-    assert [d.metadata["chunk_id"] for d in await lc.ainvoke(query)] == [h.id for h in core[0.5].search(query)]
-    assert calls == ["async"]
+    for query in QUERIES[:3]:
+        expected = [h.id for h in core[0].search(query)]
+        assert [d.metadata["chunk_id"] for d in lc.invoke(query)] == expected
+        assert [d.metadata["chunk_id"] for d in await lc.ainvoke(query)] == expected
+        assert [r.node.node_id for r in li.retrieve(query)] == expected
+        assert [r.node.node_id for r in await li.aretrieve(query)] == expected
+    assert calls == []
 
 
 def test_langchain_prf_on_an_inner_product_chroma_keeps_relevance_rising_with_similarity(corpus):

@@ -113,12 +113,23 @@ def test_stored_rows_of_chunks_a_collection_lacks_feed_nothing_back():
     assert {c: len(r) for c, r in some.rows_of_chunk.items()} == {"b": 2}  # its own row and its window
 
 
-def test_a_store_read_feeds_back_held_rows_and_chunks_embedded_again():
+def test_a_store_read_feeds_back_the_held_rows_only():
+    """A chunk the store gives no vector back for feeds nothing back: nothing is embedded again."""
     from contextual_retrieval_core.search.feedback import StoreRead
 
     read = StoreRead(["a", "b", "c"], {"a": ["a", "a~1"], "b": ["b"], "c": ["c"]}, {"a": [1.0, 0.0], "a~1": [0.0, 2.0]})
-    assert read.unheld() == ["b", "c"]  # the store gave nothing back for b and c
-    rows = read.rows({"b": [3.0, 4.0]})  # b embedded again; c neither held nor embedded
-    assert {c: len(r) for c, r in rows.rows_of_chunk.items()} == {"a": 2, "b": 1}
-    assert np.allclose(rows.vectors, [[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]])  # normalised, in read order
-    assert read.rows().rows_of_chunk.keys() == {"a"}
+    rows = read.rows()
+    assert {c: len(r) for c, r in rows.rows_of_chunk.items()} == {"a": 2}  # b and c: nothing held
+    assert np.allclose(rows.vectors, [[1.0, 0.0], [0.0, 1.0]])  # normalised, in read order
+    assert rows.feeds(["c", "a"]) and not rows.feeds(["b", "c"])
+    assert StoreRead(["b"], {"b": ["b"]}, {}).rows().feeds(["b"]) is False
+
+
+def test_a_read_of_rows_keyed_by_row_id_groups_windows_under_their_chunk_in_window_order():
+    from contextual_retrieval_core.dense.window_rows import row_id
+    from contextual_retrieval_core.search.feedback import StoreRead
+
+    held = {row_id("a", 2): [0.0, 1.0], "b": [1.0, 1.0], row_id("a", 1): [1.0, 0.0], "a": [1.0, 1.0], "z": [5.0, 5.0]}
+    read = StoreRead.of_rows(["a", "b", "c"], held)
+    assert read.rows_of == {"a": ["a", row_id("a", 1), row_id("a", 2)], "b": ["b"], "c": []}  # "z": not asked for
+    assert {c: len(r) for c, r in read.rows().rows_of_chunk.items()} == {"a": 3, "b": 1}

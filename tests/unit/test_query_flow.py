@@ -110,3 +110,71 @@ def test_a_failing_source_fails_the_query() -> None:
         QueryFlow(FusionConfig(), [Dense(), Broken()]).run(["q"])
     with pytest.raises(ConnectionError):
         asyncio.run(QueryFlow(FusionConfig(), [Dense(), Broken()]).arun(["q"]))
+
+
+def test_a_side_that_gives_no_rows_back_is_searched_once_and_nothing_is_embedded_again() -> None:
+    """Feedback is skipped for a store that gives no vectors back: no second search, the first
+    list stands (the ranking of dense_prf=0)."""
+    from contextual_retrieval_core.search.feedback import StoreRead
+
+    class Opaque(Dense):
+        def feedback_rows(self, top):
+            self.log.append("rows:" + ",".join(top))
+            return StoreRead(top, {}, {}).rows()
+
+    opaque, bm25 = Opaque(), Listed("bm25", [("c", 9.0), ("d", 5.0)])
+    skipped = QueryFlow(FusionConfig(prf_top=2), [opaque, bm25]).run(["q", "q"], rerank=False)
+    assert opaque.log[:2] == ["embed", "search"] and opaque.log[2:] == [opaque.log[2]] * 2  # rows read, no search
+    off = QueryFlow(FusionConfig(dense_prf=0), [Dense(), Listed("bm25", bm25.hits)]).run(["q", "q"], rerank=False)
+    assert [[h.id for h in r.fused] for r in skipped] == [[h.id for h in r.fused] for r in off]
+    again = asyncio.run(QueryFlow(FusionConfig(prf_top=2), [Opaque(), Listed("bm25", bm25.hits)]).arun(["q"], rerank=False))
+    assert [h.id for h in again[0].fused] == [h.id for h in off[0].fused]
+
+
+def _lost_server() -> Exception:
+    """A pooled connection the server dropped, as psycopg reports it (no address)."""
+    psycopg = pytest.importorskip("psycopg")
+    try:
+        raise psycopg.OperationalError("consuming input failed: server closed the connection unexpectedly")
+    except Exception as low:
+        try:
+            raise RuntimeError("the store's own wrapper") from low
+        except RuntimeError as high:
+            return high
+
+
+class OnServer(Listed):
+    """A source on a server that drops its connection `drops` times, then answers."""
+
+    def __init__(self, drops: int) -> None:
+        super().__init__("server", [("x", 1.0)])
+        self.drops = drops
+
+    def search(self, queries):
+        self.calls += 1
+        if self.drops:
+            self.drops -= 1
+            raise _lost_server()
+        return [list(self.hits) for _ in queries]
+
+    async def asearch(self, queries):
+        return self.search(queries)
+
+    def server_address(self) -> str | None:
+        return "db.example:6543"
+
+
+def test_a_dropped_connection_is_tried_once_more_then_named_with_the_sources_address() -> None:
+    from contextual_retrieval_core.dense.server_errors import VectorServerUnavailable
+    from contextual_retrieval_core.search.flow import ServerSource
+
+    assert isinstance(OnServer(0), ServerSource) and not isinstance(Listed("x", []), ServerSource)
+    once = OnServer(1)  # a stale pooled connection: the second try answers
+    assert [h.id for h in QueryFlow(FusionConfig(), [once]).run(["q"], rerank=False)[0].fused] == ["x"]
+    assert once.calls == 2
+    assert [h.id for h in asyncio.run(QueryFlow(FusionConfig(), [OnServer(1)]).arun(["q"], rerank=False))[0].fused] == ["x"]
+    for run in (lambda flow: flow.run(["q"]), lambda flow: asyncio.run(flow.arun(["q"]))):
+        down = OnServer(5)  # still down: two tries, then the clear error naming the source's address
+        with pytest.raises(VectorServerUnavailable, match="server at db.example:6543 does not answer"):
+            run(QueryFlow(FusionConfig(), [down]))
+        assert down.calls == 2

@@ -1,0 +1,146 @@
+"""Dense feedback over PostgreSQL with pgvector reads the stored vectors back from the server and
+never embeds a stored chunk again at query time (issue 42: a fresh process spent 930 ms / 733 ms a
+query re-embedding the fused top chunks), through each framework's own store: LangChain's
+`PGVector` (one SELECT by id; its search selects what the ensemble reads, ranking as the store's
+own search does) and LlamaIndex's `PGVectorStore` (its ``get_nodes``; window rows by their
+``window_of`` metadata). The top 10 is the core `HybridSearcher`'s with feedback, sync and
+async. A real throwaway cluster on loopback (tests/servers.py), the demo corpus."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("langchain_postgres")
+pytest.importorskip("llama_index.vector_stores.postgres")
+
+from contextual_retrieval_core import ContextualChunk, HybridSearcher  # noqa: E402
+from contextual_retrieval_core.app.demo import demo_chunks  # noqa: E402
+from contextual_retrieval_core.app.demo_corpus import DEMO_QUERIES  # noqa: E402
+from contextual_retrieval_core.search.config import FusionConfig  # noqa: E402
+from tests.pgvector_stores import langchain_pgvector, llamaindex_pgvector  # noqa: E402
+
+pytestmark = pytest.mark.timeout(300)
+K = 10
+QUERIES = [q.query for q in DEMO_QUERIES] + ["fork server child process", "battery life of the Widget Pro",
+                                             "revenue grew by 3% over the previous quarter"]
+
+
+class Counting:
+    """A core embedder that counts the texts it embeds as documents (stored chunks)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.documents = inner, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def embed_documents(self, texts: list[str]) -> Any:
+        self.documents += len(texts)
+        return self.inner.embed_documents(texts)
+
+
+@pytest.fixture(scope="module")
+def corpus(core_embedder):
+    _, chunks = demo_chunks()
+    contextual = [ContextualChunk(c, f"From {c.document_id}.") for c in chunks]
+    core = {beta: HybridSearcher(contextual, core_embedder, config=FusionConfig(top_k=K, dense_prf=beta), windows=False)
+            for beta in (0.5, 0)}
+    expected = {q: [h.id for h in core[0.5].search(q)] for q in QUERIES}
+    moved = sum(expected[q] != [h.id for h in core[0].search(q)] for q in QUERIES)
+    assert moved >= 2, "feedback moves no ranking here: the test could not tell it ran"
+    return contextual, expected
+
+
+@pytest.fixture(scope="module")
+def counting(core_embedder):
+    return Counting(core_embedder)
+
+
+@pytest.fixture(scope="module")
+def langchain_retriever(pgvector_server, counting, corpus):
+    """One collection for the module: `PGVector` keys rows by id across its collections."""
+    return langchain_pgvector(pgvector_server, corpus[0], counting, collection="feedback", k=K)
+
+
+@pytest.mark.parametrize("framework", ["langchain", "llamaindex"])
+async def test_feedback_reads_the_vectors_from_pgvector_and_embeds_no_chunk_at_query_time(
+    request, pgvector_server, counting, corpus, framework
+) -> None:
+    contextual, expected = corpus
+    embedder = counting
+    if framework == "langchain":
+        before = embedder.documents
+        retriever = request.getfixturevalue("langchain_retriever")
+        assert embedder.documents - before in (0, len(contextual))  # built here, or by an earlier test
+
+        def ids(found):
+            return [d.metadata["chunk_id"] for d in found]
+
+        ask, aask = retriever.invoke, retriever.ainvoke
+    else:
+        before = embedder.documents
+        retriever = llamaindex_pgvector(pgvector_server, contextual, embedder, table="feedback", k=K)
+        assert embedder.documents - before == len(contextual)
+
+        def ids(found):
+            return [r.node.node_id for r in found]
+
+        ask, aask = retriever.retrieve, retriever.aretrieve
+    assert retriever.dense_prf == 0.5
+    built = embedder.documents
+    for query in QUERIES:
+        assert ids(ask(query)) == expected[query], query
+        assert ids(await aask(query)) == expected[query], query
+    assert embedder.documents == built  # every top chunk's vector came from the server
+
+
+def test_langchain_search_by_vector_is_the_stores_own(langchain_retriever, core_embedder, corpus) -> None:
+    """The lean search (id, text, metadata, distance) returns what `PGVector`'s own search returns."""
+    from contextual_retrieval_langchain.pgvector import distances_by_vector, stored_vectors
+
+    contextual, _ = corpus
+    store = langchain_retriever.retrievers[0].vectorstore
+    for query in QUERIES[:4]:
+        vector = core_embedder.embed_queries([query])[0].tolist()
+        own = store.similarity_search_with_score_by_vector(vector, k=150)
+        lean = distances_by_vector(store, vector, k=150)
+        assert len(own) == min(150, len(contextual))
+        assert [(d.id, d.page_content, d.metadata) for d, _ in lean] == [(d.id, d.page_content, d.metadata) for d, _ in own]
+        assert np.allclose([s for _, s in lean], [s for _, s in own])
+    held = stored_vectors(store, [contextual[0].id, "not-stored"])
+    assert list(held) == [contextual[0].id]
+    assert np.allclose(held[contextual[0].id], core_embedder.embed_documents([contextual[0].indexed_text])[0], atol=1e-6)
+
+
+def test_llamaindex_feedback_reads_window_rows_back_as_the_in_memory_store_holds_them(pgvector_server, core_embedder) -> None:
+    """Windowed nodes: the rows read back from PGVectorStore (own row and window rows, in window
+    order) are SimpleVectorStore's, vector for vector."""
+    from urllib.parse import urlsplit
+
+    from llama_index.core import StorageContext, VectorStoreIndex
+    from llama_index.core.schema import TextNode
+    from llama_index.core.vector_stores.simple import SimpleVectorStore
+    from llama_index.vector_stores.postgres import PGVectorStore
+
+    from contextual_retrieval_core.dense.windows import WindowConfig
+    from contextual_retrieval_llamaindex import CoreEmbedding, HybridRetriever
+    from tests.pgvector_stores import sqlalchemy_url
+
+    _, chunks = demo_chunks()
+    nodes = [TextNode(id_=c.id, text=c.text) for c in chunks]
+    sides = []
+    for store in (SimpleVectorStore(), PGVectorStore.from_params(
+            connection_string=sqlalchemy_url(pgvector_server, "psycopg"), async_connection_string=sqlalchemy_url(pgvector_server, "asyncpg"),
+            database=urlsplit(pgvector_server).path.lstrip("/"), table_name="windows", embed_dim=384)):
+        index = VectorStoreIndex(nodes, storage_context=StorageContext.from_defaults(vector_store=store),
+                                 embed_model=CoreEmbedding(core_embedder))
+        retriever = HybridRetriever.from_defaults(index, nodes=nodes, similarity_top_k=K, windows=WindowConfig(size=32))
+        sides.append(retriever._feedback["dense"])
+    assert sides[0].retriever.extra > 0  # some nodes have windows
+    top = [n.node_id for n in nodes]
+    memory, server = sides[0].rows(top), sides[1].rows(top)
+    assert server.rows_of_chunk == memory.rows_of_chunk and max(map(len, server.rows_of_chunk.values())) > 1
+    assert np.allclose(server.vectors, memory.vectors, atol=1e-6)
