@@ -27,6 +27,7 @@ def version(dist: str) -> Version:
         ("chromadb", "1.0", "2"),
         ("llama-index-llms-anthropic", "0.8", "0.13"),
         ("llama-index-core", "0.12", "0.15"),
+        ("llama-index-vector-stores-postgres", "0.5", "0.10"),
         ("langchain-anthropic", "0.3", "2"),
         ("voyageai", "0.3", "0.6"),
     ],
