@@ -427,53 +427,95 @@ class ContextualIndex:
     def _update(self, paths: Sequence[str | os.PathLike[str]], space: UpdateSpace, show_progress: bool, batch_size: int,
                 max_file_bytes: int, prune_missing: bool, shared_contexts: str | os.PathLike[str] | bool = True,
                 rebuild: bool = False) -> IndexReport:
-        from contextual_retrieval_core.index.changes import read_changes
-
+        """`update` under the folder's lock: scan, decide what to redo, read and chunk the new and
+        changed files, situate and embed them, write the new version and switch to it."""
         started = time.perf_counter()
         report = IndexReport()
+        scan = self._scan(paths, max_file_bytes, report)
+        old = None if rebuild else self.manifest  # a rebuild starts over, beside the current version
+        windows = requested_windows(self.windows, old.windows if old else windows_setting(WindowConfig()))
+        fit = self.fit_chunks if self.fit_chunks is not None else (old is not None and old.chunk_tokens is not None)
+        window = window_of(self.embedder) if fit else None
+        manifest = IndexManifest(
+            embedder={"kind": embedder_kind(self.embedder), "model": self.embedder.model_name},
+            generator=generator_identity(self.generator), chunk_chars=self.chunk_chars, weights=list(self.weights),
+            bm25=old.bm25 if old else "", windows=windows_setting(windows),
+            chunk_tokens=window.size if window is not None else None, dense=self._layout(old, report),
+        )
+        redo_all = self._why_redo(old, manifest, report)
+        documents, chunks, spans = self._read(scan, paths, old, manifest, redo_all, window, prune_missing, report, show_progress)
+        if not chunks and not redo_all and self._unchanged(old, manifest):
+            assert old is not None
+            manifest.checks = old.checks  # the same version folder
+            report.chunks_total = manifest.chunk_count
+            if manifest != old:
+                manifest.write(self.path)  # mtimes refreshed: the next run skips hashing
+                self.manifest = manifest
+            report.elapsed_s = time.perf_counter() - started
+            return report
+        self.path.mkdir(parents=True, exist_ok=True)
+        space.check(len(chunks), manifest.chunk_count)  # before anything is paid for or written
+        texts, fresh, written, shown = self._situate_and_embed(documents, chunks, spans, windows, manifest.dense, shared_contexts,
+                                                               batch_size, show_progress, report)
+        report.chunks_added = len({c.id for c in chunks} - set(old.chunk_ids() if old else ()))  # new ids only
+        self._commit(manifest, report, texts, fresh, written, shown)
+        report.elapsed_s = time.perf_counter() - started
+        return report
+
+    def _scan(self, paths: Sequence[str | os.PathLike[str]], max_file_bytes: int, report: IndexReport) -> Any:
+        """The files under `paths` (the skipped ones named in `report`); a ValueError naming the
+        fix when there is none to index."""
         scan = collect_files(paths, skip=[self.path], max_file_bytes=max_file_bytes)
         report.skipped = [(str(s.path), s.reason) for s in scan.skipped]
         if not scan.files:
             raise ValueError(f"nothing to index under {', '.join(map(str, paths))}: no text, markdown or code file "
                              f"({scan.describe()}); `contextual-retrieval index --help` lists the indexed extensions "
                              f"({', '.join(sorted(TEXT_EXTENSIONS)[:8])}, ...) and the size limit")
-        roots = {str(f.root) for f in scan.files} | {str(Path(p).expanduser().resolve()) for p in paths}
-        old = None if rebuild else self.manifest  # a rebuild starts over, beside the current version
-        old_files: dict[str, FileEntry] = dict(old.files) if old else {}
+        return scan
+
+    def _layout(self, old: IndexManifest | None, report: IndexReport) -> str:
+        """Where the new version's rows live: as before, else the index's own files (a Chroma
+        collection with `chroma_url`); an index still in embedded Chroma is told how to move."""
         dense = old.dense if old else ("chroma" if self.chroma_url or uses_server(self.path, self.chroma_url) else "files")
         if old is not None and dense == "chroma" and not self.chroma_url and not uses_server(self.path, self.chroma_url):
             report.note = (f"this index keeps its vectors in embedded Chroma ({self.path / 'chroma'}); "
                            f"`contextual-retrieval index PATH... --index-dir {self.path} --rebuild` moves them into the "
                            "index's own files, the dense index `index` writes now (nothing is paid for or embedded again)")
-        gen_id = generator_identity(self.generator)
-        redo_all = False
-        windows = requested_windows(self.windows, old.windows if old else windows_setting(WindowConfig()))
-        fit = self.fit_chunks if self.fit_chunks is not None else (old is not None and old.chunk_tokens is not None)
-        window = window_of(self.embedder) if fit else None
-        chunk_tokens = window.size if window is not None else None
-        if old:
-            damage = self._damage(old)
-            if damage:
-                redo_all = True
-                report.note = f"the index was damaged ({damage}): every file is re-indexed from the stored contexts and cached embeddings"
-            elif old.generator != gen_id:
-                redo_all = True
-                report.note = (
-                    f"contexts: the index was built with {old.generator.get('label')!r}, this run uses "
-                    f"{gen_id['label']!r}: every file is re-situated"
-                )
-            elif old.chunk_chars != self.chunk_chars:
-                redo_all = True
-                report.note = f"chunk size changed ({old.chunk_chars} -> {self.chunk_chars}): every file is re-chunked"
-            elif old.chunk_tokens != chunk_tokens:
-                redo_all = True
-                report.note = f"chunk token budget changed ({old.chunk_tokens} -> {chunk_tokens}): every file is re-chunked"
-            elif old.windows != windows_setting(windows):
-                redo_all = True
-                report.note = f"windows changed ({old.windows} -> {windows_setting(windows)}): every file is re-embedded"
+        return dense
 
+    def _why_redo(self, old: IndexManifest | None, manifest: IndexManifest, report: IndexReport) -> bool:
+        """Whether every file is done again (a damaged index, or a changed generator, chunk size,
+        token budget or windows), with the reason in ``report.note``."""
+        if old is None:
+            return False
+        damage = self._damage(old)
+        reasons = [
+            (damage, f"the index was damaged ({damage}): every file is re-indexed from the stored contexts and cached embeddings"),
+            (old.generator != manifest.generator, f"contexts: the index was built with {old.generator.get('label')!r}, this run "
+                                                  f"uses {manifest.generator['label']!r}: every file is re-situated"),
+            (old.chunk_chars != manifest.chunk_chars,
+             f"chunk size changed ({old.chunk_chars} -> {manifest.chunk_chars}): every file is re-chunked"),
+            (old.chunk_tokens != manifest.chunk_tokens,
+             f"chunk token budget changed ({old.chunk_tokens} -> {manifest.chunk_tokens}): every file is re-chunked"),
+            (old.windows != manifest.windows, f"windows changed ({old.windows} -> {manifest.windows}): every file is re-embedded"),
+        ]
+        for hit, note in reasons:
+            if hit:
+                report.note = note
+                return True
+        return False
+
+    def _read(self, scan: Any, paths: Sequence[str | os.PathLike[str]], old: IndexManifest | None, manifest: IndexManifest,
+              redo_all: bool, window: Any, prune_missing: bool, report: IndexReport,
+              show_progress: bool) -> tuple[list[Document], list[Chunk], dict[str, tuple[int, int]]]:
+        """Read and chunk the new and changed files (all with `redo_all`) into `manifest`'s file
+        list, with the files indexed from other paths kept and the gone ones counted removed."""
+        from contextual_retrieval_core.index.changes import read_changes
+
+        old_files: dict[str, FileEntry] = dict(old.files) if old else {}
         new_files, documents, chunks, spans = read_changes(scan.files, old_files, redo_all, self.chunk_chars, report, show_progress,
                                                            window=window, generator=self.generator)
+        roots = {str(f.root) for f in scan.files} | {str(Path(p).expanduser().resolve()) for p in paths}
         for doc_id, entry in old_files.items():
             if doc_id in new_files:
                 continue
@@ -484,51 +526,37 @@ class ContextualIndex:
         if not new_files:
             raise ValueError(f"nothing to index under {', '.join(map(str, paths))}: every file was skipped ("
                              + "; ".join(f"{p} ({r})" for p, r in report.skipped[:10]) + ")")
-        manifest = IndexManifest(
-            embedder={"kind": embedder_kind(self.embedder), "model": self.embedder.model_name},
-            generator=gen_id,
-            chunk_chars=self.chunk_chars,
-            weights=list(self.weights),
-            files=new_files,
-            bm25=old.bm25 if old else "",
-            windows=windows_setting(windows),
-            chunk_tokens=chunk_tokens,
-            dense=dense,
-        )
-        snapshot_missing = old is not None and bool(old.bm25) and self._wants_snapshot(old) and not has_snapshot(self.path / old.bm25)
-        if not chunks and old is not None and manifest.chunk_ids() == old.chunk_ids() and not redo_all and not snapshot_missing:
-            report.chunks_total = manifest.chunk_count
-            if manifest != old:
-                manifest.write(self.path)  # mtimes refreshed: the next run skips hashing
-                self.manifest = manifest
-            report.elapsed_s = time.perf_counter() - started
-            return report
+        manifest.files = new_files
+        return documents, chunks, spans
 
-        self.path.mkdir(parents=True, exist_ok=True)
-        texts: dict[str, str] = {}
-        fresh: list[str] = []
-        written: dict[str, np.ndarray] = {}
-        shown: dict[str, dict] = {}
-        space.check(len(chunks), manifest.chunk_count)  # before anything is paid for or written
-        if chunks:
-            result = self._situate(documents, chunks, shared_contexts, show_progress)
-            report.contexts = result.report
-            cached = self._embedder()
-            hits0, misses0 = cached.hits, cached.misses
-            texts = {c.id: c.indexed_text for c in result.chunks}
-            rows, vectors = embed_rows(cached, result.chunks, windows, batch_size=batch_size, show_progress=show_progress)
-            report.embedded = cached.misses - misses0
-            report.embedding_cache_hits = cached.hits - hits0
-            metadatas = {c.id: {"path": c.document_id, "context": c.context, "text": c.text, "chunk_index": c.chunk.index,
-                                "start_line": spans[c.id][0], "end_line": spans[c.id][1]} for c in result.chunks}
-            fresh, row_texts, metas = store_payload(rows, texts, metadatas)
-            if dense == "chroma":  # new rows go in beside the old ones: the old manifest still finds all of its chunks
-                self._vectors(create=True).add(fresh, vectors, documents=row_texts, metadatas=metas)
-            written, shown = dict(zip(fresh, np.asarray(vectors, dtype=np.float32))), metadatas
-            report.chunks_added = len({c.id for c in chunks} - set(old.chunk_ids() if old else ()))  # new ids only
-        self._commit(manifest, report, texts, fresh, written, shown)
-        report.elapsed_s = time.perf_counter() - started
-        return report
+    def _unchanged(self, old: IndexManifest | None, manifest: IndexManifest) -> bool:
+        """Whether the current version serves `manifest` as it is (same chunks, nothing missing)."""
+        if old is None or manifest.chunk_ids() != old.chunk_ids():
+            return False
+        return not (old.bm25 and self._wants_snapshot(old) and not has_snapshot(self.path / old.bm25))
+
+    def _situate_and_embed(self, documents: list[Document], chunks: list[Chunk], spans: dict[str, tuple[int, int]],
+                           windows: WindowConfig | None, dense: str, shared_contexts: str | os.PathLike[str] | bool,
+                           batch_size: int, show_progress: bool,
+                           report: IndexReport) -> tuple[dict[str, str], list[str], dict[str, np.ndarray], dict[str, dict]]:
+        """Contexts and rows for `chunks`: (indexed text by chunk, the new row ids, their vectors,
+        the shown fields by chunk); a Chroma-backed index gets the rows added beside the old ones."""
+        if not chunks:
+            return {}, [], {}, {}
+        result = self._situate(documents, chunks, shared_contexts, show_progress)
+        report.contexts = result.report
+        cached = self._embedder()
+        hits0, misses0 = cached.hits, cached.misses
+        texts = {c.id: c.indexed_text for c in result.chunks}
+        rows, vectors = embed_rows(cached, result.chunks, windows, batch_size=batch_size, show_progress=show_progress)
+        report.embedded = cached.misses - misses0
+        report.embedding_cache_hits = cached.hits - hits0
+        shown = {c.id: {"path": c.document_id, "context": c.context, "text": c.text, "chunk_index": c.chunk.index,
+                        "start_line": spans[c.id][0], "end_line": spans[c.id][1]} for c in result.chunks}
+        fresh, row_texts, metas = store_payload(rows, texts, shown)
+        if dense == "chroma":  # new rows go in beside the old ones: the old manifest still finds all of its chunks
+            self._vectors(create=True).add(fresh, vectors, documents=row_texts, metadatas=metas)
+        return texts, fresh, dict(zip(fresh, np.asarray(vectors, dtype=np.float32))), shown
 
     def _situate(self, documents: Sequence[Document], chunks: Sequence[Chunk], shared: str | os.PathLike[str] | bool,
                  show_progress: bool) -> ContextualizeResult:

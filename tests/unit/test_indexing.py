@@ -319,3 +319,16 @@ def test_the_report_adds_up_when_a_file_grows_by_one_section(tmp_path):
     assert (f"chunks: {second.chunks_added} added, {second.chunks_removed} removed, {second.chunks_total} in the index"
             in second.format())
     assert f"{second.chunks_total} chunks in 1 document —" in second.format()
+
+
+def test_an_unchanged_rerun_keeps_the_version_and_its_checks(tmp_path):
+    folder = make_corpus(tmp_path)
+    ContextualIndex(tmp_path / "ix", embedder=CountingEmbedder()).update([folder], show_progress=False)
+    before = ContextualIndex.read_manifest(tmp_path / "ix")
+    for f in folder.rglob("*.md"):
+        os.utime(f)  # touched, not changed: hashed again, then recorded with the new mtimes
+    report = ContextualIndex(tmp_path / "ix", embedder=CountingEmbedder()).update([folder], show_progress=False)
+    after = ContextualIndex.read_manifest(tmp_path / "ix")
+    assert report.chunks_added == report.chunks_removed == 0 and report.contexts is None
+    assert after.bm25 == before.bm25 and after.checks == before.checks and after.checks
+    ContextualIndex(tmp_path / "ix", embedder=CountingEmbedder()).check()
