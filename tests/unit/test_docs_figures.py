@@ -262,3 +262,20 @@ def test_long_texts_figures_are_the_scripts():
     default = data["windows"]["worst_drop"]
     assert all(r["worst_drop"]["points"] <= default["points"] for d, r in data.items() if d not in ("truncated", "windows"))
     assert f"{default['points']:.2f} ({default['config']} @{default['k']})" in section
+
+
+def test_index_folder_figures_are_the_scripts():
+    """Issue 43: RESULTS.md's table of the index folder at 100,000 chunks is index_folder.json's."""
+    data = load("index_folder.json")
+    section = RESULTS.split("## The index folder at 100,000 chunks (issue 43)")[1].split("\n## ")[0]
+    files, chroma = data["layouts"]["files"], data["layouts"]["embedded-chroma"]
+    for row in (files, chroma):
+        assert f"| {row['build_s']} s | {row['build_peak_rss_mb']:.0f} MB | {row['folder_mb']:.0f} MB | {row['query_p50_ms']} ms |" in section
+        assert f"{row['dense_recall_at_150']:.3f}" in section
+    assert files["read_only_copy"]["same_top_10"] and not chroma["read_only_copy"]["answers"]
+    page = " ".join(INDEXING_PAGE.split())
+    assert (f"builds in {files['build_s']} s ({files['build_peak_rss_mb']:.0f} MB peak), answers a hybrid query in "
+            f"{files['query_p50_ms']} ms") in page
+    assert f"took {chroma['build_s']} s, {chroma['query_p50_ms']} ms and {chroma['dense_recall_at_150']:.3f}" in page
+    assert files["build_s"] < chroma["build_s"] and files["query_p50_ms"] < chroma["query_p50_ms"]
+    assert files["dense_recall_at_150"] >= chroma["dense_recall_at_150"] and files["build_peak_rss_mb"] < chroma["build_peak_rss_mb"]
