@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from contextual_retrieval_core.errors import ContextualRetrievalError
+
 __all__ = ["IndexFileError", "positive_int", "non_negative_number", "fusion_weights", "string_list", "not_a_string", "finite_vectors", "unit_tolerance", "non_unit_rows", "renamed_keyword", "is_blank"]
 
 
@@ -131,7 +133,7 @@ def fusion_weights(weights: Any, n: int | None = None, per: str = "list") -> tup
     return out
 
 
-class IndexFileError(ValueError):
+class IndexFileError(ContextualRetrievalError, ValueError):
     """A saved index file that is missing, truncated, corrupted or inconsistent with the others.
 
     Attributes:

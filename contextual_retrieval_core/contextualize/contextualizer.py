@@ -56,6 +56,7 @@ from contextual_retrieval_core.contextualize.claims import DEFAULT_CLAIM_LEASE_S
 from contextual_retrieval_core.contextualize.inputs import validate_inputs
 from contextual_retrieval_core.contextualize.interrupts import GRACE_S, Interrupted, StopAsked, Terminated, sigterm_as_interrupt
 from contextual_retrieval_core.contextualize.run import DocState, Run, RunSettings
+from contextual_retrieval_core.errors import ContextualRetrievalError
 from contextual_retrieval_core.generators.base import (
     BatchGeneration,
     ContextGenerator,
@@ -87,7 +88,7 @@ def default_store_path() -> Path:
     return Path(base) / "contextual-retrieval" / "contexts.sqlite3"
 
 
-class ContextualizationError(RuntimeError):
+class ContextualizationError(ContextualRetrievalError, RuntimeError):
     """Some contexts could not be generated. Those that were are in the store: rerun to resume.
 
     Attributes:

@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from contextual_retrieval_core.errors import ContextualRetrievalError
+
 __all__ = ["Terminated", "Interrupted", "StopAsked", "sigterm_as_interrupt", "TERMINATED_EXIT_CODE", "GRACE_S"]
 
 #: how long a run stopped by a first Ctrl-C (or SIGTERM) waits for its requests in flight: the
@@ -38,7 +40,7 @@ class Interrupted(KeyboardInterrupt):
     flight ended and their contexts are stored."""
 
 
-class StopAsked(RuntimeError):
+class StopAsked(ContextualRetrievalError, RuntimeError):
     """How a run ends inside its event loop once a graceful stop was asked for (not a KeyboardInterrupt:
     asyncio lets a KeyboardInterrupt escape the loop); the caller raises `Interrupted` for it."""
 

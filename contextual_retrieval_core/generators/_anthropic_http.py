@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from contextual_retrieval_core._sdk import error_chain
+from contextual_retrieval_core.errors import ContextualRetrievalError
 from contextual_retrieval_core.generators.base import (
     SPEND_LIMIT_WORDS,
     FatalGenerationError,
@@ -24,11 +25,11 @@ _SPEND_LIMIT = SPEND_LIMIT_WORDS
 _SPEND_LIMIT_TYPES = frozenset({"invalid_request_error", "rate_limit_error", "billing_error"})
 
 
-class SpendLimitReached(Exception):
+class SpendLimitReached(ContextualRetrievalError):
     """Raised by the middleware on a spend-limit or credit-balance answer: never retried."""
 
 
-class RunGaveUp(RuntimeError):
+class RunGaveUp(ContextualRetrievalError, RuntimeError):
     """Raised by the middleware before an attempt once the run gave up (`RateLimitClock.stopped`):
     never retried, so a request retrying in a worker thread ends."""
 

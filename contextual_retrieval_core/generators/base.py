@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from contextual_retrieval_core._sdk import error_chain
+from contextual_retrieval_core.errors import ContextualRetrievalError
 from contextual_retrieval_core.types import Chunk, Document
 
 __all__ = [
@@ -85,7 +86,7 @@ class Generation:
     windowed: bool = False
 
 
-class GenerationError(RuntimeError):
+class GenerationError(ContextualRetrievalError, RuntimeError):
     """A context could not be generated (after the SDK's own retries)."""
 
 

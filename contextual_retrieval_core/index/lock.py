@@ -14,12 +14,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from contextual_retrieval_core.errors import ContextualRetrievalError
+
 __all__ = ["folder_lock", "IndexLockedError", "LOCK_NAME"]
 
 LOCK_NAME = ".lock"
 
 
-class IndexLockedError(RuntimeError):
+class IndexLockedError(ContextualRetrievalError, RuntimeError):
     """Another process holds the index folder's lock."""
 
 

@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from contextual_retrieval_core.errors import ContextualRetrievalError
+
 __all__ = ["IndexManifest", "FileEntry", "IndexMismatchError", "IndexDamagedError", "MANIFEST_NAME", "generator_identity"]
 
 MANIFEST_NAME = "manifest.json"
@@ -21,11 +23,11 @@ FORMAT = "contextual-retrieval/index"
 FORMAT_VERSION = 1
 
 
-class IndexMismatchError(ValueError):
+class IndexMismatchError(ContextualRetrievalError, ValueError):
     """The index was built with another embedder than the one this run would use."""
 
 
-class IndexDamagedError(ValueError):
+class IndexDamagedError(ContextualRetrievalError, ValueError):
     """A file of an index folder is missing, truncated or belongs to another index.
 
     The message names the file and the fix (re-run ``contextual-retrieval index``, or

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from contextual_retrieval_core.errors import ContextualRetrievalError
 from contextual_retrieval_core.store.errors import is_disk_full
 from contextual_retrieval_core.store.space import mb
 
@@ -30,7 +31,7 @@ _VERSION_PER_CHUNK = 8 * 1024
 _HEADROOM = 1024 * 1024
 
 
-class IndexFullError(OSError):
+class IndexFullError(ContextualRetrievalError, OSError):
     """The disk holding an index folder is full (errno ENOSPC): the message names the folder, the
     space the update needs and the space free; the previous index is unchanged."""
 

@@ -7,11 +7,12 @@ import os
 from pathlib import Path
 
 from contextual_retrieval_core._sdk import error_chain
+from contextual_retrieval_core.errors import ContextualRetrievalError
 
 __all__ = ["ContextStoreError", "StoreFullError", "check_store_path", "explain", "is_disk_full", "unwritable_reason"]
 
 
-class ContextStoreError(RuntimeError):
+class ContextStoreError(ContextualRetrievalError, RuntimeError):
     """The context store cannot be read or written: the message names the file, why and the fix.
 
     Attributes:
