@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import re
 import threading
 from bisect import bisect_right
 from collections.abc import Callable
@@ -256,6 +257,29 @@ class _Offsets:
         return bisect_right(self.starts, byte) - 1 if byte < self.total else len(self.starts)
 
 
+class _Lines:
+    """Line starts and indentation of a text by line number (tree-sitter's rows), found once: a
+    node's line costs no search back through its line (a minified file is one long line)."""
+
+    _INDENT = re.compile(r"[^\S\n]*")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        self._indents: dict[int, int] = {}
+
+    def start(self, row: int) -> int:
+        """Offset of line `row`'s first character."""
+        return self.starts[row]
+
+    def indent_end(self, row: int) -> int:
+        """Offset of the first non-space character of line `row` (or of its end)."""
+        if row not in self._indents:
+            m = self._INDENT.match(self.text, self.starts[row])
+            self._indents[row] = m.end() if m else self.starts[row]
+        return self._indents[row]
+
+
 def _parse(text: str, language: str) -> tuple[Any, Callable[[int], int]]:
     data = text.encode("utf-8", "surrogatepass")
     tree = _parser(language).parse(data)
@@ -327,9 +351,10 @@ def _reattach_closed_early(root: Any, out: list[Definition], broken: list[Defini
 def definition_boundaries(text: str, language: str) -> list[int]:
     """Character offsets of the line starts where a definition begins, counting the comments,
     attributes and decorators right above it as part of it: the chunker's preferred cuts."""
-    tree, char = _parse(text, language)
+    tree, _ = _parse(text, language)
     kinds = _KINDS[language]
     cuts: set[int] = set()
+    lines = _Lines(text)
 
     def visit(node: Any) -> None:
         for child in node.named_children:
@@ -343,8 +368,7 @@ def definition_boundaries(text: str, language: str) -> list[int]:
                        and first.start_point[0] - prev.end_point[0] <= 1):
                     first = prev
                     prev = first.prev_named_sibling
-                at = char(first.start_byte)
-                cuts.add(text.rfind("\n", 0, at) + 1)
+                cuts.add(lines.start(first.start_point[0]))
             visit(child)
 
     visit(tree.root_node)
@@ -379,14 +403,14 @@ def statement_starts(text: str, language: str) -> list[int]:
     than inside one."""
     tree, char = _parse(text, language)
     cuts: set[int] = set()
+    lines = _Lines(text)
 
     def visit(node: Any) -> None:
         for child in node.named_children:
             if node.type in _BODIES or node.type.endswith("_body"):
-                at = char(child.start_byte)
-                line = text.rfind("\n", 0, at) + 1
-                if not text[line:at].strip():
-                    cuts.add(line)
+                row = child.start_point[0]
+                if lines.indent_end(row) >= char(child.start_byte):  # first on its line
+                    cuts.add(lines.start(row))
             if child.named_child_count:
                 visit(child)
 

@@ -31,7 +31,8 @@ _CODE_DEF = re.compile(
 def split_text(text: str, *, max_chars: int = DEFAULT_CHUNK_CHARS, code: bool = False,
                boundaries: Collection[int] | Mapping[int, int] | None = None, max_tokens: int | None = None,
                token_span: Callable[[int, int], int] | None = None,
-               reserve: Callable[[int, str], int] | None = None) -> list[tuple[int, str]]:
+               reserve: Callable[[int, str], int] | None = None,
+               fitting_end: Callable[[int, int, int], int] | None = None) -> list[tuple[int, str]]:
     """Split `text` into chunks of at most `max_chars`, each occurring verbatim in `text`.
 
     Cuts go at line starts, preferring (best first) a heading or, for `code`, a top-level
@@ -45,6 +46,10 @@ def split_text(text: str, *, max_chars: int = DEFAULT_CHUNK_CHARS, code: bool = 
     chunk's tokens too (`budget.split_to_fit` derives both from the embedder's window);
     `reserve(offset, chunk)` takes what that chunk's context will cost off its own budget (the
     chunk is cut again, shorter, until it fits or is down to a quarter of `max_tokens`).
+    `fitting_end(pos, limit, budget)` gives the furthest end in ``(pos, limit]`` within `budget`
+    tokens where no line start is in reach (default: a binary search over characters with
+    `token_span`; `budget.split_to_fit` gives one that cuts a long run between its parts). Every
+    count is of a span of at most `max_chars` characters, so the work is linear in the text.
 
     Returns:
         (offset in `text` of the chunk's first character, chunk text) pairs, in order.
@@ -76,9 +81,8 @@ def split_text(text: str, *, max_chars: int = DEFAULT_CHUNK_CHARS, code: bool = 
     budget = max_tokens if token_span is not None else None
 
     def choose_end(pos: int, budget: int | None) -> int:
-        over_tokens = budget is not None and token_span is not None and token_span(pos, n) > budget
-        if n - pos <= max_chars and not over_tokens:
-            return n
+        if n - pos <= max_chars and (budget is None or token_span is None or token_span(pos, n) <= budget):
+            return n  # the rest fits (its tokens are counted only when it is short: bounded work)
         lo = bisect.bisect_right(starts, pos + min_chars)
         hi = bisect.bisect_right(starts, pos + max_chars)
         if budget is not None and token_span is not None:
@@ -89,7 +93,8 @@ def split_text(text: str, *, max_chars: int = DEFAULT_CHUNK_CHARS, code: bool = 
             return starts[max(range(lo, hi), key=lambda j: (quality[j], starts[j]))]
         limit = pos + max_chars
         if budget is not None and token_span is not None:  # the furthest end the tokens allow
-            limit = min(limit, _furthest_fitting(pos, limit, token_span, budget))
+            furthest = fitting_end(pos, limit, budget) if fitting_end else _furthest_fitting(pos, limit, token_span, budget)
+            limit = min(limit, furthest)
         space = text.rfind(" ", pos + min(min_chars, (limit - pos) // 3), limit)
         return space + 1 if space > pos else max(limit, pos + 1)
 
