@@ -4,6 +4,10 @@ Decoding rule (`read_text`): UTF-8 (a leading BOM dropped); else, for a file tha
 UTF-16 byte-order mark, UTF-16; else Windows-1252 (cp1252, a superset of the printable Latin-1
 range). A file that is none of these (cp1252 leaves five byte values undefined) is skipped as
 undecodable. Files not read as UTF-8 are named in the index report with the encoding used.
+
+What is chunked (`read_source_text`): the decoded text with its base64 payloads (a notebook's
+images and attachments, ``data:`` URIs) replaced by a short placeholder (`chunking.payloads`),
+which the index counts in its report.
 """
 
 from __future__ import annotations
@@ -17,9 +21,10 @@ from pathlib import Path
 
 from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.chunking.languages import EXTENSIONS
+from contextual_retrieval_core.chunking.payloads import Payload, omit_payloads
 from contextual_retrieval_core.index.manifest import MANIFEST_NAME
 
-__all__ = ["SourceFile", "SkippedFile", "FileScan", "collect_files", "read_text", "UndecodableFileError", "file_sha256",
+__all__ = ["SourceFile", "SkippedFile", "FileScan", "collect_files", "read_text", "read_source_text", "UndecodableFileError", "file_sha256",
            "TEXT_EXTENSIONS", "SKIP_DIRS", "MAX_FILE_BYTES"]
 
 #: Files larger than this are skipped by default (they are usually generated: lock files, minified
@@ -204,6 +209,21 @@ def read_text(path: Path) -> tuple[str, str]:
     except UnicodeDecodeError as exc:
         raise UndecodableFileError(f"{path}: not UTF-8, UTF-16 or cp1252 (byte 0x{data[exc.start]:02x} at "
                                    f"offset {exc.start}); convert it to UTF-8") from exc
+
+
+def read_source_text(path: Path) -> tuple[str, str, list[Payload]]:
+    """The text the index chunks for a file: `read_text`'s, with base64 payloads replaced by a
+    placeholder (`chunking.payloads.omit_payloads`), the document and its chunks alike.
+
+    Returns:
+        (text, encoding, the payloads replaced).
+
+    Raises:
+        UndecodableFileError: as `read_text`.
+    """
+    text, encoding = read_text(path)
+    text, payloads = omit_payloads(text, path.name)
+    return text, encoding, payloads
 
 
 def file_sha256(path: Path) -> str:

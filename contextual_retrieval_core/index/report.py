@@ -19,6 +19,8 @@ class IndexReport:
         skipped: (path, reason) for every file left out: too large, binary, undecodable,
             unreadable.
         decoded: (doc id, encoding) for every file read in another encoding than UTF-8.
+        payloads_omitted: base64 payloads (notebook images and attachments, ``data:`` URIs)
+            replaced by a short placeholder before chunking (`chunking.payloads`).
         empty: doc ids of the files read that hold no text (empty or whitespace only): indexed
             with 0 chunks, so that a rerun skips them until they change.
         chunks_added, chunks_removed, chunks_total: chunks new to the index, chunks gone from it,
@@ -38,6 +40,7 @@ class IndexReport:
     files_removed: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)
     decoded: list[tuple[str, str]] = field(default_factory=list)
+    payloads_omitted: int = 0
     empty: list[str] = field(default_factory=list)
     chunks_added: int = 0
     chunks_removed: int = 0
@@ -66,6 +69,8 @@ class IndexReport:
         data["files_skipped"] = self.files_skipped
         data["skipped"] = [{"path": p, "reason": r} for p, r in self.skipped]
         data["decoded"] = [{"path": p, "encoding": e} for p, e in self.decoded]
+        if not self.payloads_omitted:
+            del data["payloads_omitted"]
         return data
 
     def format(self) -> str:
@@ -81,6 +86,9 @@ class IndexReport:
             lines.append(f"  skipped {path}: {reason}")
         for path, encoding in self.decoded:
             lines.append(f"  {path}: not UTF-8, read as {encoding}")
+        if self.payloads_omitted:
+            lines.append(f"  {self.payloads_omitted} base64 payloads (notebook images and attachments, data: URIs) "
+                         "replaced by a placeholder, not chunked")
         for path in self.empty:
             lines.append(f"  {path}: no text (empty or whitespace only), 0 chunks")
         lines.append(
