@@ -32,6 +32,8 @@ import json
 import sys
 from pathlib import Path
 
+from contextual_retrieval_core.contextualize.config import ContextualizeConfig
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))  # the fake server lives with the tests
 
@@ -49,7 +51,7 @@ def retrieval(demo, queries) -> list[dict]:
         [FrameInput(frame_id[f.path], f.path, {k: v for k, v in f.metadata.items() if k != "detections"}) for f in demo.frames],
         [CropInput(frame_id[c.frame_path], c.path, metadata=c.metadata) for c in demo.crops],
     )
-    situated = Contextualizer(StructuralCropContextGenerator(), ":memory:", show_progress=False).contextualize(
+    situated = Contextualizer(StructuralCropContextGenerator(), ":memory:", config=ContextualizeConfig(show_progress=False)).contextualize(
         batch.documents, batch.chunks).chunks
     texts = {"plain": [ContextualChunk(c.chunk, "") for c in situated], "structural": situated}
     answer = {}
@@ -88,8 +90,7 @@ def cost(directory: Path) -> list[dict]:
     for model in ("claude-sonnet-4-5", "claude-haiku-4-5"):
         with FakeAnthropicServer() as server:
             client = anthropic.Anthropic(api_key=server.api_key, base_url=server.url, max_retries=0)
-            report = Contextualizer(AnthropicCropContextGenerator(model, client=client), ":memory:", concurrency=4,
-                                    show_progress=False).contextualize(batch.documents, batch.chunks).report
+            report = Contextualizer(AnthropicCropContextGenerator(model, client=client), ":memory:", config=ContextualizeConfig(concurrency=4, show_progress=False)).contextualize(batch.documents, batch.chunks).report
         usage = report.usage
         total = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens + usage.cache_write_1h_tokens
         cost_usd = report.cost_usd()

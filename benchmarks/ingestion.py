@@ -34,6 +34,7 @@ from _paths import DEFAULT_DATASET  # noqa: E402
 from fakes.anthropic_server import FakeAnthropicServer, count_tokens  # noqa: E402
 
 from contextual_retrieval_core.app.evaluation import load_cookbook  # noqa: E402
+from contextual_retrieval_core.contextualize.config import ContextualizeConfig  # noqa: E402
 from contextual_retrieval_core.contextualize.contextualizer import Contextualizer  # noqa: E402
 from contextual_retrieval_core.generators import AnthropicContextGenerator, TokenUsage  # noqa: E402
 from contextual_retrieval_core.generators.prompts import DEFAULT_PROMPT  # noqa: E402
@@ -88,10 +89,7 @@ def ours(server: FakeAnthropicServer, dataset, *, mode: str, grouped: bool) -> t
         MODEL, client=client, async_client=async_client, cache_ttl="1h" if mode == "batch" else "5m"
     )
     with tempfile.TemporaryDirectory() as tmp:
-        ctx = Contextualizer(
-            gen, Path(tmp) / "contexts.sqlite3", concurrency=THREADS, mode=mode, grouped=grouped,
-            show_progress=False, batch_poll_interval=0.2,
-        )
+        ctx = Contextualizer(gen, Path(tmp) / "contexts.sqlite3", config=ContextualizeConfig(concurrency=THREADS, mode=mode, grouped=grouped, show_progress=False, batch_poll_interval=0.2))
         started = time.perf_counter()
         result = ctx.contextualize(dataset.documents, dataset.chunks)
         wall = time.perf_counter() - started

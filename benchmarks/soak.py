@@ -104,11 +104,12 @@ class QueryPath:
 
 def core_searcher(corpus: Corpus, embedder: Any) -> QueryPath:
     from contextual_retrieval_core import Chunk, Document, HybridSearcher
+    from contextual_retrieval_core.contextualize.config import ContextualizeConfig
     from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
 
     docs = [Document(d, text) for d, text in corpus.documents.items()]
     chunks = [Chunk(f"{d}#{i}", d, text, i) for d, texts in corpus.chunks.items() for i, text in enumerate(texts)]
-    contextual = Contextualizer(None, None, show_progress=False).contextualize(docs, chunks).chunks
+    contextual = Contextualizer(None, None, config=ContextualizeConfig(show_progress=False)).contextualize(docs, chunks).chunks
     searcher = HybridSearcher(contextual, embedder)
     return QueryPath("HybridSearcher", lambda q: tuple((h.id, h.score) for h in searcher.search(q)))
 

@@ -31,6 +31,7 @@ from _paths import DEFAULT_DATASET  # noqa: E402
 from fakes.anthropic_server import FakeAnthropicServer  # noqa: E402
 
 from contextual_retrieval_core.app.evaluation import load_cookbook  # noqa: E402
+from contextual_retrieval_core.contextualize.config import ContextualizeConfig  # noqa: E402
 from contextual_retrieval_core.contextualize.contextualizer import ContextualizationError, Contextualizer  # noqa: E402
 from contextual_retrieval_core.generators import AnthropicContextGenerator  # noqa: E402
 
@@ -64,8 +65,7 @@ CLIENTS = {"anthropic.Anthropic()": anthropic_client, "langchain ChatAnthropic":
 def run_case(dataset, client: str, rate: float, seed: int, backoff: float) -> dict:
     with FakeAnthropicServer() as server, tempfile.TemporaryDirectory() as tmp:
         server.fail_rate(rate, statuses=(429, 500, 529), seed=seed)
-        contextualizer = Contextualizer(CLIENTS[client](server), Path(tmp) / "contexts.sqlite3", concurrency=5,
-                                        show_progress=False, structural_header=False, retry_backoff_s=backoff)
+        contextualizer = Contextualizer(CLIENTS[client](server), Path(tmp) / "contexts.sqlite3", config=ContextualizeConfig(concurrency=5, show_progress=False, structural_header=False, retry_backoff_s=backoff))
         started = time.perf_counter()
         error = None
         try:

@@ -25,9 +25,11 @@ from contextual_retrieval_core._version import __version__
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from contextual_retrieval_core.chunking.tokenizer import Tokenizer, TokenizerConfig
+    from contextual_retrieval_core.contextualize.config import ContextualizeConfig
     from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
     from contextual_retrieval_core.contextualize.fit import chunk_documents
     from contextual_retrieval_core.dense.vectors import VectorIndex
+    from contextual_retrieval_core.errors import ContextualRetrievalError
     from contextual_retrieval_core.index.contextual_index import ContextualIndex
     from contextual_retrieval_core.search.bm25 import BM25Index
     from contextual_retrieval_core.search.config import FusionConfig
@@ -53,6 +55,8 @@ __all__ = [
     "ContextStore",
     "ContextualChunk",
     "ContextualIndex",
+    "ContextualRetrievalError",
+    "ContextualizeConfig",
     "Contextualizer",
     "DEFAULT_RRF_K",
     "DEFAULT_TOP_K",
@@ -80,6 +84,8 @@ __getattr__, __dir__ = lazy_exports(globals(), {
     "ContextStore": "contextual_retrieval_core.store",
     "ContextualChunk": "contextual_retrieval_core.types",
     "ContextualIndex": "contextual_retrieval_core.index.contextual_index",
+    "ContextualRetrievalError": "contextual_retrieval_core.errors",
+    "ContextualizeConfig": "contextual_retrieval_core.contextualize.config",
     "Contextualizer": "contextual_retrieval_core.contextualize.contextualizer",
     "DEFAULT_RRF_K": "contextual_retrieval_core.search.rank_fusion",
     "DEFAULT_TOP_K": "contextual_retrieval_core.search.ranked",

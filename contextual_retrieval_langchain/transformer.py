@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from langchain_core.documents import BaseDocumentTransformer
 from langchain_core.documents import Document as LCDocument
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import ConfigDict, PrivateAttr, field_validator, model_validator
 
 from contextual_retrieval_core.contextualize.contextualizer import (
     Contextualizer,
@@ -25,8 +25,9 @@ from contextual_retrieval_core.contextualize.contextualizer import (
 from contextual_retrieval_core.generators.prompts import DEFAULT_PROMPT, ContextPrompt
 from contextual_retrieval_core.generators.usage import UsageReport
 from contextual_retrieval_core.store.context_store import ContextStore
-from contextual_retrieval_core.types import Chunk, ContextPosition, Document, distinct_documents, number_chunks, stable_chunk_id
+from contextual_retrieval_core.types import Chunk, Document, distinct_documents, number_chunks, stable_chunk_id
 from contextual_retrieval_langchain._documents import CHUNK_INDEX_KEY, contextual_document, document_id_of
+from contextual_retrieval_langchain._ingest_fields import ContextualizeFields
 from contextual_retrieval_langchain.chat import chat_model_generator
 from contextual_retrieval_langchain.crops import FRAME_ID_KEY, crop_documents, image_batch, is_image_document
 
@@ -39,7 +40,7 @@ _SPLIT_METHODS = ("split_documents", "transform_documents", "split_text")
 Parents = Mapping[str, LCDocument | str] | Sequence[LCDocument]
 
 
-class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
+class ContextualDocumentTransformer(BaseDocumentTransformer, ContextualizeFields):
     """Splits documents (or takes chunks) and prepends to each chunk its situating context.
 
     Returned Documents have ``page_content = context + "\\n\\n" + chunk`` (what vector stores
@@ -81,22 +82,11 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
             generators, ~/.cache/contextual-retrieval/contexts.sqlite3 for LLMs.
         parent_id_key: the metadata key that names a chunk's parent document (and, failing
             `Document.id`, a whole document's id).
-        concurrency: generation requests in flight at once.
-        mode: "realtime" (default) or "batch" (Message Batches with `AnthropicContextGenerator` or
-            `ChatAnthropic`: 50% off, results within 24 h).
-        grouped: situate small documents in one request each (`AnthropicContextGenerator`).
-        position: where the context goes: "before" (default), "after" or "none".
-        separator: what joins context and chunk.
-        show_progress: a progress bar over the contexts to generate.
-        give_up_after_rate_limited_s: stop the run, everything generated kept, once the API has
-            answered nothing but rate limits (429) for this long (default 120 s; None: never).
-        retry_backoff_s: a chunk whose request failed for a reason that may pass (429, 5xx,
-            timeout, dropped connection) is tried again in later rounds; the first waits this long
-            (default 1 s, doubled after a round that brought nothing).
-        claim_lease_s, claim_renew_s, claim_poll_s: work claims when several workers share one
-            store (the core `Contextualizer`'s; defaults 60 s, a third of the lease, 1 s).
-        structural_header: put each chunk's structural context (file, section, enclosing
-            definitions; free and offline) on a line before the generator's context (default True).
+        concurrency, mode, grouped, position, separator, show_progress, ...: the ingestion
+            settings, one field each, generated from `ContextualizeConfig` (its names, defaults,
+            descriptions and checks): ``mode="batch"`` with `AnthropicContextGenerator` or
+            `ChatAnthropic` uses Message Batches (50% off); ``grouped=True`` situates small
+            documents in one request each (`AnthropicContextGenerator`).
         crop_generator: the core generator for image crops (default: the offline
             `StructuralCropContextGenerator`; `AnthropicCropContextGenerator` for Claude).
 
@@ -141,18 +131,6 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
     cache_ttl: Literal["5m", "1h"] = "5m"
     store: str | os.PathLike | ContextStore | None = None
     parent_id_key: str = "source"
-    concurrency: int = Field(default=8, ge=1)
-    mode: Literal["realtime", "batch"] = "realtime"
-    grouped: bool = False
-    position: ContextPosition = "before"
-    separator: str = "\n\n"
-    show_progress: bool = True
-    give_up_after_rate_limited_s: float | None = Field(default=120.0, gt=0)
-    retry_backoff_s: float = Field(default=1.0, gt=0)
-    claim_lease_s: float = Field(default=60.0, gt=0)
-    claim_renew_s: float | None = Field(default=None, gt=0)
-    claim_poll_s: float = Field(default=1.0, gt=0)
-    structural_header: bool = True
     crop_generator: Any | None = None
 
     _contextualizer: Contextualizer | None = PrivateAttr(default=None)
@@ -283,7 +261,7 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, BaseModel):
                 path = str(doc.metadata.get(self.parent_id_key) or core.id)
                 pieces += [(core.id, LCDocument(page_content=piece, metadata={**doc.metadata, "start_index": offset}))
                            for offset, piece in chunk_to_fit(core, window, generator=generator,
-                                                             structural_header=self.structural_header, path=path)]
+                                                             structural_header=self.contextualize_config.structural_header, path=path)]
         for doc in originals if splitter is not None else ():
             pieces += [(id_of(doc), piece) for piece in _split_one(splitter, doc)]
         chunks, metadata = [], {}

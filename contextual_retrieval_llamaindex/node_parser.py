@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, SerializeAsAny, field_validator
 from llama_index.core.callbacks import CBEventType, EventPayload
@@ -21,8 +21,9 @@ from contextual_retrieval_core.contextualize.contextualizer import (
 from contextual_retrieval_core.generators.prompts import DEFAULT_PROMPT, ContextPrompt
 from contextual_retrieval_core.generators.usage import UsageReport
 from contextual_retrieval_core.store.context_store import ContextStore
-from contextual_retrieval_core.types import Chunk, ContextPosition, Document, distinct_documents, number_chunks
+from contextual_retrieval_core.types import Chunk, Document, distinct_documents, number_chunks
 from contextual_retrieval_llamaindex._convert import set_context
+from contextual_retrieval_llamaindex._ingest_fields import ContextualizeFields
 from contextual_retrieval_llamaindex.crops import crop_nodes, image_batch, is_image_input
 from contextual_retrieval_llamaindex.llm import as_context_generator
 from contextual_retrieval_llamaindex.splitter import FittedSplitter, StructureSplitter
@@ -30,7 +31,7 @@ from contextual_retrieval_llamaindex.splitter import FittedSplitter, StructureSp
 __all__ = ["ContextualNodeParser"]
 
 
-class ContextualNodeParser(NodeParser):
+class ContextualNodeParser(ContextualizeFields):
     """Splits whole Documents with `node_parser` and situates every chunk within its document.
 
     It receives the whole Documents (an `IngestionPipeline` hands them over), so unlike
@@ -69,21 +70,11 @@ class ContextualNodeParser(NodeParser):
         store: a `ContextStore` or a path to one (default: the core's rule: a file under
             ~/.cache for LLM generators, in memory otherwise).
         prompt: the situating prompt for LlamaIndex LLMs (core generators carry their own).
-        concurrency: requests in flight at once.
-        mode: "realtime" or "batch" (Message Batches with `AnthropicContextGenerator`).
-        grouped: situate small documents in one request each (`AnthropicContextGenerator`).
-        position: where the context goes in the EMBED text: "before" (default), "after" or "none".
-        separator: what joins context and chunk (default a blank line).
-        show_progress: a progress bar over the contexts to generate.
-        give_up_after_rate_limited_s: stop the run, everything generated kept, once the API has
-            answered nothing but rate limits (429) for this long (default 120 s; None: never).
-        retry_backoff_s: a chunk whose request failed for a reason that may pass (429, 5xx,
-            timeout, dropped connection) is tried again in later rounds; the first waits this long
-            (default 1 s, doubled after a round that brought nothing).
-        claim_lease_s, claim_renew_s, claim_poll_s: work claims when several workers share one
-            store (the core `Contextualizer`'s; defaults 60 s, a third of the lease, 1 s).
-        structural_header: put each chunk's structural context (file, section, enclosing
-            definitions; free and offline) on a line before the generator's context (default True).
+        concurrency, mode, grouped, position, separator, show_progress, ...: the ingestion
+            settings, one field each, generated from `ContextualizeConfig` (its names, defaults,
+            descriptions and checks): ``mode="batch"`` with `AnthropicContextGenerator` uses
+            Message Batches (50% off); ``grouped=True`` situates small documents in one request
+            each; `position` places the context in the EMBED text.
         crop_generator: the core generator for image crops (default: the offline
             `StructuralCropContextGenerator`; `AnthropicCropContextGenerator` for Claude).
 
@@ -113,24 +104,6 @@ class ContextualNodeParser(NodeParser):
 
     node_parser: SerializeAsAny[NodeParser] = Field(default_factory=StructureSplitter, description="The splitter run first.")
     store_path: str | None = Field(default=None, description="The context store's file (None: the default).")
-    concurrency: int = Field(default=8, ge=1, description="Requests in flight at once.")
-    mode: Literal["realtime", "batch"] = Field(default="realtime", description="'realtime' or 'batch'.")
-    grouped: bool = Field(default=False, description="Situate small documents in one request each.")
-    position: ContextPosition = Field(
-        default="before", description="Where the context goes in the EMBED text: 'before', 'after' or 'none'."
-    )
-    separator: str = Field(default="\n\n", description="What joins context and chunk.")
-    show_progress: bool = Field(default=True, description="Progress bar over generated contexts.")
-    give_up_after_rate_limited_s: float | None = Field(
-        default=120.0, gt=0, description="Stop once the API has answered only 429s for this long (None: never)."
-    )
-    retry_backoff_s: float = Field(default=1.0, gt=0, description="Seconds before the first retry round of transient failures.")
-    claim_lease_s: float = Field(default=60.0, gt=0, description="Seconds a work claim lasts unless renewed.")
-    claim_renew_s: float | None = Field(default=None, gt=0, description="Seconds between renewals (None: lease / 3).")
-    claim_poll_s: float = Field(default=1.0, gt=0, description="Seconds between looks at the store for other workers' contexts.")
-    structural_header: bool = Field(
-        default=True, description="Put each chunk's structural context (file, section, definitions) before the generator's."
-    )
     generator_id: str = Field(
         default="", description="name/model/prompt of the generator (read-only; keys the pipeline cache)."
     )
@@ -179,7 +152,7 @@ class ContextualNodeParser(NodeParser):
             )
         self._generator = gen
         if isinstance(self.node_parser, StructureSplitter):
-            self.node_parser.use_generator(gen, self.structural_header)
+            self.node_parser.use_generator(gen, self.contextualize_config.structural_header)
         if isinstance(store, ContextStore):
             context_store: ContextStore | str | None = store
         else:
@@ -265,7 +238,7 @@ class ContextualNodeParser(NodeParser):
         documents = _distinct(nodes)
         chunks = self.node_parser.get_nodes_from_documents(documents, show_progress=show_progress)
         docs, core_chunks, out = self._prepare(documents, chunks)
-        refresh_options(self._contextualizer, self).show_progress = self.show_progress or show_progress
+        refresh_options(self._contextualizer, self, show_progress=self.contextualize_config.show_progress or show_progress)
         text_nodes = self._finish(self._contextualizer.contextualize(docs, core_chunks), out)
         if crops is None:
             self._last_crop_report = None
@@ -281,7 +254,7 @@ class ContextualNodeParser(NodeParser):
         documents = _distinct(nodes)
         chunks = await self.node_parser.aget_nodes_from_documents(documents, show_progress=show_progress)
         docs, core_chunks, out = self._prepare(documents, chunks)
-        refresh_options(self._contextualizer, self).show_progress = self.show_progress or show_progress
+        refresh_options(self._contextualizer, self, show_progress=self.contextualize_config.show_progress or show_progress)
         text_nodes = self._finish(await self._contextualizer.acontextualize(docs, core_chunks), out)
         if crops is None:
             self._last_crop_report = None
@@ -293,14 +266,14 @@ class ContextualNodeParser(NodeParser):
         """The crops' `Contextualizer`: `crop_generator`, this parser's store and options."""
         if self._crop_contextualizer is None:
             self._crop_contextualizer = contextualizer_for(self._crop_generator, self._contextualizer.store, self)
-        refresh_options(self._crop_contextualizer, self).show_progress = self.show_progress or show_progress
+        refresh_options(self._crop_contextualizer, self, show_progress=self.contextualize_config.show_progress or show_progress)
         return self._crop_contextualizer
 
     def _finish_crops(self, result: ContextualizeResult, documents: list[Document], had_text: bool) -> list[BaseNode]:
         self._last_crop_report = result.report
         if not had_text:
             self._last_report = result.report
-        return list(crop_nodes(result, documents, self.position, self.separator))
+        return list(crop_nodes(result, documents, self.contextualize_config.position, self.contextualize_config.separator))
 
     def _prepare(
         self, documents: Sequence[BaseNode], chunks: Sequence[BaseNode]
@@ -338,8 +311,9 @@ class ContextualNodeParser(NodeParser):
 
     def _finish(self, result: ContextualizeResult, nodes: list[TextNode]) -> list[BaseNode]:
         self._last_report = result.report
+        config = self.contextualize_config
         for node, chunk in zip(nodes, result.chunks):
-            set_context(node, chunk.context, self.position, self.separator)
+            set_context(node, chunk.context, config.position, config.separator)
         return list(nodes)
 
 

@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from contextual_retrieval_core.contextualize.config import ContextualizeConfig
+
 HERE = Path(__file__).resolve().parent
 
 MODEL = "claude-3-haiku-20240307"
@@ -97,9 +99,7 @@ def main() -> None:
     async_client = anthropic.AsyncAnthropic(api_key="test-key", base_url=args.url, max_retries=6)
     gen = AnthropicContextGenerator(MODEL, client=client, async_client=async_client,
                                     cache_ttl="1h" if args.mode == "batch" else "5m")
-    ctx = Contextualizer(gen, args.store, concurrency=args.concurrency, mode=args.mode, grouped=args.grouped,
-                         show_progress=False, batch_poll_interval=0.2, claim_lease_s=args.lease,
-                         claim_renew_s=args.renew, claim_poll_s=args.poll)
+    ctx = Contextualizer(gen, args.store, config=ContextualizeConfig(concurrency=args.concurrency, mode=args.mode, grouped=args.grouped, show_progress=False, batch_poll_interval=0.2, claim_lease_s=args.lease, claim_renew_s=args.renew, claim_poll_s=args.poll))
     Path(args.out).with_suffix(".ready").touch()
     if args.go:
         while not Path(args.go).exists():

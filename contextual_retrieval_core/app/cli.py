@@ -149,6 +149,7 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
 
 def _add_index(sub: argparse._SubParsersAction) -> None:
     from contextual_retrieval_core.chunking.split import DEFAULT_CHUNK_CHARS
+    from contextual_retrieval_core.contextualize.config import ContextualizeConfig
     from contextual_retrieval_core.index.files import MAX_FILE_BYTES, TEXT_EXTENSIONS
 
     ix = sub.add_parser(
@@ -188,7 +189,8 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
                     "tokenizer): more chunks, so more LLM requests (docs/defaults.md); --no-fit-chunks: --chunk-chars "
                     "alone, definitions and headings first; default: the index's setting, off for a new index. "
                     "Changing it re-chunks every file")
-    ix.add_argument("--concurrency", type=int, default=8, metavar="N", help="generation requests in flight (default 8)")
+    ix.add_argument("--concurrency", type=int, default=None, metavar="N",
+                    help=f"generation requests in flight (default {ContextualizeConfig().concurrency})")
     ix.add_argument("--store", metavar="PATH", help="the context store shared with `eval` and other runs: Claude's contexts "
                     "found there are copied into the index's own contexts.sqlite3 instead of being paid for again, and "
                     f"the index's are copied to it (default: {_default_cache().with_name('contexts.sqlite3')}; 'none': "

@@ -30,6 +30,7 @@ from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.chunking.code_outline import chunk_boundaries
 from contextual_retrieval_core.chunking.split import split_text
 from contextual_retrieval_core.chunking.tokenizer import Tokenizer
+from contextual_retrieval_core.contextualize.config import ContextualizeConfig
 from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
 from contextual_retrieval_core.factories import (
     choose_embedder,
@@ -219,7 +220,7 @@ def run_demo(
     say()
 
     # store=None: an in-memory store for structural contexts, the default file for an LLM's
-    result = Contextualizer(generator, None, show_progress=show_progress).contextualize(documents, chunks)
+    result = Contextualizer(generator, None, config=ContextualizeConfig(show_progress=show_progress)).contextualize(documents, chunks)
     contextual = result.chunks
     plain = [ContextualChunk(c.chunk, "") for c in contextual]
     say("1. every chunk is situated within its document, e.g.")

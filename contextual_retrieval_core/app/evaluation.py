@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from contextual_retrieval_core.checks import positive_int
+from contextual_retrieval_core.contextualize.config import ContextualizeConfig
 from contextual_retrieval_core.embeddings.base import Embedder
 from contextual_retrieval_core.types import Chunk, ContextualChunk, Document
 
@@ -284,7 +285,7 @@ def structural_contexts(dataset: EvalDataset, *, show_progress: bool = False) ->
     from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
     from contextual_retrieval_core.generators.structural import StructuralContextGenerator
 
-    result = Contextualizer(StructuralContextGenerator(), None, show_progress=show_progress).contextualize(
+    result = Contextualizer(StructuralContextGenerator(), None, config=ContextualizeConfig(show_progress=show_progress)).contextualize(
         dataset.documents, dataset.chunks)
     return {c.id: c.context for c in result.chunks}
 

@@ -443,10 +443,11 @@ def _retry_generator(generator: AnthropicContextGenerator) -> AnthropicContextGe
 
 def _ask(generator: AnthropicContextGenerator, store: ContextStore, docs: Mapping[str, Document], chunks: list[Chunk],
          options: dict[str, Any]) -> tuple[dict[str, str], UsageReport]:
+    from contextual_retrieval_core.contextualize.config import ContextualizeConfig
     from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
 
     documents = [docs[d] for d in dict.fromkeys(c.document_id for c in chunks)]
-    contextualizer = Contextualizer(generator, store, structural_header=False, **options)
+    contextualizer = Contextualizer(generator, store, config=ContextualizeConfig(structural_header=False, **options))
     try:
         result = contextualizer.contextualize(documents, chunks)
     finally:

@@ -50,7 +50,7 @@ class BatchRunner:
             doc = state.document
             for chunk in state.todo:
                 self.chunks[chunk.id] = chunk
-            if self.settings.grouped and run.below_minimum(state):
+            if self.settings.config.grouped and run.below_minimum(state):
                 params, marked = self.gen.build_group_request(doc, state.todo)
                 by_pos = {str(i): c for i, c in enumerate(state.todo)}
                 if marked:
@@ -92,7 +92,7 @@ class BatchRunner:
         size = 0
         for item in items:
             item_size = len(json.dumps({"custom_id": item[0], "params": item[1]}).encode("utf-8"))
-            if groups[-1] and (len(groups[-1]) >= self.settings.batch_max_requests or size + item_size > self.settings.batch_max_bytes):
+            if groups[-1] and (len(groups[-1]) >= self.settings.config.batch_max_requests or size + item_size > self.settings.config.batch_max_bytes):
                 groups.append([])
                 size = 0
             groups[-1].append(item)
@@ -117,7 +117,7 @@ class BatchRunner:
                 status = batches.retrieve(batch_id)
                 if status.processing_status == "ended":
                     break
-                time.sleep(self.settings.batch_poll_interval)
+                time.sleep(self.settings.config.batch_poll_interval)
             results = list(batches.results(batch_id))
         except Exception as exc:
             if getattr(exc, "status_code", None) != 404:

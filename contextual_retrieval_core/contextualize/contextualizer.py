@@ -48,11 +48,11 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.contextualize.batches import BatchRunner
-from contextual_retrieval_core.contextualize.claims import DEFAULT_CLAIM_LEASE_S, DEFAULT_CLAIM_POLL_S, WorkClaims
+from contextual_retrieval_core.contextualize.claims import WorkClaims
+from contextual_retrieval_core.contextualize.config import ContextualizeConfig
 from contextual_retrieval_core.contextualize.inputs import validate_inputs
 from contextual_retrieval_core.contextualize.interrupts import GRACE_S, Interrupted, StopAsked, Terminated, sigterm_as_interrupt
 from contextual_retrieval_core.contextualize.run import DocState, Run, RunSettings
@@ -68,18 +68,16 @@ from contextual_retrieval_core.generators.usage import UsageReport
 from contextual_retrieval_core.store.context_store import ContextStore
 from contextual_retrieval_core.store.errors import StoreFullError
 from contextual_retrieval_core.store.space import SpaceReserve
-from contextual_retrieval_core.types import Chunk, ContextPosition, ContextualChunk, Document
+from contextual_retrieval_core.types import Chunk, ContextualChunk, Document
 
-__all__ = ["Contextualizer", "ContextualizeResult", "ContextualizationError", "default_store_path", "SHARED_OPTIONS", "refresh_options",
+__all__ = ["Contextualizer", "ContextualizeResult", "ContextualizationError", "default_store_path", "refresh_options",
            "contextualizer_for", "store_keys"]
 
 log = logging.getLogger(__name__)
 
 _GROUPED_SUFFIX = "/grouped-v1"
-_BATCH_MAX_REQUESTS = 100_000
 #: how long an interrupted `contextualize` waits for its run's clean-up
 _CLEAN_UP_S = 10.0
-_BATCH_MAX_BYTES = 200 * 1024 * 1024  # under the API's 256 MB, leaving room for the JSON envelope
 
 
 def default_store_path() -> Path:
@@ -150,7 +148,7 @@ class Contextualizer:
     Example:
         >>> from contextual_retrieval_core import Chunk, Document
         >>> doc = Document("guide.md", "# Setup\\n## Linux\\nRun make install.")
-        >>> result = Contextualizer(show_progress=False).contextualize(
+        >>> result = Contextualizer(config=ContextualizeConfig(show_progress=False)).contextualize(
         ...     [doc], [Chunk("c0", "guide.md", "Run make install.")])
         >>> result.chunks[0].context
         'From guide.md, section: Setup > Linux.'
@@ -161,65 +159,45 @@ class Contextualizer:
         generator: ContextGenerator | None = None,
         store: ContextStore | str | os.PathLike[str] | None = None,
         *,
-        concurrency: int = 8,
-        mode: Literal["realtime", "batch"] = "realtime",
-        grouped: bool = False,
-        position: ContextPosition = "before",
-        separator: str = "\n\n",
-        show_progress: bool = True,
-        batch_poll_interval: float = 30.0,
-        batch_max_requests: int = _BATCH_MAX_REQUESTS,
-        batch_max_bytes: int = _BATCH_MAX_BYTES,
-        give_up_after_rate_limited_s: float | None = 120.0,
-        retry_backoff_s: float = 1.0,
-        claim_lease_s: float = DEFAULT_CLAIM_LEASE_S,
-        claim_renew_s: float | None = None,
-        claim_poll_s: float = DEFAULT_CLAIM_POLL_S,
-        structural_header: bool = True,
+        config: ContextualizeConfig | None = None,
     ) -> None:
         if generator is None:
             from contextual_retrieval_core.generators.structural import StructuralContextGenerator
 
             generator = StructuralContextGenerator()
-        positive_int("concurrency", concurrency)
-        if give_up_after_rate_limited_s is not None and not give_up_after_rate_limited_s > 0:
-            raise ValueError(
-                f"give_up_after_rate_limited_s must be a positive number of seconds or None, got {give_up_after_rate_limited_s!r}"
-            )
-        if isinstance(retry_backoff_s, bool) or not isinstance(retry_backoff_s, (int, float)) or not retry_backoff_s > 0:
-            raise ValueError(f"retry_backoff_s must be a positive number of seconds, got {retry_backoff_s!r}")
-        for name, value in (("claim_lease_s", claim_lease_s), ("claim_renew_s", claim_renew_s), ("claim_poll_s", claim_poll_s)):
-            if (value is not None or name != "claim_renew_s") and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
-                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
-        if claim_renew_s is not None and claim_renew_s >= claim_lease_s:
-            raise ValueError(f"claim_renew_s ({claim_renew_s!r}) must be shorter than claim_lease_s ({claim_lease_s!r}), or leases lapse")
-        if not isinstance(structural_header, bool):
-            raise TypeError(f"structural_header must be True or False, got {structural_header!r}")
-        if mode not in ("realtime", "batch"):
-            raise ValueError(f"mode must be 'realtime' or 'batch', not {mode!r}")
-        if mode == "batch" and not isinstance(generator, BatchGeneration):
-            raise ValueError(f"{type(generator).__name__} has no batch API; use mode='realtime'")
-        if grouped and not isinstance(generator, GroupedGeneration):
-            raise ValueError(f"{type(generator).__name__} cannot situate chunks in groups; use grouped=False")
+        if config is None:
+            config = ContextualizeConfig()
+        elif not isinstance(config, ContextualizeConfig):
+            raise TypeError(f"config must be a ContextualizeConfig, got {type(config).__name__}")
         self.generator = generator
+        self.config = config  # checked against the generator here, and again by each run (it may be replaced)
+        self._check_config()
         if store is None:
             store = ContextStore(default_store_path()) if generator.is_llm else ContextStore(":memory:")
         elif not isinstance(store, ContextStore):
             store = ContextStore(store)
         self.store = store
-        self.concurrency, self.mode, self.grouped = concurrency, mode, grouped
-        self.position, self.separator = position, separator
-        self.show_progress = show_progress
-        self.batch_poll_interval = batch_poll_interval
-        self.batch_max_requests, self.batch_max_bytes = batch_max_requests, batch_max_bytes
-        self.give_up_after_rate_limited_s = give_up_after_rate_limited_s
-        self.retry_backoff_s = retry_backoff_s
-        self.claim_lease_s, self.claim_renew_s, self.claim_poll_s = claim_lease_s, claim_renew_s, claim_poll_s
-        self.structural_header = structural_header
         self._structural: Any = None  # the StructuralContextGenerator the headers come from (its outline cache)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_lock = threading.Lock()
         self._loop_closer: weakref.finalize | None = None
+
+    def _check_config(self) -> None:
+        """What the config asks of the generator: batch mode a batch API, grouped mode groups."""
+        gen, config = self.generator, self.config
+        if config.mode == "batch" and not isinstance(gen, BatchGeneration):
+            raise ValueError(f"{type(gen).__name__} has no batch API; use mode='realtime'")
+        if config.grouped and not isinstance(gen, GroupedGeneration):
+            raise ValueError(f"{type(gen).__name__} cannot situate chunks in groups; use grouped=False")
+
+    # the settings, read from `config` (one place)
+    concurrency = property(lambda self: self.config.concurrency)
+    mode = property(lambda self: self.config.mode)
+    grouped = property(lambda self: self.config.grouped)
+    position = property(lambda self: self.config.position)
+    separator = property(lambda self: self.config.separator)
+    show_progress = property(lambda self: self.config.show_progress)
+    structural_header = property(lambda self: self.config.structural_header)
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -368,8 +346,8 @@ class Contextualizer:
         if total:  # before the first request: a store that cannot take the answers stops here
             await asyncio.to_thread(self.store.check_writable)
             await asyncio.to_thread(space.check_and_hold)  # room for the contexts, and a reserve
-        claims = WorkClaims(self.store, lease_s=self.claim_lease_s, renew_s=self.claim_renew_s,
-                            poll_s=self.claim_poll_s, enabled=gen.is_llm and bool(total))
+        claims = WorkClaims(self.store, lease_s=self.config.claim_lease_s, renew_s=self.config.claim_renew_s,
+                            poll_s=self.config.claim_poll_s, enabled=gen.is_llm and bool(total))
         run = Run(self._run_settings(), report, keys, grouped_keys, contexts, total, claims, prefer_sync=prefer_sync)
         run.space = space
         run.stop = stop
@@ -419,13 +397,9 @@ class Contextualizer:
         return ContextualizeResult(out, report, not_in_doc)
 
     def _run_settings(self) -> RunSettings:
-        """This Contextualizer's settings as they are now, for one run."""
-        return RunSettings(
-            generator=self.generator, store=self.store, concurrency=self.concurrency, grouped=self.grouped,
-            show_progress=self.show_progress, give_up_after_rate_limited_s=self.give_up_after_rate_limited_s,
-            batch_poll_interval=self.batch_poll_interval, batch_max_requests=self.batch_max_requests,
-            batch_max_bytes=self.batch_max_bytes, retry_backoff_s=self.retry_backoff_s,
-        )
+        """This Contextualizer's generator, store and config as they are now, for one run."""
+        self._check_config()
+        return RunSettings(self.generator, self.store, self.config)
 
     def _with_headers(self, docs: dict[str, Document], chunks: list[Chunk], contexts: dict[str, str]) -> dict[str, str]:
         """Each context with its chunk's structural context on a line before it (`structural_header`)."""
@@ -490,22 +464,19 @@ def _stored(found: dict[str, str], key: str) -> str | None:
 
 #: the Contextualizer settings both ingestion parts (LangChain's ContextualDocumentTransformer,
 #: LlamaIndex's ContextualNodeParser) expose as fields of the same names
-SHARED_OPTIONS = ("concurrency", "mode", "grouped", "position", "separator", "show_progress",
-                  "give_up_after_rate_limited_s", "retry_backoff_s", "claim_lease_s", "claim_renew_s", "claim_poll_s", "structural_header")
-
-
-def refresh_options(contextualizer: Contextualizer, part: Any) -> Contextualizer:
-    """Copy the part's `SHARED_OPTIONS` fields onto its `Contextualizer` before a run, so a field
-    changed after the part was built counts (LlamaIndex keys its pipeline cache on the fields)."""
-    for name in SHARED_OPTIONS:
-        setattr(contextualizer, name, getattr(part, name))
-    return contextualizer
-
-
 def contextualizer_for(generator: ContextGenerator | None, store: Any, part: Any) -> Contextualizer:
-    """The `Contextualizer` an ingestion part runs: `generator`, `store`, and the part's fields
-    named in `SHARED_OPTIONS` (one place, so the two frameworks' parts never drift apart)."""
-    return Contextualizer(generator, store, **{name: getattr(part, name) for name in SHARED_OPTIONS})
+    """The `Contextualizer` an ingestion part runs: `generator`, `store`, and the config its flat
+    fields hold (`ContextualizeConfig.of`: one place, so the two frameworks' parts never drift apart)."""
+    return Contextualizer(generator, store, config=ContextualizeConfig.of(part))
+
+
+def refresh_options(contextualizer: Contextualizer, part: Any, **overrides: Any) -> Contextualizer:
+    """The part's config, read again from its fields before a run (with `overrides`, such as a
+    call's ``show_progress``), so a field changed after the part was built counts (LlamaIndex keys
+    its pipeline cache on the fields)."""
+    config = ContextualizeConfig.of(part)
+    contextualizer.config = config.replace(**overrides) if overrides else config
+    return contextualizer
 
 
 def is_structural_generator(generator: Any) -> bool:

@@ -38,6 +38,7 @@ from contextual_retrieval_core.types import Chunk, Document
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from contextual_retrieval_core.contextualize.claims import WorkClaims
+    from contextual_retrieval_core.contextualize.config import ContextualizeConfig
     from contextual_retrieval_core.generators.base import ContextGenerator
     from contextual_retrieval_core.store import ContextStore
     from contextual_retrieval_core.store.space import SpaceReserve
@@ -50,19 +51,12 @@ _MAX_BACKOFF_S = 60.0
 
 @dataclass(frozen=True)
 class RunSettings:
-    """What a run reads of its `Contextualizer`, fixed for the run."""
+    """What a run reads of its `Contextualizer`, fixed for the run: the generator, the store and
+    the config (`ContextualizeConfig`: every setting lives there)."""
 
     generator: ContextGenerator
     store: ContextStore
-    concurrency: int
-    grouped: bool
-    show_progress: bool
-    give_up_after_rate_limited_s: float | None
-    batch_poll_interval: float
-    batch_max_requests: int
-    batch_max_bytes: int
-    #: seconds before the first retry round of transient failures (doubles while rounds bring nothing)
-    retry_backoff_s: float = 1.0
+    config: ContextualizeConfig
 
 
 @dataclass
@@ -130,7 +124,7 @@ class Run:
         self.stop: threading.Event | None = None
         # what the generator writes ("questions" for the question generator), "contexts" by default
         desc = getattr(settings.generator, "writes", "contexts")
-        self.bar = tqdm(total=total, desc=desc, unit="chunk", disable=not settings.show_progress or not total)
+        self.bar = tqdm(total=total, desc=desc, unit="chunk", disable=not settings.config.show_progress or not total)
 
     def close(self) -> None:
         self.bar.close()
@@ -259,7 +253,7 @@ class Run:
         has arrived for `give_up_after_rate_limited_s` (None: never): the chunks still failing
         then fail the run, naming their last error."""
         settings = self.settings
-        limit, delay = settings.give_up_after_rate_limited_s, settings.retry_backoff_s
+        limit, delay = settings.config.give_up_after_rate_limited_s, settings.config.retry_backoff_s
         while self.transient and not self.stopping():
             idle = time.monotonic() - self.last_progress
             if limit is not None and idle >= limit:
@@ -277,7 +271,7 @@ class Run:
             self.report.retry_rounds += 1
             before = self.generated
             await generate(states)
-            delay = settings.retry_backoff_s if self.generated > before else min(2 * delay, _MAX_BACKOFF_S)
+            delay = settings.config.retry_backoff_s if self.generated > before else min(2 * delay, _MAX_BACKOFF_S)
         for chunk_id, (_, _, message) in self.transient.items():
             self.failures[chunk_id] = (
                 f"failed with transient errors through {self.report.retry_rounds} retry rounds, the last: {message}"
@@ -290,7 +284,7 @@ class Run:
         """Bounded fan-out: warm documents' chunks first, new documents' first chunks fill free slots."""
         queue: asyncio.PriorityQueue = asyncio.PriorityQueue()
         seq = itertools.count()
-        workers_n = self.settings.concurrency
+        workers_n = self.settings.config.concurrency
         pending = 0
 
         def push(priority: int, item: WorkItem | None) -> None:
@@ -302,7 +296,7 @@ class Run:
         # warm-up starts early, so its chunks are never the tail); 1.5: the other chunks of a
         # started document; 2: the rest. Larger documents first, so no worker ends on a long one.
         for state in sorted(states.values(), key=lambda s: -len(s.todo)):
-            grouped = self.settings.grouped and self.below_minimum(state)
+            grouped = self.settings.config.grouped and self.below_minimum(state)
             push(1 if state.cacheable is not False and not grouped else 2, WorkItem("doc", state, list(state.todo)))
 
         async def worker() -> None:
@@ -338,7 +332,7 @@ class Run:
 
     async def _watch_rate_limits(self) -> RateLimitedTooLong:
         """Returns (ending the run) once the API has answered only 429s for the allowed time."""
-        limit = self.settings.give_up_after_rate_limited_s
+        limit = self.settings.config.give_up_after_rate_limited_s
         gen = self.settings.generator
         if limit is None or not isinstance(gen, ReportsRateLimits):
             await asyncio.Event().wait()  # never
@@ -376,7 +370,7 @@ class Run:
             return
         if not state.todo:
             return
-        if self.settings.grouped and self.below_minimum(state):
+        if self.settings.config.grouped and self.below_minimum(state):
             await self._group(state, list(state.todo), push)
         elif state.cacheable is not False and not state.generated:
             state.waiting = list(state.todo[1:])  # until the first chunk has written the cache

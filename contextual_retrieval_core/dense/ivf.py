@@ -286,9 +286,11 @@ class IVFIndex:
         if not graph_path.is_file():
             raise IndexFileError(graph_path, "missing", "rebuild the index")
         nprobe, calibration = meta.get("nprobe"), meta.get("calibration") or {}
-        if isinstance(nprobe, bool) or not isinstance(nprobe, int) or nprobe < 1:
-            raise IndexFileError(meta_path, f"'nprobe' must be a positive integer (the clusters a query probes), got {nprobe!r}",
-                                 "rebuild the index")
+        try:
+            positive_int("nprobe", nprobe)
+        except (TypeError, ValueError):
+            raise IndexFileError(meta_path, f"'nprobe' must be how many clusters a query probes, a whole number from 1, got {nprobe!r}",
+                                 "rebuild the index") from None
         if not isinstance(calibration, dict):
             raise IndexFileError(meta_path, f"'calibration' must be a JSON object, got {calibration!r}", "rebuild the index")
         try:
@@ -308,7 +310,7 @@ class IVFIndex:
         _check_centroids(graph_path, graph)
         index = cls._empty(params)
         index.ids, index._graph, index._mapped = ids, graph, graph_path
-        index.nprobe, index.calibration = nprobe, dict(calibration)
+        index.nprobe, index.calibration = int(nprobe), dict(calibration)  # type: ignore[arg-type]
         return index
 
 

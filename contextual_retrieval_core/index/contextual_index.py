@@ -52,6 +52,7 @@ import numpy as np
 from contextual_retrieval_core.checks import is_blank, renamed_keyword
 from contextual_retrieval_core.chunking.budget import window_of
 from contextual_retrieval_core.chunking.split import DEFAULT_CHUNK_CHARS
+from contextual_retrieval_core.contextualize.config import ContextualizeConfig
 from contextual_retrieval_core.dense.chroma import ChromaVectorIndex
 from contextual_retrieval_core.dense.window_rows import (
     collapse_rows,
@@ -115,7 +116,7 @@ class ContextualIndex:
         generator: the `ContextGenerator` for new or changed files (default: the offline
             `StructuralContextGenerator`). Changing it re-situates every file on the next update.
         chunk_chars: the chunk size for `split_text`; changing it re-chunks every file.
-        concurrency: generation requests in flight at once.
+        concurrency: generation requests in flight at once (None: `ContextualizeConfig`'s default).
         weights: (dense, BM25) fusion weights at query time.
         chroma_url: keep the vectors on a Chroma server (``http://host:port``) instead of the
             index's own files; remembered in the folder (`chroma_server`). ``"embedded"``
@@ -153,7 +154,7 @@ class ContextualIndex:
         embedder: Embedder,
         generator: ContextGenerator | None = None,
         chunk_chars: int = DEFAULT_CHUNK_CHARS,
-        concurrency: int = 8,
+        concurrency: int | None = None,
         weights: Sequence[float] = DEFAULT_WEIGHTS,
         chroma_url: str | None = None,
         windows: WindowConfig | bool | None = None,
@@ -166,7 +167,7 @@ class ContextualIndex:
         self.embedder = embedder
         self._generator = generator
         self.chunk_chars = int(chunk_chars)
-        self.concurrency = concurrency
+        self.contextualize = ContextualizeConfig() if concurrency is None else ContextualizeConfig(concurrency=concurrency)
         self.weights = FusionConfig(weights=cast("tuple[float, ...] | None", weights)).weights_for(2, per="side (dense, BM25)")
         if not any(self.weights):
             raise ValueError(f"weights {tuple(weights)} leave both sides out: give the dense side, BM25 or both a "
@@ -568,15 +569,13 @@ class ContextualIndex:
         from contextual_retrieval_core.store.context_store import ContextStore
 
         if not self.generator.is_llm:
-            return Contextualizer(self.generator, None, concurrency=self.concurrency,
-                                  show_progress=show_progress).contextualize(documents, chunks)
+            return Contextualizer(self.generator, None, config=self.contextualize.replace(show_progress=show_progress)).contextualize(documents, chunks)
         with ContextStore(self.path / "contexts.sqlite3") as own, shared_store(shared) as pool:
             keys = list(store_keys(self.generator, {d.id: d for d in documents}, chunks).values())
             if pool is not None:
                 share(pool, own, keys)
             try:
-                return Contextualizer(self.generator, own, concurrency=self.concurrency,
-                                      show_progress=show_progress).contextualize(documents, chunks)
+                return Contextualizer(self.generator, own, config=self.contextualize.replace(show_progress=show_progress)).contextualize(documents, chunks)
             finally:
                 if pool is not None:
                     share(own, pool, keys)

@@ -125,7 +125,7 @@ class BM25Index:
         n_docs, n_terms = len(build.ids), len(build.vocab)
         df = np.zeros(n_terms, dtype=np.int64)
         df[: len(build.df)] = build.df
-        idf = self._idf(df.astype(np.float64), n_docs)
+        idf = self.idf(df.astype(np.float64), n_docs)
         avgdl = float(lengths.mean())
         norms = self.k1 * (1.0 - self.b + self.b * lengths / max(avgdl, 1e-12))  # each text's length term
         indptr = np.zeros(n_terms + 1, dtype=np.int64)
@@ -151,7 +151,7 @@ class BM25Index:
                                 tf=tf_out, idf=idf, norms=norms)
         return self
 
-    def _idf(self, df: np.ndarray, n_docs: int) -> np.ndarray:
+    def idf(self, df: np.ndarray, n_docs: int) -> np.ndarray:
         ratio = (n_docs - df + 0.5) / (df + 0.5)
         if self.method == "lucene":
             return np.log1p(ratio)
@@ -497,7 +497,7 @@ def _checked_weights(path: Path, postings: Postings, settings: BM25Index) -> Non
     if indptr[-1] > 0 and abs(mean - k1) > _MEAN_RTOL * max(k1, 1.0):
         raise IndexFileError(path / "norms.npy", f"the length norms' mean is {mean!r}, not k1 = {k1!r} (a zeroed or overwritten block)")
     df = np.diff(indptr).astype(np.float64)
-    expected = settings._idf(df, postings.n_docs)
+    expected = settings.idf(df, postings.n_docs)
     wrong = np.flatnonzero(~np.isclose(idf, expected, rtol=_RTOL, atol=0.0))
     if wrong.size:
         raise IndexFileError(path / "idf.npy", f"the idf of term {int(wrong[0])} is {idf[wrong[0]]!r}, its {int(df[wrong[0]])} "

@@ -16,6 +16,7 @@ import anthropic
 import pytest
 
 from contextual_retrieval_core import Chunk, Document
+from contextual_retrieval_core.contextualize.config import ContextualizeConfig
 from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
 from contextual_retrieval_core.generators import AnthropicContextGenerator
 from contextual_retrieval_core.store.context_store import ContextStore
@@ -86,7 +87,7 @@ def test_a_store_whose_disk_fills_mid_run_keeps_every_paid_context(small_disk, t
 
         thread = threading.Thread(target=filler, daemon=True)
         thread.start()
-        c = Contextualizer(gen, store_path, concurrency=4, show_progress=False)
+        c = Contextualizer(gen, store_path, config=ContextualizeConfig(concurrency=4, show_progress=False))
         with pytest.raises(ContextStoreError) as info:
             c.contextualize(documents, chunks)
         thread.join(10)
@@ -112,7 +113,7 @@ def test_a_store_on_a_disk_without_room_refuses_before_paying(small_disk):
     with FakeAnthropicServer() as server:
         gen = AnthropicContextGenerator(MODEL, client=anthropic.Anthropic(api_key=server.api_key, base_url=server.url))
         with pytest.raises(StoreFullError, match=r"needs about [\d.]+ MB") as info:
-            Contextualizer(gen, store_path, show_progress=False).contextualize(documents, chunks)
+            Contextualizer(gen, store_path, config=ContextualizeConfig(show_progress=False)).contextualize(documents, chunks)
         assert str(disk) in str(info.value) and server.stats()["requests"] == 0
 
 

@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from contextual_retrieval_core.contextualize.config import ContextualizeConfig
 from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
 from contextual_retrieval_core.store.context_store import ContextStore
 from tests.fakes.anthropic_server import FakeAnthropicServer
@@ -89,6 +90,7 @@ def test_sigkill_half_way_then_resume_repeats_nothing(tmp_path):
             import json, sys, anthropic
             sys.path[:0] = [{str(REPO)!r}]
             from contextual_retrieval_core import Chunk, Document
+            from contextual_retrieval_core.contextualize.config import ContextualizeConfig
             from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
             from contextual_retrieval_core.generators import AnthropicContextGenerator
             data = json.load(open({str(corpus)!r}))
@@ -96,7 +98,7 @@ def test_sigkill_half_way_then_resume_repeats_nothing(tmp_path):
             chunks = [Chunk(c["id"], c["document_id"], c["text"], c["index"]) for c in data["chunks"]]
             client = anthropic.Anthropic(api_key={srv.api_key!r}, base_url={srv.url!r})
             gen = AnthropicContextGenerator({MODEL!r}, client=client)
-            Contextualizer(gen, {str(store_path)!r}, concurrency=2, show_progress=False).contextualize(docs, chunks)
+            Contextualizer(gen, {str(store_path)!r}, config=ContextualizeConfig(concurrency=2, show_progress=False)).contextualize(docs, chunks)
             print("finished", flush=True)
         """)
         proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -115,14 +117,14 @@ def test_sigkill_half_way_then_resume_repeats_nothing(tmp_path):
             store.export_jsonl(tmp_path / "made.jsonl")
         made_before = {json.loads(line)["chunk_id"] for line in (tmp_path / "made.jsonl").read_text().splitlines()}
         killed_requests = len(message_requests(srv))
-        resumed = Contextualizer(generator(srv), store_path, concurrency=2, show_progress=False).contextualize(documents, chunks)
+        resumed = Contextualizer(generator(srv), store_path, config=ContextualizeConfig(concurrency=2, show_progress=False)).contextualize(documents, chunks)
         assert resumed.report.store_hits >= len(made_before)
         # nothing made before the kill was asked for again
         later = message_requests(srv)[killed_requests:]
         asked_later = {_chunk_of(r.body) for r in later}
         assert not asked_later & {c.text for c in chunks if c.id in made_before}
         # the output equals an uninterrupted run
-        fresh = Contextualizer(generator(srv), tmp_path / "fresh.sqlite3", show_progress=False).contextualize(documents, chunks)
+        fresh = Contextualizer(generator(srv), tmp_path / "fresh.sqlite3", config=ContextualizeConfig(show_progress=False)).contextualize(documents, chunks)
         assert [c.context for c in resumed.chunks] == [c.context for c in fresh.chunks]
 
 
@@ -145,6 +147,7 @@ def test_sigkill_at_a_random_point_repays_at_most_the_requests_in_flight(tmp_pat
             import json, sys, anthropic
             sys.path[:0] = [{str(REPO)!r}]
             from contextual_retrieval_core import Chunk, Document
+            from contextual_retrieval_core.contextualize.config import ContextualizeConfig
             from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
             from contextual_retrieval_core.generators import AnthropicContextGenerator
             data = json.load(open({str(corpus)!r}))
@@ -152,7 +155,7 @@ def test_sigkill_at_a_random_point_repays_at_most_the_requests_in_flight(tmp_pat
             chunks = [Chunk(c["id"], c["document_id"], c["text"], c["index"]) for c in data["chunks"]]
             client = anthropic.Anthropic(api_key={srv.api_key!r}, base_url={srv.url!r})
             gen = AnthropicContextGenerator({MODEL!r}, client=client)
-            Contextualizer(gen, {str(store_path)!r}, concurrency={concurrency}, show_progress=False).contextualize(docs, chunks)
+            Contextualizer(gen, {str(store_path)!r}, config=ContextualizeConfig(concurrency={concurrency}, show_progress=False)).contextualize(docs, chunks)
         """)
         proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         deadline = time.time() + 60
@@ -169,7 +172,7 @@ def test_sigkill_at_a_random_point_repays_at_most_the_requests_in_flight(tmp_pat
         stored_before = len(ContextStore(store_path))
         assert 0 < stored_before < len(chunks), (seed, proc.stderr.read().decode()[-2000:])
         n = len(srv.requests)
-        result = Contextualizer(_sync_gen(srv), store_path, concurrency=concurrency, show_progress=False).contextualize(
+        result = Contextualizer(_sync_gen(srv), store_path, config=ContextualizeConfig(concurrency=concurrency, show_progress=False)).contextualize(
             documents, chunks
         )
         repaid = [t for t in _paid(srv)[len([r for r in srv.requests[:n] if r.path == "/v1/messages" and r.status == 200]):]

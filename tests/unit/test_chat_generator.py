@@ -8,6 +8,7 @@ import anthropic
 import pytest
 
 from contextual_retrieval_core import Chunk, Document
+from contextual_retrieval_core.contextualize.config import ContextualizeConfig
 from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
 from contextual_retrieval_core.generators import ChatContextGenerator, GenerationError, TokenUsage
 from contextual_retrieval_core.generators.anthropic import anthropic_usage
@@ -56,10 +57,10 @@ def test_through_the_contextualizer_once_per_chunk_then_from_the_store(tmp_path)
     with FakeAnthropicServer() as srv:
         send, _ = _clients(srv)
         gen = ChatContextGenerator(send, name="framework:Model", model=MODEL)
-        result = Contextualizer(gen, tmp_path / "s.sqlite3", concurrency=4, show_progress=False).contextualize(docs, chunks)
+        result = Contextualizer(gen, tmp_path / "s.sqlite3", config=ContextualizeConfig(concurrency=4, show_progress=False)).contextualize(docs, chunks)
         assert len(srv.requests_to("/v1/messages")) == len(chunks)
         assert all("cache_control" not in b for r in srv.requests_to("/v1/messages") for b in r.body["messages"][0]["content"])
-        again = Contextualizer(gen, tmp_path / "s.sqlite3", show_progress=False).contextualize(docs, chunks)
+        again = Contextualizer(gen, tmp_path / "s.sqlite3", config=ContextualizeConfig(show_progress=False)).contextualize(docs, chunks)
         assert len(srv.requests_to("/v1/messages")) == len(chunks)
     assert result.report.generated == len(chunks) and result.report.usage.requests == len(chunks)
     assert result.report.cache_writes == 0 and result.report.cacheable_documents == 0
@@ -80,7 +81,7 @@ def test_three_sync_runs_with_async_clients_all_succeed(paths):
     with FakeAnthropicServer() as srv:
         send, asend = _clients(srv)
         gen = ChatContextGenerator(send if paths == "send+asend" else None, asend, name="framework:Model", model=MODEL)
-        c = Contextualizer(gen, ":memory:", concurrency=2, show_progress=False)
+        c = Contextualizer(gen, ":memory:", config=ContextualizeConfig(concurrency=2, show_progress=False))
         for n in range(3):
             out = c.contextualize(*_round(n))
             assert out.report.generated == 2 and all(ch.context for ch in out.chunks)

@@ -18,6 +18,7 @@ from contextual_retrieval_core import Chunk, Document
 from contextual_retrieval_core.chunking.budget import window_of
 from contextual_retrieval_core.chunking.code_outline import statement_starts
 from contextual_retrieval_core.chunking.split import split_text
+from contextual_retrieval_core.contextualize.config import ContextualizeConfig
 from contextual_retrieval_core.contextualize.fit import chunk_to_fit
 from contextual_retrieval_core.embeddings.minilm import TOKENIZER_PATH, LocalMiniLMEmbedder, TruncationWarning
 from contextual_retrieval_core.generators.base import Generation
@@ -213,7 +214,7 @@ def test_the_cores_chunk_documents_feeds_a_searcher_that_truncates_nothing(corpu
     assert all(by_doc[c.document_id][c.metadata["start_index"]:].startswith(c.text) for c in chunks)
     # an LLM's contexts change nothing: one request a chunk, whatever the contexts will be
     assert [c.id for c in chunk_documents(docs, embedder, generator=_LongContexts())] == [c.id for c in chunks]
-    contextual = Contextualizer(show_progress=False).contextualize(docs, chunks).chunks
+    contextual = Contextualizer(config=ContextualizeConfig(show_progress=False)).contextualize(docs, chunks).chunks
     assert max(tokens([c.indexed_text for c in contextual])) > WINDOW  # long texts to embed whole
     with warnings.catch_warnings():
         warnings.simplefilter("error", TruncationWarning)
@@ -221,7 +222,7 @@ def test_the_cores_chunk_documents_feeds_a_searcher_that_truncates_nothing(corpu
     assert hits and embedder.truncated_count == 0
     # fitted: every text within the window, and an LLM's contexts get their room
     fitted = chunk_documents(docs, embedder, fit=True)
-    situated = Contextualizer(show_progress=False).contextualize(docs, fitted).chunks
+    situated = Contextualizer(config=ContextualizeConfig(show_progress=False)).contextualize(docs, fitted).chunks
     assert len(fitted) > len(chunks) and max(tokens([c.indexed_text for c in situated])) <= WINDOW
     assert len(chunk_documents(docs, embedder, fit=True, generator=_LongContexts())) > len(fitted)
 

@@ -10,6 +10,7 @@ import anthropic
 import pytest
 
 from contextual_retrieval_core import Chunk, Document
+from contextual_retrieval_core.contextualize.config import ContextualizeConfig
 from contextual_retrieval_core.contextualize.contextualizer import ContextualizationError, Contextualizer
 from contextual_retrieval_core.generators import (
     AnthropicContextGenerator,
@@ -55,7 +56,7 @@ def generator(server, **kw) -> AnthropicContextGenerator:
 
 def contextualizer(server, tmp_path, **kw) -> Contextualizer:
     gen_kw = {k: kw.pop(k) for k in list(kw) if k in ("prompt", "cache_ttl", "count_tokens", "max_retries")}
-    return Contextualizer(generator(server, **gen_kw), tmp_path / "contexts.sqlite3", show_progress=False, **kw)
+    return Contextualizer(generator(server, **gen_kw), tmp_path / "contexts.sqlite3", config=ContextualizeConfig(show_progress=False, **kw))
 
 
 def message_requests(server):
@@ -190,7 +191,7 @@ def test_batch_is_picked_up_after_the_process_dies(tmp_path):
         documents, chunks = make_corpus(big_docs=0, small_docs=2, chunks_per_doc=3)
         srv.batch_hold.set()  # the batch does not progress: the process "dies" while it runs
         store_path = tmp_path / "contexts.sqlite3"
-        first = Contextualizer(generator(srv), store_path, mode="batch", batch_poll_interval=0.02, show_progress=False)
+        first = Contextualizer(generator(srv), store_path, config=ContextualizeConfig(mode="batch", batch_poll_interval=0.02, show_progress=False))
         thread = threading.Thread(target=lambda: _swallow(first.contextualize, documents, chunks), daemon=True)
         thread.start()
         deadline = time.time() + 10
@@ -200,7 +201,7 @@ def test_batch_is_picked_up_after_the_process_dies(tmp_path):
         assert len(pending) == 1
         # a new process (a new Contextualizer, fresh client) resumes once the batch ends
         srv.batch_hold.clear()
-        second = Contextualizer(generator(srv), store_path, mode="batch", batch_poll_interval=0.02, show_progress=False)
+        second = Contextualizer(generator(srv), store_path, config=ContextualizeConfig(mode="batch", batch_poll_interval=0.02, show_progress=False))
         result = second.contextualize(documents, chunks)
         assert srv.stats()["batches"] == 1  # nothing submitted twice
         assert result.report.store_hits == len(chunks) and result.report.generated == 0
@@ -279,7 +280,7 @@ def test_unknown_model_probes_caching_with_its_first_request(tmp_path):
         documents, chunks = make_corpus(big_docs=1, small_docs=1, chunks_per_doc=3)
         client = anthropic.Anthropic(api_key=srv.api_key, base_url=srv.url)
         gen = AnthropicContextGenerator("claude-future-9", client=client)
-        report = Contextualizer(gen, tmp_path / "s.sqlite3", show_progress=False).contextualize(documents, chunks).report
+        report = Contextualizer(gen, tmp_path / "s.sqlite3", config=ContextualizeConfig(show_progress=False)).contextualize(documents, chunks).report
         assert report.cacheable_documents == 1 and report.cache_misses == 0  # the server's minimum is 1024
         small = [r.body for r in message_requests(srv) if documents[1].text in r.body["messages"][0]["content"][0]["text"]]
         marked = ["cache_control" in b["messages"][0]["content"][0] for b in small]
@@ -292,7 +293,7 @@ async def test_async_path_matches_sync(server, tmp_path):
     documents, chunks = make_corpus(big_docs=1, small_docs=1)
     async_client = anthropic.AsyncAnthropic(api_key=server.api_key, base_url=server.url)
     gen = AnthropicContextGenerator(MODEL, async_client=async_client)
-    result = await Contextualizer(gen, tmp_path / "a.sqlite3", show_progress=False).acontextualize(documents, chunks)
+    result = await Contextualizer(gen, tmp_path / "a.sqlite3", config=ContextualizeConfig(show_progress=False)).acontextualize(documents, chunks)
     sync = contextualizer(server, tmp_path).contextualize(documents, chunks)
     assert [c.context for c in result.chunks] == [c.context for c in sync.chunks]
     # the server's cache outlives a run: the second run (another store) reads what the first wrote
@@ -303,14 +304,14 @@ async def test_async_path_matches_sync(server, tmp_path):
 def test_structural_default_and_callable_generators(tmp_path):
     doc = Document("notes/setup.md", "# Setup\n\n## Linux\n\nRun make install.\n")
     chunk = Chunk("c0", doc.id, "Run make install.")
-    report = Contextualizer(show_progress=False).contextualize([doc], [chunk]).report
+    report = Contextualizer(config=ContextualizeConfig(show_progress=False)).contextualize([doc], [chunk]).report
     assert report.generator == "structural (no LLM)" and not report.is_llm
     assert "no LLM" in report.format()
     seen = []
     gen = CallableContextGenerator(lambda d, c: seen.append(c.id) or f"about {d.id}", name="mine", model="m1")
-    out = Contextualizer(gen, tmp_path / "c.sqlite3", show_progress=False).contextualize([doc], [chunk])
+    out = Contextualizer(gen, tmp_path / "c.sqlite3", config=ContextualizeConfig(show_progress=False)).contextualize([doc], [chunk])
     assert out.chunks[0].context == "From notes/setup.md, section: Setup > Linux.\nabout notes/setup.md" and seen == ["c0"]
-    Contextualizer(gen, tmp_path / "c.sqlite3", show_progress=False).contextualize([doc], [chunk])
+    Contextualizer(gen, tmp_path / "c.sqlite3", config=ContextualizeConfig(show_progress=False)).contextualize([doc], [chunk])
     assert seen == ["c0"]
 
 
@@ -343,7 +344,7 @@ def test_bad_input(server, tmp_path, monkeypatch):
 
 def test_rejected_key_is_fatal_and_not_leaked(server, tmp_path):
     client = anthropic.Anthropic(api_key="sk-wrong-secret-123", base_url=server.url, max_retries=0)
-    c = Contextualizer(AnthropicContextGenerator(MODEL, client=client), tmp_path / "k.sqlite3", show_progress=False)
+    c = Contextualizer(AnthropicContextGenerator(MODEL, client=client), tmp_path / "k.sqlite3", config=ContextualizeConfig(show_progress=False))
     documents, chunks = make_corpus(big_docs=0, small_docs=1, chunks_per_doc=1)
     with pytest.raises(FatalGenerationError) as info:
         c.contextualize(documents, chunks)
@@ -378,7 +379,7 @@ def test_timeouts_are_retried_by_the_sdk(tmp_path):
         client = anthropic.Anthropic(api_key=srv.api_key, base_url=srv.url, max_retries=3, timeout=0.3)
         gen = AnthropicContextGenerator(MODEL, client=client)
         documents, chunks = make_corpus(big_docs=0, small_docs=1, chunks_per_doc=2)
-        report = Contextualizer(gen, tmp_path / "t.sqlite3", concurrency=1, show_progress=False).contextualize(documents, chunks).report
+        report = Contextualizer(gen, tmp_path / "t.sqlite3", config=ContextualizeConfig(concurrency=1, show_progress=False)).contextualize(documents, chunks).report
         assert report.generated == 2 and report.usage.retries == 1
 
 
@@ -402,9 +403,9 @@ async def test_sync_calls_use_the_sync_client_async_calls_the_async_one(server, 
     gen = AnthropicContextGenerator(MODEL, client=sync_client, async_client=async_client)
     # the sync entry point runs on a private loop (in a thread here, as a loop is running):
     # an async client's connections would die with that loop, so the sync client is used
-    Contextualizer(gen, tmp_path / "a.sqlite3", show_progress=False).contextualize(documents, chunks)
-    Contextualizer(gen, tmp_path / "b.sqlite3", show_progress=False).contextualize(documents, chunks)
-    await Contextualizer(gen, tmp_path / "c.sqlite3", show_progress=False).acontextualize(documents, chunks)
+    Contextualizer(gen, tmp_path / "a.sqlite3", config=ContextualizeConfig(show_progress=False)).contextualize(documents, chunks)
+    Contextualizer(gen, tmp_path / "b.sqlite3", config=ContextualizeConfig(show_progress=False)).contextualize(documents, chunks)
+    await Contextualizer(gen, tmp_path / "c.sqlite3", config=ContextualizeConfig(show_progress=False)).acontextualize(documents, chunks)
     kinds = [r.headers.get("x-stainless-async") for r in message_requests(server)]
     assert kinds[:4] == ["false"] * 4 and all(k.startswith("async") for k in kinds[4:]) and len(kinds) == 6
     await async_client.close()
@@ -412,10 +413,10 @@ async def test_sync_calls_use_the_sync_client_async_calls_the_async_one(server, 
 
 def test_the_same_document_twice_is_situated_once_and_a_clash_is_an_error():
     doc = Document("d", "# Title\nRevenue grew by 3%.")
-    result = Contextualizer(show_progress=False).contextualize([doc, Document("d", doc.text)], [Chunk("c", "d", "Revenue grew by 3%.")])
+    result = Contextualizer(config=ContextualizeConfig(show_progress=False)).contextualize([doc, Document("d", doc.text)], [Chunk("c", "d", "Revenue grew by 3%.")])
     assert result.report.documents == 1 and result.chunks[0].context
     with pytest.raises(ValueError, match="two different documents share the id 'd'"):
-        Contextualizer(show_progress=False).contextualize([doc, Document("d", "other text")], [Chunk("c", "d", "Revenue")])
+        Contextualizer(config=ContextualizeConfig(show_progress=False)).contextualize([doc, Document("d", "other text")], [Chunk("c", "d", "Revenue")])
 
 
 def test_build_request_takes_the_batch_ttl(server):
@@ -431,7 +432,7 @@ def test_three_sync_runs_with_an_async_only_client(server, tmp_path):
     # every sync contextualize() runs on the Contextualizer's one background loop: the async
     # client's connections stay valid from one call to the next (max_retries=0: no retry hides it)
     client = anthropic.AsyncAnthropic(api_key=server.api_key, base_url=server.url, max_retries=0)
-    c = Contextualizer(AnthropicContextGenerator(MODEL, async_client=client), tmp_path / "s.sqlite3", show_progress=False)
+    c = Contextualizer(AnthropicContextGenerator(MODEL, async_client=client), tmp_path / "s.sqlite3", config=ContextualizeConfig(show_progress=False))
     for seed in range(3):
         documents, chunks = make_corpus(big_docs=0, small_docs=1, chunks_per_doc=2, seed=seed)
         documents = [Document(f"run{seed}", documents[0].text)]
@@ -462,7 +463,7 @@ def test_a_blank_context_is_never_stored(tmp_path):
         return answers[chunk.id]
 
     store = tmp_path / "s.sqlite3"
-    c = Contextualizer(CallableContextGenerator(situate, name="mine"), store, show_progress=False, structural_header=False)
+    c = Contextualizer(CallableContextGenerator(situate, name="mine"), store, config=ContextualizeConfig(show_progress=False, structural_header=False))
     with pytest.raises(ContextualizationError, match="1 of 2") as info:
         c.contextualize([doc], chunks)
     assert list(info.value.failures) == ["b"] and "no text" in info.value.failures["b"]

@@ -229,7 +229,7 @@ def test_a_bad_nprobe_in_ivf_json_names_the_file(saved_ivf: Path, tmp_path: Path
     else:
         meta["nprobe"] = nprobe
     (folder / "ivf.json").write_text(json.dumps(meta), encoding="utf-8")
-    with pytest.raises(IndexFileError, match="'nprobe' must be a positive integer") as caught:
+    with pytest.raises(IndexFileError, match="'nprobe' must be how many clusters a query probes") as caught:
         IVFIndex.load(folder)
     assert Path(caught.value.path) == folder / "ivf.json" and "rebuild the index" in str(caught.value)
 

@@ -14,6 +14,7 @@ import anthropic
 import pytest
 
 from contextual_retrieval_core import Chunk, Document
+from contextual_retrieval_core.contextualize.config import ContextualizeConfig
 from contextual_retrieval_core.contextualize.contextualizer import ContextualizationError, Contextualizer
 from contextual_retrieval_core.generators import AnthropicContextGenerator, FatalGenerationError
 from contextual_retrieval_core.generators.base import RateLimitedTooLong
@@ -55,7 +56,7 @@ def test_a_store_that_cannot_be_written_fails_before_the_first_request(tmp_path,
         holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock
         expected = "database is locked"
     with FakeAnthropicServer() as srv:
-        c = Contextualizer(_sync_gen(srv), store, show_progress=False)
+        c = Contextualizer(_sync_gen(srv), store, config=ContextualizeConfig(show_progress=False))
         with pytest.raises(ContextStoreError, match=expected) as info:
             c.contextualize(documents, chunks)
         assert str(path) in str(info.value)
@@ -69,9 +70,9 @@ def test_a_read_only_store_still_serves_a_run_that_needs_no_request(tmp_path):
     documents, chunks = make_corpus(big_docs=0, small_docs=2, chunks_per_doc=3)
     path = tmp_path / "contexts.sqlite3"
     with FakeAnthropicServer() as srv:
-        first = Contextualizer(_sync_gen(srv), path, show_progress=False).contextualize(documents, chunks)
+        first = Contextualizer(_sync_gen(srv), path, config=ContextualizeConfig(show_progress=False)).contextualize(documents, chunks)
         before = len(srv.requests)
-        again = Contextualizer(_sync_gen(srv), ContextStore(path, read_only=True), show_progress=False).contextualize(
+        again = Contextualizer(_sync_gen(srv), ContextStore(path, read_only=True), config=ContextualizeConfig(show_progress=False)).contextualize(
             documents, chunks
         )
         assert len(srv.requests) == before and again.report.store_hits == len(chunks)
@@ -100,7 +101,7 @@ def test_a_commit_failure_stops_the_run_at_once_naming_the_file(tmp_path):
     with FakeAnthropicServer(latency_s=0.03) as srv:
         thread = threading.Thread(target=lock_after_three, daemon=True)
         thread.start()
-        c = Contextualizer(_sync_gen(srv), store, concurrency=concurrency, show_progress=False)
+        c = Contextualizer(_sync_gen(srv), store, config=ContextualizeConfig(concurrency=concurrency, show_progress=False))
         with pytest.raises(ContextStoreError, match=rf"{path}: storing a context failed: database is locked"):
             c.contextualize(documents, chunks)
         assert locked.is_set()
@@ -125,7 +126,7 @@ def test_spend_limit_and_credit_balance_stop_the_run_at_once_in_every_form(tmp_p
     documents, chunks = make_corpus(big_docs=0, small_docs=8, chunks_per_doc=4)
     concurrency = 3
     with FakeAnthropicServer() as srv:
-        c = Contextualizer(_sync_gen(srv), tmp_path / "c.sqlite3", concurrency=concurrency, show_progress=False)
+        c = Contextualizer(_sync_gen(srv), tmp_path / "c.sqlite3", config=ContextualizeConfig(concurrency=concurrency, show_progress=False))
         c.contextualize(documents[:1], [ch for ch in chunks if ch.document_id == "doc0"])
         srv.spend_limit(True, status=status, message=message)
         with pytest.raises(FatalGenerationError) as info:
@@ -142,7 +143,7 @@ def test_a_bad_request_that_is_not_about_money_fails_only_its_chunk(tmp_path):
     with FakeAnthropicServer() as srv:
         body = {"type": "error", "error": {"type": "invalid_request_error", "message": "messages: text content blocks must be non-empty"}}
         srv.fail_next(400, body=body)
-        c = Contextualizer(_sync_gen(srv), tmp_path / "c.sqlite3", concurrency=1, show_progress=False)
+        c = Contextualizer(_sync_gen(srv), tmp_path / "c.sqlite3", config=ContextualizeConfig(concurrency=1, show_progress=False))
         with pytest.raises(ContextualizationError) as info:
             c.contextualize(documents, chunks)
         assert len(info.value.failures) == 1 and len(ContextStore(tmp_path / "c.sqlite3")) == 3
@@ -155,8 +156,7 @@ def test_a_first_chunk_that_fails_for_good_hands_the_cache_write_to_the_next(tmp
     documents, chunks = make_corpus(big_docs=1, small_docs=0, chunks_per_doc=6)
     with FakeAnthropicServer(latency_s=0.05) as srv:
         srv.fail_next(500, times=3)  # the first chunk, alone in flight, fails its 3 attempts
-        c = Contextualizer(_sync_gen(srv, max_retries=2), tmp_path / "c.sqlite3", concurrency=4, show_progress=False,
-                           retry_backoff_s=0.01)
+        c = Contextualizer(_sync_gen(srv, max_retries=2), tmp_path / "c.sqlite3", config=ContextualizeConfig(concurrency=4, show_progress=False, retry_backoff_s=0.01))
         result = c.contextualize(documents, chunks)  # the 500s are transient: the chunk goes again in a later round
         assert result.report.transient_failures == 1 and result.report.retry_rounds == 1
         assert srv.cache_writes_containing(documents[0].text) == 1  # was 4: the rest went out at once
@@ -173,7 +173,7 @@ def test_thirty_percent_faults_one_cache_write_per_cacheable_document_every_cont
         # SDK retries off: 30% of requests fail, first chunks of documents among them; one run
         # rides them out in retry rounds
         gen = _sync_gen(srv, 0) if client == "sync" else _async_gen(srv, 0)
-        c = Contextualizer(gen, path, concurrency=6, show_progress=False, retry_backoff_s=0.01)
+        c = Contextualizer(gen, path, config=ContextualizeConfig(concurrency=6, show_progress=False, retry_backoff_s=0.01))
         if client == "sync":
             result = c.contextualize(documents, chunks)
         else:
@@ -192,12 +192,12 @@ def test_a_stored_batch_unknown_to_the_api_is_abandoned_and_blocks_nothing(tmp_p
     documents, chunks = make_corpus(big_docs=0, small_docs=2, chunks_per_doc=3)
     path = tmp_path / "c.sqlite3"
     with FakeAnthropicServer() as srv:
-        Contextualizer(_sync_gen(srv), path, show_progress=False).contextualize(documents, chunks)  # realtime
+        Contextualizer(_sync_gen(srv), path, config=ContextualizeConfig(show_progress=False)).contextualize(documents, chunks)  # realtime
         store = ContextStore(path)
         store.add_batch("msgbatch_forgotten", generator="anthropic", model=MODEL,
                         manifest={"k": {"kind": "chunk", "key": "k", "chunk_id": chunks[0].id, "doc_id": "doc0"}})
         before = len(srv.requests_to("/v1/messages"))
-        c = Contextualizer(_sync_gen(srv), path, mode="batch", batch_poll_interval=0.01, show_progress=False)
+        c = Contextualizer(_sync_gen(srv), path, config=ContextualizeConfig(mode="batch", batch_poll_interval=0.01, show_progress=False))
         with pytest.warns(UserWarning, match=r"msgbatch_forgotten is unknown to the API \(404"):
             result = c.contextualize(documents, chunks)
         assert result.report.abandoned_batches == ["msgbatch_forgotten"]
@@ -215,8 +215,7 @@ def test_the_chunks_of_a_forgotten_batch_are_generated_again(tmp_path):
         gone.batch_hold.set()  # the batch never ends there; then that API "forgets" it
         # no SDK retries: once that API is gone, the first run's next poll fails at once instead of
         # backing off through six retries (about 20 s) before it ends
-        first = Contextualizer(_sync_gen(gone, max_retries=0), path, mode="batch", batch_poll_interval=0.02,
-                               show_progress=False)
+        first = Contextualizer(_sync_gen(gone, max_retries=0), path, config=ContextualizeConfig(mode="batch", batch_poll_interval=0.02, show_progress=False))
         thread = threading.Thread(target=lambda: _swallow(first.contextualize, documents, chunks), daemon=True)
         thread.start()
         deadline = time.time() + 10
@@ -227,7 +226,7 @@ def test_the_chunks_of_a_forgotten_batch_are_generated_again(tmp_path):
             for owner in {owner for owner, _ in store.claims().values()}:
                 store.release_claims(owner)
     with FakeAnthropicServer() as srv:  # an API that does not know the batch
-        c = Contextualizer(_sync_gen(srv), path, mode="batch", batch_poll_interval=0.01, show_progress=False)
+        c = Contextualizer(_sync_gen(srv), path, config=ContextualizeConfig(mode="batch", batch_poll_interval=0.01, show_progress=False))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             result = c.contextualize(documents, chunks)
@@ -253,11 +252,10 @@ def _swallow(fn, *args):
 def test_sustained_rate_limiting_stops_the_run_and_keeps_what_was_stored(tmp_path):
     documents, chunks = make_corpus(big_docs=0, small_docs=4, chunks_per_doc=3)
     path = tmp_path / "c.sqlite3"
-    assert Contextualizer(show_progress=False).give_up_after_rate_limited_s == 120.0
+    assert Contextualizer(config=ContextualizeConfig(show_progress=False)).config.give_up_after_rate_limited_s == 120.0
     with FakeAnthropicServer() as srv:
         # an SDK that retries without end: only the run's own limit can stop it
-        c = Contextualizer(_sync_gen(srv, max_retries=10**6), path, concurrency=2, show_progress=False,
-                           give_up_after_rate_limited_s=0.5)
+        c = Contextualizer(_sync_gen(srv, max_retries=10**6), path, config=ContextualizeConfig(concurrency=2, show_progress=False, give_up_after_rate_limited_s=0.5))
         c.contextualize(documents[:1], [ch for ch in chunks if ch.document_id == "doc0"])
         srv.fail_rate(1.0, statuses=(429,))
         outcome: dict = {}
@@ -291,7 +289,7 @@ def test_sustained_rate_limiting_stops_the_run_and_keeps_what_was_stored(tmp_pat
         assert c.contextualize(documents[:2], [ch for ch in chunks if ch.document_id in ("doc0", "doc1")]).report.generated == 3
     assert len(ContextStore(path)) == 6
     with pytest.raises(ValueError, match="give_up_after_rate_limited_s"):
-        Contextualizer(show_progress=False, give_up_after_rate_limited_s=0)
+        Contextualizer(config=ContextualizeConfig(show_progress=False, give_up_after_rate_limited_s=0))
 
 
 # -- text that is not UTF-8 --------------------------------------------------------------------
@@ -301,7 +299,7 @@ def test_lone_surrogates_are_refused_naming_the_document_before_anything_is_sent
     raw = "caf\udce9 au lait: a file read with errors='surrogateescape'. " * 20
     doc = Document("menu.txt", raw)
     with FakeAnthropicServer() as srv:
-        c = Contextualizer(_sync_gen(srv), tmp_path / "c.sqlite3", show_progress=False)
+        c = Contextualizer(_sync_gen(srv), tmp_path / "c.sqlite3", config=ContextualizeConfig(show_progress=False))
         with pytest.raises(ValueError, match=r"document 'menu.txt' cannot be encoded as UTF-8.*errors='replace'"):
             c.contextualize([doc], [Chunk("m0", "menu.txt", raw[:50], 0)])
         clean = Document("menu.txt", "coffee " * 50)

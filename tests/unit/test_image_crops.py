@@ -22,6 +22,7 @@ from contextual_retrieval_core.chunking.frames import (
     crop_metadata,
 )
 from contextual_retrieval_core.chunking.images import read_image
+from contextual_retrieval_core.contextualize.config import ContextualizeConfig
 from contextual_retrieval_core.contextualize.contextualizer import ContextualizationError, Contextualizer
 from contextual_retrieval_core.generators.anthropic_crops import AnthropicCropContextGenerator, image_tokens
 from contextual_retrieval_core.generators.crop_structural import StructuralCropContextGenerator
@@ -181,7 +182,7 @@ def test_a_frame_with_no_objects_has_no_crops_and_is_listed():
 def test_structural_crop_contexts_name_camera_time_scene_position_and_neighbours_through_the_store(tmp_path):
     batch = crop_chunks(frames(1))
     store = ContextStore(tmp_path / "contexts.sqlite3")
-    result = Contextualizer(StructuralCropContextGenerator(), store, show_progress=False).contextualize(batch.documents, batch.chunks)
+    result = Contextualizer(StructuralCropContextGenerator(), store, config=ContextualizeConfig(show_progress=False)).contextualize(batch.documents, batch.chunks)
     contexts = [c.context for c in result.chunks]
     assert contexts[0] == (
         "A truck (track 3) seen by camera cam-0 on 2026-03-01 at 20:15 (evening), scene: night shift; on the left "
@@ -190,7 +191,7 @@ def test_structural_crop_contexts_name_camera_time_scene_position_and_neighbours
     assert contexts[1].startswith("A person seen by camera cam-0") and "a truck to its left" in contexts[1]
     assert result.chunks[0].indexed_text == contexts[0] + "\n\ncrop_1: truck"
     assert result.report.generated == 3
-    again = Contextualizer(StructuralCropContextGenerator(), store, show_progress=False).contextualize(batch.documents, batch.chunks)
+    again = Contextualizer(StructuralCropContextGenerator(), store, config=ContextualizeConfig(show_progress=False)).contextualize(batch.documents, batch.chunks)
     assert again.report.generated == 0 and [c.context for c in again.chunks] == contexts
 
 
@@ -224,7 +225,7 @@ def claude(server, model=SONNET, **kw):
 def test_claude_sees_frame_and_crop_and_the_frame_is_written_to_the_cache_once_per_frame(server, tmp_path):
     batch = crop_chunks(frames(3))
     store = ContextStore(tmp_path / "contexts.sqlite3")
-    result = Contextualizer(claude(server), store, concurrency=4, show_progress=False).contextualize(batch.documents, batch.chunks)
+    result = Contextualizer(claude(server), store, config=ContextualizeConfig(concurrency=4, show_progress=False)).contextualize(batch.documents, batch.chunks)
     requests = server.requests_to("/v1/messages")
     assert len(requests) == 9
     content = requests[0].body["messages"][0]["content"]
@@ -246,7 +247,7 @@ def test_claude_sees_frame_and_crop_and_the_frame_is_written_to_the_cache_once_p
     assert first[0].startswith("A truck (track 3) seen by camera cam-0") and first[1].startswith("This chunk is from")
     # a second run reads every context from the store
     server.reset()
-    again = Contextualizer(claude(server), store, show_progress=False).contextualize(batch.documents, batch.chunks)
+    again = Contextualizer(claude(server), store, config=ContextualizeConfig(show_progress=False)).contextualize(batch.documents, batch.chunks)
     assert again.report.generated == 0 and not server.requests_to("/v1/messages")
 
 
@@ -254,7 +255,7 @@ def test_with_haiku_4_5_a_frame_is_below_the_cache_minimum_and_no_breakpoint_is_
     batch = crop_chunks(frames(1))
     gen = claude(server, HAIKU)
     assert gen.cacheable(batch.documents[0]) is False
-    Contextualizer(gen, ":memory:", show_progress=False).contextualize(batch.documents, batch.chunks)
+    Contextualizer(gen, ":memory:", config=ContextualizeConfig(show_progress=False)).contextualize(batch.documents, batch.chunks)
     bodies = [r.body for r in server.requests_to("/v1/messages")]
     assert len(bodies) == 3 and not any("cache_control" in b for body in bodies for b in body["messages"][0]["content"])
 
@@ -262,7 +263,7 @@ def test_with_haiku_4_5_a_frame_is_below_the_cache_minimum_and_no_breakpoint_is_
 def test_large_frames_are_scaled_down_before_they_are_sent(server):
     big = FrameInput("big.png", png(size=(3200, 2400)), {"detections": [{"box": [100, 100, 900, 900], "label": "truck"}]})
     batch = crop_chunks([big])
-    Contextualizer(claude(server, max_image_edge=800), ":memory:", show_progress=False).contextualize(batch.documents, batch.chunks)
+    Contextualizer(claude(server, max_image_edge=800), ":memory:", config=ContextualizeConfig(show_progress=False)).contextualize(batch.documents, batch.chunks)
     (request,) = server.requests_to("/v1/messages")
     frame_block, crop_block = request.body["messages"][0]["content"][0], request.body["messages"][0]["content"][2]
     import base64
@@ -276,12 +277,12 @@ def test_a_failure_mid_run_keeps_every_context_already_stored_and_the_rerun_pays
     store = ContextStore(tmp_path / "contexts.sqlite3")
     server.fail_next(400, times=1, body={"type": "error", "error": {"type": "invalid_request_error", "message": "Could not process image"}})
     with pytest.raises(ContextualizationError) as info:
-        Contextualizer(claude(server), store, concurrency=1, show_progress=False).contextualize(batch.documents, batch.chunks)
+        Contextualizer(claude(server), store, config=ContextualizeConfig(concurrency=1, show_progress=False)).contextualize(batch.documents, batch.chunks)
     assert len(info.value.failures) >= 1
     stored = len(batch.chunks) - len(info.value.failures)
     assert stored >= 1
     server.reset()
-    result = Contextualizer(claude(server), store, show_progress=False).contextualize(batch.documents, batch.chunks)
+    result = Contextualizer(claude(server), store, config=ContextualizeConfig(show_progress=False)).contextualize(batch.documents, batch.chunks)
     assert result.report.store_hits == stored and result.report.generated == len(info.value.failures)
     assert len(server.requests_to("/v1/messages")) == len(info.value.failures)
 
@@ -317,8 +318,7 @@ def test_read_image_names_an_unreadable_file(tmp_path):
 
 def test_message_batches_carry_the_images_and_read_each_frame_from_the_cache(server, tmp_path):
     batch = crop_chunks(frames(2))
-    result = Contextualizer(claude(server), tmp_path / "contexts.sqlite3", mode="batch", batch_poll_interval=0.02,
-                            show_progress=False).contextualize(batch.documents, batch.chunks)
+    result = Contextualizer(claude(server), tmp_path / "contexts.sqlite3", config=ContextualizeConfig(mode="batch", batch_poll_interval=0.02, show_progress=False)).contextualize(batch.documents, batch.chunks)
     assert all(c.context for c in result.chunks) and result.report.generated == 6
     requests = [q["params"] for r in server.requests_to("/v1/messages/batches") if r.method == "POST" for q in r.body["requests"]]
     assert len(requests) == 6 and all(p["messages"][0]["content"][0]["type"] == "image" for p in requests)
@@ -328,7 +328,7 @@ def test_message_batches_carry_the_images_and_read_each_frame_from_the_cache(ser
 
 def test_grouped_mode_sends_crops_one_request_each(server):
     batch = crop_chunks(frames(1))
-    result = Contextualizer(claude(server), ":memory:", grouped=True, show_progress=False).contextualize(batch.documents, batch.chunks)
+    result = Contextualizer(claude(server), ":memory:", config=ContextualizeConfig(grouped=True, show_progress=False)).contextualize(batch.documents, batch.chunks)
     assert all(c.context for c in result.chunks) and len(server.requests_to("/v1/messages")) == 3
 
 
@@ -337,7 +337,7 @@ def test_crops_without_pixels_are_situated_from_the_frame_text():
                         [CropInput("gate", None, "crop_1.png", {"box": [10, 10, 100, 100], "label": "van"})])
     with FakeAnthropicServer() as srv:
         gen = claude(srv)
-        Contextualizer(gen, ":memory:", show_progress=False).contextualize(batch.documents, batch.chunks)
+        Contextualizer(gen, ":memory:", config=ContextualizeConfig(show_progress=False)).contextualize(batch.documents, batch.chunks)
         (request,) = srv.requests_to("/v1/messages")
     assert [b["type"] for b in request.body["messages"][0]["content"]] == ["text", "text"]
     # the crop generators declare their structural header (the index manifest reads it too)

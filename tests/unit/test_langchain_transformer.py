@@ -16,6 +16,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
+from contextual_retrieval_core.contextualize.config import ContextualizeConfig
 from contextual_retrieval_core.generators import CallableContextGenerator, ChatContextGenerator, StructuralContextGenerator
 from contextual_retrieval_core.types import Chunk, ContextualChunk, stable_chunk_id
 from contextual_retrieval_langchain import ContextualDocumentTransformer, chat_model_generator
@@ -183,7 +184,7 @@ def test_chat_anthropic_caches_the_document_and_pays_once(tmp_path, use_async: b
 
         core = AnthropicContextGenerator(MODEL, client=anthropic.Anthropic(api_key=server.api_key, base_url=server.url))
         chunks = [Chunk(f"c{i}", "long.md", d.metadata["original_content"], i) for i, d in enumerate(out)]
-        again = Contextualizer(core, tmp_path / "c.sqlite3", show_progress=False).contextualize([Document("long.md", doc.page_content)], chunks)
+        again = Contextualizer(core, tmp_path / "c.sqlite3", config=ContextualizeConfig(show_progress=False)).contextualize([Document("long.md", doc.page_content)], chunks)
         assert again.report.generated == 0 and server.stats()["requests"] == stats["requests"]
 
 

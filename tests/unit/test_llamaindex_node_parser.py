@@ -5,8 +5,6 @@ LangChain, `last_report` describes every run."""
 
 from __future__ import annotations
 
-import inspect
-
 import pytest
 from langchain_core.documents import Document as LCDocument
 from llama_index.core import Document, StorageContext, VectorStoreIndex
@@ -15,7 +13,6 @@ from llama_index.core.retrievers import AutoMergingRetriever
 from llama_index.core.schema import MetadataMode, NodeRelationship, TextNode
 
 from contextual_retrieval_core.app.demo_corpus import DEMO_DOCUMENTS
-from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
 from contextual_retrieval_core.types import Chunk, ContextualChunk
 from contextual_retrieval_langchain import ContextualDocumentTransformer
 from contextual_retrieval_llamaindex import ContextualBM25Retriever, ContextualNodeParser, LocalMiniLMEmbedding
@@ -133,21 +130,33 @@ def test_metadata_with_position_after_follows_the_context():
 # -- options and reports ---------------------------------------------------------------------------------
 
 
-def test_both_ingestion_parts_expose_the_same_contextualizer_options():
-    options = [
-        name
-        for name in inspect.signature(Contextualizer.__init__).parameters
-        if name not in ("self", "generator", "store") and not name.startswith("batch_")
-    ]
-    assert {"concurrency", "mode", "grouped", "position", "separator", "show_progress"} <= set(options)
+def test_both_ingestion_parts_take_every_setting_from_contextualize_config():
+    """One home for the ingestion settings: each part has a field per `ContextualizeConfig` setting
+    with the config's default and description, and a run's `Contextualizer` gets exactly the
+    values the fields hold (given at construction or set afterwards)."""
+    import dataclasses
+
+    from contextual_retrieval_core.contextualize.config import ContextualizeConfig
+
+    for part in (ContextualNodeParser, ContextualDocumentTransformer):
+        for f in dataclasses.fields(ContextualizeConfig):
+            field = part.model_fields[f.name]
+            assert field.default == f.default, (part.__name__, f.name)  # the defaults, not only the names
+            assert field.description == ContextualizeConfig.field_doc(f.name)
+    assert ContextualNodeParser().contextualize_config == ContextualizeConfig()
+    assert ContextualDocumentTransformer().contextualize_config == ContextualizeConfig()
     values = {"concurrency": 3, "mode": "realtime", "grouped": False, "position": "after", "separator": " | ", "show_progress": False,
               "give_up_after_rate_limited_s": 30.0, "retry_backoff_s": 0.5, "claim_lease_s": 30.0, "claim_renew_s": 5.0, "claim_poll_s": 0.5,
-              "structural_header": False}
+              "structural_header": False, "batch_poll_interval": 2.0, "batch_max_requests": 10, "batch_max_bytes": 1000}
     parser = ContextualNodeParser(**values)
     transformer = ContextualDocumentTransformer(**values)
-    for name in options:
-        assert name in ContextualNodeParser.model_fields and name in ContextualDocumentTransformer.model_fields, name
-        assert getattr(parser._contextualizer, name) == getattr(transformer.contextualizer, name) == values[name]
+    assert parser._contextualizer.config == transformer.contextualizer.config == ContextualizeConfig(**values)
+    transformer.concurrency = 5  # a field set later counts
+    assert transformer.contextualizer.config.concurrency == 5
+    with pytest.raises(ValueError, match="claim_renew_s"):
+        ContextualDocumentTransformer(claim_lease_s=1.0, claim_renew_s=2.0)  # the core's check, through the field
+    with pytest.raises(ValueError, match="concurrency must be a positive integer"):
+        ContextualNodeParser(concurrency=0)
 
 
 def test_last_report_describes_the_last_run_even_with_nothing_to_do():

@@ -13,6 +13,7 @@ import pytest
 
 from contextual_retrieval_core import Chunk, Document
 from contextual_retrieval_core.app.evaluation import evaluate, load_contexts_jsonl, load_cookbook, structural_contexts
+from contextual_retrieval_core.contextualize.config import ContextualizeConfig
 from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
 from contextual_retrieval_core.generators import AnthropicContextGenerator, CallableContextGenerator, Generation
 from contextual_retrieval_core.generators.structural import StructuralContextGenerator, with_structural_header
@@ -46,10 +47,10 @@ def test_contextualizer_puts_the_header_before_the_llm_context_and_stores_the_ll
     with FakeAnthropicServer() as server:
         client = anthropic.Anthropic(api_key=server.api_key, base_url=server.url, max_retries=0)
         gen = AnthropicContextGenerator("claude-3-haiku-20240307", client=client)
-        plain = Contextualizer(gen, store, show_progress=False, structural_header=False).contextualize([DOC], CHUNKS)
+        plain = Contextualizer(gen, store, config=ContextualizeConfig(show_progress=False, structural_header=False)).contextualize([DOC], CHUNKS)
         requests = len([r for r in server.requests if r.path == "/v1/messages"])
         assert requests == len(CHUNKS)
-        headed = Contextualizer(gen, store, show_progress=False).contextualize([DOC], CHUNKS)  # the default
+        headed = Contextualizer(gen, store, config=ContextualizeConfig(show_progress=False)).contextualize([DOC], CHUNKS)  # the default
         # the store answered: no second payment, and it holds the LLM's text as written
         assert len([r for r in server.requests if r.path == "/v1/messages"]) == requests
         assert headed.report.store_hits == len(CHUNKS) and headed.report.generated == 0
@@ -63,11 +64,11 @@ def test_contextualizer_puts_the_header_before_the_llm_context_and_stores_the_ll
 
 
 def test_the_structural_generator_gets_no_second_header_and_bad_values_are_refused():
-    plain = Contextualizer(show_progress=False, structural_header=False).contextualize([DOC], CHUNKS)
-    headed = Contextualizer(show_progress=False).contextualize([DOC], CHUNKS)
+    plain = Contextualizer(config=ContextualizeConfig(show_progress=False, structural_header=False)).contextualize([DOC], CHUNKS)
+    headed = Contextualizer(config=ContextualizeConfig(show_progress=False)).contextualize([DOC], CHUNKS)
     assert [c.context for c in headed.chunks] == [c.context for c in plain.chunks]
     with pytest.raises(TypeError, match="structural_header must be True or False"):
-        Contextualizer(show_progress=False, structural_header="yes")
+        Contextualizer(config=ContextualizeConfig(show_progress=False, structural_header="yes"))
 
 
 def _fixed_generator() -> CallableContextGenerator:
@@ -83,7 +84,7 @@ def test_both_framework_parts_pass_it_to_the_core():
     from contextual_retrieval_langchain import ContextualDocumentTransformer
     from contextual_retrieval_llamaindex import ContextualNodeParser
 
-    core = Contextualizer(_fixed_generator(), None, show_progress=False, structural_header=True).contextualize([DOC], CHUNKS)
+    core = Contextualizer(_fixed_generator(), None, config=ContextualizeConfig(show_progress=False, structural_header=True)).contextualize([DOC], CHUNKS)
     expected = [c.context for c in core.chunks]
 
     transformer = ContextualDocumentTransformer(generator=_fixed_generator(), show_progress=False, structural_header=True)

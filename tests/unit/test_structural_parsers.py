@@ -18,6 +18,7 @@ from contextual_retrieval_core.chunking.code_outline import (
 )
 from contextual_retrieval_core.chunking.languages import CODE_LANGUAGES, EXTENSIONS, GRAMMARS, language_for_path
 from contextual_retrieval_core.chunking.split import CODE_EXTENSIONS, split_text
+from contextual_retrieval_core.contextualize.config import ContextualizeConfig
 from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
 from contextual_retrieval_core.generators import StructuralContextGenerator, structural
 from contextual_retrieval_core.index.files import TEXT_EXTENSIONS
@@ -136,7 +137,7 @@ def test_a_composer_bug_fails_loudly(monkeypatch):
     with pytest.raises(RuntimeError, match="composer bug"):
         gen.generate(doc, Chunk("c", doc.id, "text"))
     with pytest.raises(RuntimeError, match="composer bug"):
-        Contextualizer(gen, None, show_progress=False).contextualize([doc], [Chunk("c", doc.id, "text")])
+        Contextualizer(gen, None, config=ContextualizeConfig(show_progress=False)).contextualize([doc], [Chunk("c", doc.id, "text")])
 
 
 # -- code-aware chunking --------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import anthropic
 import pytest
 
 from contextual_retrieval_core import Chunk, Document
+from contextual_retrieval_core.contextualize.config import ContextualizeConfig
 from contextual_retrieval_core.contextualize.contextualizer import ContextualizationError, Contextualizer
 from contextual_retrieval_core.generators import AnthropicContextGenerator
 from contextual_retrieval_core.generators.base import GenerationError, TransientGenerationError, is_transient
@@ -83,7 +84,7 @@ def test_one_run_rides_out_random_transient_faults_with_a_default_retry_client(t
         server.fail_rate(rate, statuses=(429, 500, 529), seed=11)
         gen = CLIENTS[client](server)
         store = tmp_path / "c.sqlite3"
-        result = Contextualizer(gen, store, concurrency=8, show_progress=False, retry_backoff_s=0.01).contextualize(
+        result = Contextualizer(gen, store, config=ContextualizeConfig(concurrency=8, show_progress=False, retry_backoff_s=0.01)).contextualize(
             documents, chunks)
         stats = server.stats()
     report = result.report
@@ -107,8 +108,7 @@ def test_framework_errors_that_reach_the_run_raw_are_classified(tmp_path):
     with FakeAnthropicServer() as server:
         server.fail_rate(0.30, statuses=(429, 500, 529), seed=5)
         gen = _langchain_uncached(server)
-        result = Contextualizer(gen, tmp_path / "c.sqlite3", concurrency=4, show_progress=False,
-                                retry_backoff_s=0.01).contextualize(documents, chunks)
+        result = Contextualizer(gen, tmp_path / "c.sqlite3", config=ContextualizeConfig(concurrency=4, show_progress=False, retry_backoff_s=0.01)).contextualize(documents, chunks)
         stats = server.stats()
     assert result.report.generated == len(chunks) and stats["messages"] == len(chunks)
     assert result.report.transient_failures > 0
@@ -120,7 +120,7 @@ def test_async_run_with_the_users_async_client_rides_out_faults(tmp_path):
         server.fail_rate(0.30, statuses=(429, 500, 529), seed=3)
         gen = AnthropicContextGenerator(
             MODEL, async_client=anthropic.AsyncAnthropic(api_key=server.api_key, base_url=server.url, max_retries=0))
-        c = Contextualizer(gen, tmp_path / "c.sqlite3", concurrency=6, show_progress=False, retry_backoff_s=0.01)
+        c = Contextualizer(gen, tmp_path / "c.sqlite3", config=ContextualizeConfig(concurrency=6, show_progress=False, retry_backoff_s=0.01))
         result = asyncio.run(c.acontextualize(documents, chunks))
         stats = server.stats()
     assert result.report.generated == len(chunks) and stats["messages"] == len(chunks)
@@ -132,8 +132,7 @@ def test_a_non_transient_error_fails_its_chunk_at_once(tmp_path):
     with FakeAnthropicServer() as server:
         body = {"type": "error", "error": {"type": "invalid_request_error", "message": "messages: bad block"}}
         server.fail_next(400, body=body)
-        c = Contextualizer(_direct(server), tmp_path / "c.sqlite3", concurrency=1, show_progress=False,
-                           retry_backoff_s=0.01)
+        c = Contextualizer(_direct(server), tmp_path / "c.sqlite3", config=ContextualizeConfig(concurrency=1, show_progress=False, retry_backoff_s=0.01))
         with pytest.raises(ContextualizationError) as info:
             c.contextualize(documents, chunks)
         assert len(server.requests_to("/v1/messages")) == len(chunks)  # the 400 was not sent again
@@ -150,8 +149,7 @@ def test_rounds_back_off_and_give_up_when_nothing_but_transient_errors_come(tmp_
         raise ConnectionResetError("connection reset by peer")
 
     documents, chunks = corpus(big=0, small=2, per_big=0, per_small=2)
-    c = Contextualizer(CallableContextGenerator(down, name="down"), tmp_path / "c.sqlite3", concurrency=2,
-                       show_progress=False, retry_backoff_s=0.02, give_up_after_rate_limited_s=0.3)
+    c = Contextualizer(CallableContextGenerator(down, name="down"), tmp_path / "c.sqlite3", config=ContextualizeConfig(concurrency=2, show_progress=False, retry_backoff_s=0.02, give_up_after_rate_limited_s=0.3))
     with pytest.raises(ContextualizationError, match=r"transient") as info:
         c.contextualize(documents, chunks)
     rounds = len(calls) // len(chunks)

@@ -1,0 +1,44 @@
+"""`ContextualNodeParser`'s ingestion fields, generated from `ContextualizeConfig`.
+
+Every `ContextualizeConfig` setting is a pydantic field of the parser, with the config's name,
+type, default and description (so an `IngestionPipeline` keys its cache on them and `to_dict`
+saves them); the values are validated by the core (a run builds its config from them:
+`ContextualizeConfig.of`), so a setting means the same and fails the same way as in a core
+`Contextualizer`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, get_type_hints
+
+from llama_index.core.bridge.pydantic import Field, create_model, model_validator
+from llama_index.core.node_parser import NodeParser
+
+from contextual_retrieval_core.contextualize.config import ContextualizeConfig
+
+__all__ = ["ContextualizeFields"]
+
+
+def _config_fields() -> dict[str, Any]:
+    hints = get_type_hints(ContextualizeConfig)
+    return {f.name: (hints[f.name], Field(default=f.default, description=ContextualizeConfig.field_doc(f.name)))
+            for f in dataclasses.fields(ContextualizeConfig)}
+
+
+class _Checked(NodeParser):
+    @model_validator(mode="after")
+    def _valid_config(self) -> Any:
+        ContextualizeConfig.of(self)  # the core's checks, naming the setting and the fix
+        return self
+
+    @property
+    def contextualize_config(self) -> ContextualizeConfig:
+        """The `ContextualizeConfig` the ingestion fields hold now."""
+        return ContextualizeConfig.of(self)
+
+
+if TYPE_CHECKING:  # the generated fields are read by name; to a type checker this is the base
+    ContextualizeFields = _Checked
+else:
+    ContextualizeFields = create_model("_WithContextualizeFields", __base__=_Checked, **_config_fields())
