@@ -284,31 +284,55 @@ class Contextualizer:
     async def _run(self, documents: Sequence[Document], chunks: Sequence[Chunk], *, prefer_sync: bool,
                    stop: threading.Event | None = None) -> ContextualizeResult:
         """A run; `prefer_sync`: a generator with a sync path (`SyncPath`) takes it, in threads;
-        `stop`, once set, ends it gracefully (nothing more sent, the requests in flight stored)."""
+        `stop`, once set, ends it gracefully (nothing more sent, the requests in flight stored).
+        The steps: check the inputs, look the contexts up, plan what to generate, generate it
+        (store first, claims, disk reserve), then finish (failures, twins, headers)."""
         started = time.perf_counter()
         docs, ordered, not_in_doc, without_chunks = validate_inputs(documents, chunks)
+        report = self._report(docs, ordered, not_in_doc, without_chunks)
+        if self.mode == "batch":
+            await asyncio.to_thread(self._collect_pending_batches, report)
+        keys, grouped_keys, contexts = self._lookup(docs, ordered)
+        report.store_hits = len(contexts)
+        states, twins = self._plan(docs, ordered, keys, contexts, report)
+        total = sum(len(s.todo) for s in states.values())
+        space = SpaceReserve(self.store, contexts=total, in_flight=self.concurrency)
+        if total:  # before the first request: a store that cannot take the answers stops here
+            await asyncio.to_thread(self.store.check_writable)
+            await asyncio.to_thread(space.check_and_hold)  # room for the contexts, and a reserve
+        claims = WorkClaims(self.store, lease_s=self.config.claim_lease_s, renew_s=self.config.claim_renew_s,
+                            poll_s=self.config.claim_poll_s, enabled=self.generator.is_llm and bool(total))
+        run = Run(self._run_settings(), report, keys, grouped_keys, contexts, total, claims, prefer_sync=prefer_sync)
+        run.space, run.stop = space, stop
+        try:
+            await self._generate(run, states, claims)
+        finally:
+            await asyncio.to_thread(claims.stop)
+            space.close()
+            run.close()
+            for state in states.values():
+                if state.cacheable and state.generated > 1:
+                    report.ideal_cache_read_tokens += state.prefix_tokens * (state.generated - 1)
+            report.generated = run.generated
+            report.elapsed_s = time.perf_counter() - started
+        return await self._finish(run, space, twins, docs, ordered, not_in_doc)
+
+    def _report(self, docs: dict[str, Document], ordered: list[Chunk], not_in_doc: list[str], without_chunks: int) -> UsageReport:
+        """The run's report, its input counts filled (a warning for chunks not in their document)."""
         gen = self.generator
-        report = UsageReport(
-            generator=label_of(gen),
-            model=gen.model,
-            is_llm=gen.is_llm,
-            mode=self.mode,
-            grouped=self.grouped,
-            documents=len(docs),
-            chunks=len(ordered),
-            chunks_not_in_document=len(not_in_doc),
-            documents_without_chunks=without_chunks,
-        )
         if not_in_doc:
             warnings.warn(
                 f"{len(not_in_doc)} chunks do not occur verbatim in their document (first: "
                 f"{not_in_doc[0]}); they are situated all the same — check the chunk/document mapping",
                 UserWarning,
-                stacklevel=2,
+                stacklevel=4,
             )
-        if self.mode == "batch":
-            await asyncio.to_thread(self._collect_pending_batches, report)
+        return UsageReport(generator=label_of(gen), model=gen.model, is_llm=gen.is_llm, mode=self.mode, grouped=self.grouped,
+                           documents=len(docs), chunks=len(ordered), chunks_not_in_document=len(not_in_doc),
+                           documents_without_chunks=without_chunks)
 
+    def _lookup(self, docs: dict[str, Document], ordered: list[Chunk]) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+        """(store keys, grouped-mode keys, contexts the store holds), each by chunk id."""
         keys = self._keys(docs, ordered)
         grouped_keys = self._keys(docs, ordered, grouped=True) if self.grouped else {}
         found = self.store.get_many(list(keys.values()) + list(grouped_keys.values()))
@@ -319,9 +343,13 @@ class Contextualizer:
                 hit = _stored(found, grouped_keys[c.id])
             if hit is not None:
                 contexts[c.id] = hit
-        report.store_hits = len(contexts)
+        return keys, grouped_keys, contexts
 
-        # chunks of one document with the same text share a store key: one generation each
+    def _plan(self, docs: dict[str, Document], ordered: list[Chunk], keys: dict[str, str], contexts: dict[str, str],
+              report: UsageReport) -> tuple[dict[str, DocState], dict[str, str]]:
+        """What to generate, by document, and the twins: chunks of one document with the same text
+        share a store key, so one is generated and the others take its context."""
+        gen = self.generator
         first_of_key: dict[str, str] = {}  # store key -> the chunk id generated for it
         twins: dict[str, str] = {}  # chunk id -> the chunk id whose context it takes
         states: dict[str, DocState] = {}
@@ -340,41 +368,29 @@ class Contextualizer:
             state.todo.append(c)
         report.cacheable_documents = sum(1 for s in states.values() if s.cacheable is True)
         report.repeated_chunks = len(twins)
+        return states, twins
 
-        total = sum(len(s.todo) for s in states.values())
-        space = SpaceReserve(self.store, contexts=total, in_flight=self.concurrency)
-        if total:  # before the first request: a store that cannot take the answers stops here
-            await asyncio.to_thread(self.store.check_writable)
-            await asyncio.to_thread(space.check_and_hold)  # room for the contexts, and a reserve
-        claims = WorkClaims(self.store, lease_s=self.config.claim_lease_s, renew_s=self.config.claim_renew_s,
-                            poll_s=self.config.claim_poll_s, enabled=gen.is_llm and bool(total))
-        run = Run(self._run_settings(), report, keys, grouped_keys, contexts, total, claims, prefer_sync=prefer_sync)
-        run.space = space
-        run.stop = stop
+    async def _generate(self, run: Run, states: dict[str, DocState], claims: WorkClaims) -> None:
+        """Generate the planned contexts (realtime with retry rounds, or Message Batches), then
+        wait for those other workers claimed."""
 
         async def generate(todo: dict[str, DocState]) -> None:
             if self.mode == "batch":
-                await asyncio.to_thread(BatchRunner(run.settings, run, report).run, todo)
+                await asyncio.to_thread(BatchRunner(run.settings, run, run.report).run, todo)
             else:
                 await run.realtime(todo)
                 await run.retry_transient(run.realtime)  # chunks that failed for a reason that may pass
 
-        try:
-            if total:
-                claims.start()
-                await generate(states)
-                await run.wait_for_others(generate)
-        finally:
-            await asyncio.to_thread(claims.stop)
-            space.close()
-            run.close()
-            for state in states.values():
-                if state.cacheable and state.generated > 1:
-                    report.ideal_cache_read_tokens += state.prefix_tokens * (state.generated - 1)
-            report.generated = run.generated
-            report.elapsed_s = time.perf_counter() - started
+        if run.total:
+            claims.start()
+            await generate(states)
+            await run.wait_for_others(generate)
+
+    async def _finish(self, run: Run, space: SpaceReserve, twins: dict[str, str], docs: dict[str, Document],
+                      ordered: list[Chunk], not_in_doc: list[str]) -> ContextualizeResult:
+        """The result, or the error that ended the run (what arrived is stored either way)."""
         if isinstance(run.fatal, StoreFullError):  # the disk filled up: what arrived is stored
-            raise space.full_error(run.fatal, stored=run.generated, left=total - run.generated)
+            raise space.full_error(run.fatal, stored=run.generated, left=run.total - run.generated)
         if run.fatal is not None:
             raise run.fatal
         if run.failures:
@@ -383,18 +399,17 @@ class Contextualizer:
                     run.failures[chunk_id] = run.failures[twin]
             first = next(iter(run.failures.items()))
             raise ContextualizationError(
-                f"{len(run.failures)} of {total + len(twins)} contexts could not be generated (first: {first[0]}: "
+                f"{len(run.failures)} of {run.total + len(twins)} contexts could not be generated (first: {first[0]}: "
                 f"{first[1]}); the {run.generated} generated are stored — run again to retry the rest",
                 run.failures,
             )
+        contexts = run.contexts
         for chunk_id, twin in twins.items():
             contexts[chunk_id] = contexts[twin]
-        if self.structural_header and not is_structural_generator(gen):  # parsing: off the event loop
+        if self.structural_header and not is_structural_generator(self.generator):  # parsing: off the event loop
             contexts = await asyncio.to_thread(self._with_headers, docs, ordered, contexts)
-        out = [
-            ContextualChunk(c, contexts[c.id], position=self.position, separator=self.separator) for c in ordered
-        ]
-        return ContextualizeResult(out, report, not_in_doc)
+        out = [ContextualChunk(c, contexts[c.id], position=self.position, separator=self.separator) for c in ordered]
+        return ContextualizeResult(out, run.report, not_in_doc)
 
     def _run_settings(self) -> RunSettings:
         """This Contextualizer's generator, store and config as they are now, for one run."""

@@ -102,6 +102,8 @@ class Run:
         #: a synchronous caller and a generator with a sync path: requests go through it, in threads
         self.in_threads = prefer_sync and isinstance(gen, SyncPath) and gen.has_sync_path
         self.contexts = contexts
+        #: the contexts this run plans to generate
+        self.total = total
         self.generated = 0
         self.failures: dict[str, str] = {}
         #: chunk id -> (its document's state, the chunk, the error): failed for a reason that may
