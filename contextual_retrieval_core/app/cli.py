@@ -215,6 +215,7 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
     ix.add_argument("--json", metavar="PATH", help="also write the report as JSON")
     ix.add_argument("--chroma-url", metavar="URL", help="keep the vectors on a Chroma server (`chroma run --path DB --port PORT`) instead of "
                     "the embedded Chroma in the index folder; the folder remembers it")
+    _milvus_options(ix)
     ix.add_argument("--no-progress", action="store_true", help="hide progress bars")
     ix.set_defaults(func=_cmd_index)
 
@@ -257,12 +258,24 @@ def _add_query(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--chroma-url", metavar="URL", help="the Chroma server of an index built with --chroma-url, "
                    "when it moved (default: the one the index folder names)")
 
+    q.add_argument("--milvus-uri", metavar="URI", help="the Milvus server of an index built with --milvus-uri, when "
+                   "it moved (default: the one the index folder names)")
     _dense_prf_options(q, "")
     q.add_argument("--prune", action="store_true", help="show only the evidence: the sentences / statements "
                    "of the hits that answer QUESTION, with their line spans (ContextPruner)")
     q.add_argument("--budget", type=int, default=None, metavar="N",
                    help="with --prune: tokens of evidence to keep (default: 30%% of the hits' tokens)")
     q.set_defaults(func=_cmd_query)
+
+
+def _milvus_options(ix: argparse.ArgumentParser) -> None:
+    group = ix.add_argument_group("Milvus", "keep both sides of the hybrid (the dense vectors and BM25) in a Milvus "
+                                  "collection, for several query machines or a corpus past one machine")
+    group.add_argument("--milvus-uri", metavar="URI", help="the Milvus server, e.g. http://127.0.0.1:19530 (Milvus Lite: "
+                       "`milvus-lite server --data-dir DIR --port PORT`; standalone or a cluster's proxy alike); the "
+                       "index folder remembers it and keeps only the update's state (record, contexts, embedding cache)")
+    group.add_argument("--collection", metavar="NAME", help="the collection (default: the one the folder records, "
+                       "else a new unique name)")
 
 
 def _dense_prf_options(parser: argparse.ArgumentParser, where: str) -> None:
@@ -490,6 +503,8 @@ def _cmd_index(args: argparse.Namespace) -> int:
     from contextual_retrieval_core.index.manifest import MANIFEST_NAME
 
     index_dir = Path(args.index_dir)
+    if _on_milvus(index_dir, args.milvus_uri, args.collection):
+        return _cmd_index_milvus(args)
     if args.rebuild and index_dir.exists() and not (index_dir / MANIFEST_NAME).is_file() and any(index_dir.iterdir()):
         raise ValueError(f"{index_dir} is not empty and is not a contextual-retrieval index; "
                          "refusing to rebuild in it: pass another --index-dir")
@@ -534,10 +549,12 @@ def _cmd_remove(args: argparse.Namespace) -> int:
     from contextual_retrieval_core.factories import choose_embedder
     from contextual_retrieval_core.index.contextual_index import ContextualIndex
 
-    manifest = ContextualIndex.read_manifest(args.index_dir)
-    embedder = choose_embedder(manifest.embedder["kind"], manifest.embedder["model"])
-    index = ContextualIndex(args.index_dir, embedder=embedder, weights=manifest.weights)
-    report = index.remove(args.paths, lock_wait=args.lock_wait)
+    if _on_milvus(Path(args.index_dir), None, None):
+        report = _milvus_index(args.index_dir, None).remove(args.paths, lock_wait=args.lock_wait)
+    else:
+        manifest = ContextualIndex.read_manifest(args.index_dir)
+        embedder = choose_embedder(manifest.embedder["kind"], manifest.embedder["model"])
+        report = ContextualIndex(args.index_dir, embedder=embedder, weights=manifest.weights).remove(args.paths, lock_wait=args.lock_wait)
     print(f"removed {report.files_removed} files ({report.chunks_removed} chunks); {report.chunks_total} chunks "
           f"remain in {args.index_dir}")
     return 0
@@ -550,14 +567,19 @@ def _cmd_query(args: argparse.Namespace) -> int:
 
     if is_blank(args.question):  # no results in every query path: said before any work
         raise ValueError('the question is empty; ask one in quotes, e.g. "how are contexts cached?"')
-    manifest = IndexManifest.read(args.index)
-    embedder = choose_embedder(manifest.embedder["kind"], manifest.embedder["model"])
     from contextual_retrieval_core.index.contextual_index import ContextualIndex
     from contextual_retrieval_core.search.config import FusionConfig
     from contextual_retrieval_core.types import labelled
 
-    index = ContextualIndex(args.index, embedder=embedder, weights=manifest.weights or weights_for(embedder),
-                            chroma_url=args.chroma_url)
+    index: Any
+    if _on_milvus(Path(args.index), args.milvus_uri, None):
+        index = _milvus_index(args.index, args.milvus_uri)
+        embedder = index.embedder
+    else:
+        manifest = IndexManifest.read(args.index)
+        embedder = choose_embedder(manifest.embedder["kind"], manifest.embedder["model"])
+        index = ContextualIndex(args.index, embedder=embedder, weights=manifest.weights or weights_for(embedder),
+                                chroma_url=args.chroma_url)
     reranker = choose_reranker(args.rerank)
     config = FusionConfig.from_settings(None, {"reranker": reranker, "dense_prf": args.dense_prf})
     hits = index.search(args.question, top_k=args.k, config=config)
@@ -587,6 +609,86 @@ def _cmd_query(args: argparse.Namespace) -> int:
             print(f"   | ... ({len(lines) - len(shown)} more lines; --full shows them)")
     if not hits:
         print("nothing matched; try other words, or check what was indexed")
+    return 0
+
+
+def _on_milvus(folder: Path, uri: str | None, collection: str | None) -> bool:
+    """Whether the index in `folder` is (or, with `uri`, becomes) an index on Milvus."""
+    from contextual_retrieval_core.index.manifest import MANIFEST_NAME
+    from contextual_retrieval_core.index.milvus_index import uses_milvus
+
+    if uses_milvus(folder):
+        return True
+    if (uri or collection) and (folder / MANIFEST_NAME).is_file():
+        raise ValueError(f"{folder} is an index of its own files, not on Milvus: pass another --index-dir for an index "
+                         "on Milvus")
+    if collection and not uri:
+        raise ValueError("--collection names a collection on a Milvus server: pass --milvus-uri too")
+    return bool(uri)
+
+
+def _quiet_pymilvus() -> None:
+    """pymilvus logs every failed call with its traceback; the error it raises is reported instead."""
+    import logging
+
+    for name in ("pymilvus", "pymilvus.milvus_client"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def _milvus_index(folder: str, uri: str | None) -> Any:
+    """The index on Milvus in `folder`, with the embedder it records (`uri`: where its server moved)."""
+    from contextual_retrieval_core.factories import choose_embedder
+    from contextual_retrieval_core.index.milvus_index import MilvusContextualIndex, MilvusIndexRecord
+
+    _quiet_pymilvus()
+    record = MilvusIndexRecord.read(folder)
+    return MilvusContextualIndex(folder, embedder=choose_embedder(record.embedder["kind"], record.embedder["model"]), uri=uri)
+
+
+def _cmd_index_milvus(args: argparse.Namespace) -> int:
+    """`index` into a Milvus collection (`MilvusContextualIndex`)."""
+    from contextual_retrieval_core.chunking.split import DEFAULT_CHUNK_CHARS
+    from contextual_retrieval_core.factories import choose_embedder, choose_generator, unused_keys, weights_for
+    from contextual_retrieval_core.generators.base import label_of
+    from contextual_retrieval_core.index.milvus_index import MilvusContextualIndex, MilvusIndexRecord, uses_milvus
+
+    _quiet_pymilvus()
+    index_dir = Path(args.index_dir)
+    for flag, given in (("--check", args.check), ("--chroma-url", args.chroma_url), ("--windows/--no-windows", args.windows is not None),
+                        ("--fit-chunks/--no-fit-chunks", args.fit_chunks is not None)):
+        if given:
+            raise ValueError(f"{flag} is for an index of its own files; an index on Milvus keeps one row a chunk on the server")
+    if not args.paths:
+        raise ValueError("pass the files or folders to index: contextual-retrieval index PATH... --milvus-uri URI")
+    if not args.max_file_size > 0:
+        raise ValueError(f"--max-file-size must be a positive number of megabytes, got {args.max_file_size}")
+    old = MilvusIndexRecord.read(index_dir) if uses_milvus(index_dir) and not args.rebuild else None
+    embedder_kind, contexts, model = args.embedder, args.contexts, args.model
+    if old is not None:
+        embedder_kind = old.embedder["kind"] if embedder_kind == "auto" else embedder_kind
+        if contexts == "auto":
+            contexts, model = old.generator["name"], model or old.generator["model"] or None
+    embedder = choose_embedder(embedder_kind, old.embedder["model"] if old and embedder_kind == old.embedder["kind"] else None)
+    generator = choose_generator(contexts, model)
+    index = MilvusContextualIndex(
+        index_dir, embedder=embedder, uri=args.milvus_uri, collection=args.collection, generator=generator,
+        chunk_chars=args.chunk_chars or (old.chunk_chars if old else None) or DEFAULT_CHUNK_CHARS,
+        weights=weights_for(embedder), concurrency=args.concurrency,
+    )
+    for note in unused_keys():
+        print(f"note: {note}", file=sys.stderr)
+    print(f"indexing {', '.join(args.paths)} into {index_dir} on Milvus ({index.uri}) — contexts: "
+          f"{label_of(generator)}{' / ' + generator.model if generator.model else ''}; embedder: {embedder.model_name}",
+          file=sys.stderr)
+    report = index.update(args.paths, show_progress=not args.no_progress, max_file_bytes=int(args.max_file_size * 1e6),
+                          prune_missing=args.prune_missing, lock_wait=args.lock_wait,
+                          shared_contexts=True if args.store is None else (False if args.store.lower() == "none" else args.store),
+                          rebuild=args.rebuild)
+    print(report.format())
+    print(f"collection: {index.collection.name} at {index.uri}")
+    print(f'search it: contextual-retrieval query {index_dir} "your question"')
+    if args.json:
+        _write_json(args.json, report.to_dict())
     return 0
 
 

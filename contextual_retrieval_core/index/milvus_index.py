@@ -161,7 +161,7 @@ class MilvusContextualIndex:
         generator: the `ContextGenerator` for new or changed files (default: the offline
             `StructuralContextGenerator`); changing it re-situates every file.
         chunk_chars: the chunk size; changing it re-chunks every file.
-        concurrency: generation requests in flight at once.
+        concurrency: generation requests in flight at once (None: `ContextualizeConfig`'s default).
         weights: (dense, BM25) fusion weights at query time (default: as recorded, else 0.5 / 0.5).
         analysis: what Milvus's BM25 function reads (`search.milvus`: "ours", the default, or
             "milvus"); a new index only, an existing one keeps its own.
@@ -183,7 +183,7 @@ class MilvusContextualIndex:
         token: str | None = None,
         generator: ContextGenerator | None = None,
         chunk_chars: int = DEFAULT_CHUNK_CHARS,
-        concurrency: int = 8,
+        concurrency: int | None = None,
         weights: Sequence[float] | None = None,
         analysis: Analysis = "ours",
         dense_index: Mapping[str, Any] | None = None,

@@ -28,15 +28,18 @@ CONTEXTS_FILE = "contexts.sqlite3"
 
 def situate(
     folder: str | os.PathLike[str], generator: ContextGenerator, documents: Sequence[Document], chunks: Sequence[Chunk], *,
-    shared: str | os.PathLike[str] | bool = True, concurrency: int = 8, show_progress: bool = False,
+    shared: str | os.PathLike[str] | bool = True, concurrency: int | None = None, show_progress: bool = False,
 ) -> ContextualizeResult:
     """The `chunks`' contexts by `generator`, through the store in `folder` (and the `shared`
-    store: True for the default one, a path, or False for none)."""
+    store: True for the default one, a path, or False for none); `concurrency`: requests in flight
+    (None: `ContextualizeConfig`'s default)."""
     from contextual_retrieval_core.contextualize.contextualizer import Contextualizer, store_keys
     from contextual_retrieval_core.index.shared_contexts import share, shared_store
     from contextual_retrieval_core.store.context_store import ContextStore
 
-    config = ContextualizeConfig(concurrency=concurrency, show_progress=show_progress)
+    config = ContextualizeConfig(show_progress=show_progress)
+    if concurrency is not None:
+        config = config.replace(concurrency=concurrency)
     if not generator.is_llm:
         return Contextualizer(generator, None, config=config).contextualize(documents, chunks)
     with ContextStore(Path(folder) / CONTEXTS_FILE) as own, shared_store(shared) as pool:
