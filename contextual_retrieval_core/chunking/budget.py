@@ -149,8 +149,9 @@ class _TextCosts:
     on its own (kept for this text only), and a piece longer than `LAZY_PIECE_CHARS` is counted
     only when a span holds it whole. `bound` is what the chunker counts: `span`, except that a
     run of more than `LONG_RUN_CHARS` non-space characters (base64, a minified line) is counted in
-    parts of `RUN_PART_CHARS` characters, each with one token more for the seam (never fewer than
-    the run's own tokens: the cut can change the tokens at each seam, by less than one); every
+    parts of `RUN_PART_CHARS` characters, each with one token more for its cut (a cut changes the
+    tokens around it: with that token, never fewer than the run's own on MiniLM's tokenizer, for
+    base64, hex, letters, CJK, minified code; test_chunking_linear.py checks it); every
     part is counted once, and `fitting_end` cuts such a run between its parts, so that chunking a
     text counts each character about once (linear in the text's size, whatever its spaces).
     """
