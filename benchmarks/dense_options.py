@@ -53,6 +53,7 @@ from contextual_retrieval_core.dense.vectors import VectorIndex  # noqa: E402
 from contextual_retrieval_core.dense.windows import WindowConfig, collapse_hits  # noqa: E402
 from contextual_retrieval_core.embeddings.cache import CachedEmbedder  # noqa: E402
 from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder  # noqa: E402
+from contextual_retrieval_core.search.config import FusionConfig  # noqa: E402
 from contextual_retrieval_core.search.feedback import feedback_rows  # noqa: E402
 from contextual_retrieval_core.search.hybrid import HybridSearcher  # noqa: E402
 from contextual_retrieval_core.types import ContextualChunk  # noqa: E402
@@ -153,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
             if not use_dense and vname != "one-vector":
                 table[vname].append(dict(table["one-vector"][-1]))  # BM25 alone: no dense side
                 continue
-            s = HybridSearcher(chunks, embedder if use_dense else None, use_bm25=use_bm25, windows=windows, dense_prf=0)
+            s = HybridSearcher(chunks, embedder if use_dense else None, use_bm25=use_bm25, windows=windows, config=FusionConfig(dense_prf=0))
             ranked = [[h.id for h in hits] for hits in s.search_many(queries, top_k=DEPTH)]
             table[vname].append(scores(name, ranked, golden))
             print(vname, table[vname][-1], flush=True)
@@ -164,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(options[-1], flush=True)
         if name in ("hybrid", "structural-hybrid", "contextual-hybrid"):
             for over in ("one-vector", "windowed"):  # the library's dense PRF: HybridSearcher(dense_prf=0.5)
-                s = HybridSearcher(chunks, embedder, windows=variants[over], dense_prf=PRF_BETA, prf_top=PRF_TOP)
+                s = HybridSearcher(chunks, embedder, windows=variants[over], config=FusionConfig(dense_prf=PRF_BETA, prf_top=PRF_TOP))
                 ranked = [[h.id for h in hits] for hits in s.search_many(queries, top_k=DEPTH)]
                 options.append(scores(f"{name} + prf", ranked, golden) | {"over": over})
                 print(options[-1], flush=True)

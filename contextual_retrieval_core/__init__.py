@@ -19,7 +19,6 @@ backends. Its subpackages follow the data, one stage each:
 
 from typing import TYPE_CHECKING
 
-from contextual_retrieval_core._legacy import install as _install_legacy_paths
 from contextual_retrieval_core._sdk import lazy_exports
 from contextual_retrieval_core._version import __version__
 
@@ -46,7 +45,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from contextual_retrieval_core.types import Chunk, ContextualChunk, Document, compose_indexed_text
 
 
-_install_legacy_paths()
 
 __all__ = [
     "__version__",

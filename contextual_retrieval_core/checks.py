@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ import numpy as np
 
 from contextual_retrieval_core.errors import ContextualRetrievalError
 
-__all__ = ["IndexFileError", "positive_int", "non_negative_number", "fusion_weights", "string_list", "not_a_string", "finite_vectors", "unit_tolerance", "non_unit_rows", "renamed_keyword", "is_blank"]
+__all__ = ["IndexFileError", "positive_int", "non_negative_number", "fusion_weights", "string_list", "not_a_string", "finite_vectors", "unit_tolerance", "non_unit_rows", "is_blank"]
 
 
 def positive_int(name: str, value: Any, *, allow_none: bool = False, what: str = "a positive integer") -> Any:
@@ -91,17 +90,6 @@ def non_unit_rows(rows: np.ndarray, tolerance: float) -> np.ndarray:
     """
     squared = np.einsum("ij,ij->i", rows, rows)  # in the rows' own type: no converted copy
     return np.flatnonzero(~(np.abs(squared - 1.0) <= tolerance))
-
-
-def renamed_keyword(owner: str, old: str, new: str, old_value: Any, new_value: Any) -> Any:
-    """The value of a keyword renamed from `old` to `new`: `old_value` (with a DeprecationWarning)
-    when only the old name was passed; TypeError when both were."""
-    if old_value is None:
-        return new_value
-    if new_value is not None:
-        raise TypeError(f"{owner}: pass {new}= only ({old}= is its old name)")
-    warnings.warn(f"{owner}: {old}= is now called {new}=", DeprecationWarning, stacklevel=3)
-    return old_value
 
 
 def is_blank(query: Any) -> bool:

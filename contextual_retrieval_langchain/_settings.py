@@ -17,7 +17,6 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStoreRetriever
 from pydantic import Field, create_model
 
-from contextual_retrieval_core.checks import renamed_keyword
 from contextual_retrieval_core.rerank.base import Reranker
 from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_core.search.ranked import unique_names
@@ -63,8 +62,6 @@ def resolved_settings(data: Any) -> Any:
     if not isinstance(data, dict) or not isinstance(data.get("retrievers"), (list, tuple)):
         return data  # the field validation names what is wrong
     data = dict(data)
-    if "candidates" in data:
-        data["depth"] = renamed_keyword(_OWNER, "candidates", "depth", data.pop("candidates"), data.get("depth"))
     retrievers = data["retrievers"]
     n = len(retrievers)
     if n == 0:

@@ -28,7 +28,7 @@ from langchain_core.vectorstores import VectorStore
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 from typing_extensions import override
 
-from contextual_retrieval_core.checks import is_blank, positive_int, renamed_keyword
+from contextual_retrieval_core.checks import is_blank, positive_int
 from contextual_retrieval_core.dense.window_rows import requested_windows
 from contextual_retrieval_core.dense.windows import WindowConfig
 from contextual_retrieval_core.search.config import FusionConfig
@@ -89,7 +89,6 @@ class ContextualEnsembleRetriever(FusionFields):
             `RerankCompressor` (its `top_n` caps what comes back). Dense feedback moves the
             vector-store sources (search_type "similarity" or "similarity_score_threshold",
             with embeddings) fused with another source: the ranking `HybridSearcher` gives.
-            `candidates` is the old name of `depth` (deprecated).
         id_key: metadata key of the chunk id for Documents without `Document.id`.
         candidates_kwarg: the invoke keyword that sets a `BaseRetriever`'s result count (None for
             retrievers that take no such argument).
@@ -110,7 +109,7 @@ class ContextualEnsembleRetriever(FusionFields):
         [('c1', {'dense': 1, 'bm25': 1})]
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")  # a misspelt or removed setting is an error
 
     retrievers: list[RetrieverLike] = Field(description="the sources: retrievers or runnables str -> list[Document]")
     names: list[str] = Field(default_factory=list, description="one unique name per source (set from the sources when not given)")
@@ -177,8 +176,6 @@ class ContextualEnsembleRetriever(FusionFields):
 
             vectorstore = WindowedVectorStore(vectorstore, windows=windows, id_key=id_key)
             vectorstore.add_documents(docs, skip_fitting=given)
-        if "candidates" in kwargs:
-            kwargs["depth"] = renamed_keyword("ContextualEnsembleRetriever.from_documents", "candidates", "depth", kwargs.pop("candidates"), kwargs.get("depth"))
         config = FusionConfig.merged(kwargs.get("config"), depth=kwargs.get("depth"))  # validated before anything is built
         dense = vectorstore.as_retriever(search_kwargs={"k": config.depth})
         bm25 = ContextualBM25Retriever.from_documents(docs, k=config.depth, id_key=id_key)

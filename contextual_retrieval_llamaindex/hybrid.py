@@ -12,7 +12,7 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import MetadataFilters
 
-from contextual_retrieval_core.checks import is_blank, renamed_keyword
+from contextual_retrieval_core.checks import is_blank
 from contextual_retrieval_core.dense.window_rows import WINDOW_OF_KEY, requested_windows
 from contextual_retrieval_core.dense.windows import WindowConfig
 from contextual_retrieval_core.rerank.base import Reranker
@@ -61,7 +61,7 @@ class HybridRetriever(BaseRetriever):
         rrf_k: the RRF constant (default 0: the cookbook's ``w / rank``; 60: classic RRF).
         depth: results fused from each retriever (default 150, as the cookbook). Your
             retrievers are not changed: build them with their own top-k at least this large
-            (`from_defaults` does). `candidates` is its old name (deprecated).
+            (`from_defaults` does).
         similarity_top_k: results returned (default 20).
         reranker: a core `Reranker` (Cohere, Voyage, cross-encoder) or `ContextualRerank` (its
             reranker and `top_n` are used), or any other LlamaIndex node postprocessor, applied to
@@ -97,7 +97,6 @@ class HybridRetriever(BaseRetriever):
         reranker: Reranker | BaseNodePostprocessor | None = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
-        candidates: int | None = None,
         **settings: Any,
     ) -> None:
         named = dict(retrievers) if isinstance(retrievers, Mapping) else _name(list(retrievers))
@@ -106,8 +105,6 @@ class HybridRetriever(BaseRetriever):
         for name, r in named.items():
             if not isinstance(r, BaseRetriever):
                 raise TypeError(f"retriever {name!r} is a {type(r).__name__}, not a LlamaIndex BaseRetriever")
-        if candidates is not None:
-            settings["depth"] = renamed_keyword("HybridRetriever", "candidates", "depth", candidates, settings.get("depth"))
         self._top_n: int | None = None
         self._postprocessor: BaseNodePostprocessor | None = None
         if isinstance(reranker, ContextualRerank):  # its core reranker, through the core's rerank_hits
@@ -145,7 +142,6 @@ class HybridRetriever(BaseRetriever):
         depth: int | None = None,
         config: FusionConfig | None = None,
         filters: MetadataFilters | None = None,
-        candidates: int | None = None,
         windows: WindowConfig | bool | None = None,
         **kwargs: Any,
     ) -> HybridRetriever:
@@ -169,7 +165,6 @@ class HybridRetriever(BaseRetriever):
         """
         from contextual_retrieval_llamaindex.bm25 import ContextualBM25Retriever
 
-        depth = renamed_keyword("HybridRetriever.from_defaults", "candidates", "depth", candidates, depth)
         depth = FusionConfig.merged(config, depth=depth).depth  # validated before anything is built
         if filters is not None and not isinstance(filters, MetadataFilters):
             raise TypeError(

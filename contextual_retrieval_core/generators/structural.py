@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from bisect import bisect_left, bisect_right
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Literal
@@ -43,7 +44,6 @@ from contextual_retrieval_core.generators.structure_detect import guess_language
 from contextual_retrieval_core.generators.structure_text import (
     Heading,
     code_title,
-    heading_chain,
     headings,
     normalize,
     prose_title,
@@ -122,7 +122,58 @@ class _Outline:
     language: str | None
     title: str | None  # from the content: first heading / line / leading comment
     headings: list[Heading] = field(default_factory=list)
-    defs: list[Definition] = field(default_factory=list)
+    defs: list[Definition] = field(default_factory=list)  # sorted by start
+
+    def __post_init__(self) -> None:
+        # found once a document, so that each chunk's context costs a search, not a scan
+        self._heading_starts = [h.start for h in self.headings]
+        self._chains: list[tuple[str, ...]] = []
+        stack: dict[int, str] = {}
+        for h in self.headings:
+            stack = {lvl: t for lvl, t in stack.items() if lvl < h.level}
+            stack[h.level] = h.text
+            self._chains.append(tuple(stack[lvl] for lvl in sorted(stack)))
+        self._def_starts = [d.start for d in self.defs]
+        self._points: list[int] = []
+        self._around: list[tuple[tuple[Definition, ...], tuple[Definition, ...]]] = []
+        if self.defs:
+            self._sweep()
+
+    def _sweep(self) -> None:
+        """For each start or end of a definition p: the definitions around p (start < p < end),
+        and around any point just after it (start <= p < end), outermost first."""
+        events: dict[int, tuple[list[Definition], list[Definition]]] = {}
+        for d in self.defs:
+            events.setdefault(d.start, ([], []))[0].append(d)
+            events.setdefault(d.end, ([], []))[1].append(d)
+        active: dict[int, Definition] = {}
+        for p in sorted(events):
+            opening, closing = events[p]
+            for d in closing:
+                active.pop(id(d), None)
+            at = tuple(sorted(active.values(), key=lambda d: d.start))
+            for d in opening:
+                if d.end > p:
+                    active[id(d)] = d
+            self._points.append(p)
+            self._around.append((at, tuple(sorted(active.values(), key=lambda d: d.start))))
+
+    def chain(self, pos: int) -> tuple[str, ...]:
+        """`structure_text.heading_chain(self.headings, pos)`."""
+        i = bisect_right(self._heading_starts, pos)
+        return self._chains[i - 1] if i else ()
+
+    def enclosing(self, pos: int) -> list[Definition]:
+        """The definitions with ``start < pos < end``, by start."""
+        i = bisect_right(self._points, pos) - 1
+        if i < 0:
+            return []
+        at, after = self._around[i]
+        return list(at if self._points[i] == pos else after)
+
+    def starting_in(self, start: int, end: int) -> list[Definition]:
+        """The definitions with ``start <= d.start < end``, in order."""
+        return self.defs[bisect_left(self._def_starts, start):bisect_left(self._def_starts, end)]
 
 
 class StructuralContextGenerator:
@@ -210,15 +261,15 @@ class StructuralContextGenerator:
         if outline.kind == "prose":
             sections: tuple[str, ...] = ()
             if pos is not None:
-                sections = tuple(heading_chain(outline.headings, _first_nonspace(text, pos)))
+                sections = outline.chain(_first_nonspace(text, pos))
                 if quoted_title is not None and sections and normalize(sections[0]) == normalize(quoted_title):
                     sections = sections[1:]
             return StructuralInfo(source, "prose", None, pos is not None, pos, sections=sections)
         if pos is not None:
             first = _first_nonspace(text, pos)
             end = pos + len(chunk.text)
-            enclosing = sorted((d for d in outline.defs if d.start < first < d.end), key=lambda d: d.start)
-            inside = [d for d in outline.defs if pos <= d.start < end]
+            enclosing = outline.enclosing(first)
+            inside = outline.starting_in(pos, end)
         else:
             enclosing = []
             inside = _chunk_definitions(chunk.text, outline.language)

@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 from contextual_retrieval_core.chunking.budget import TokenWindow
 from contextual_retrieval_core.chunking.code_outline import parser_fallback
 from contextual_retrieval_core.contextualize.fit import chunk_to_fit
-from contextual_retrieval_core.index.files import SourceFile, UndecodableFileError, file_sha256, read_text
+from contextual_retrieval_core.index.files import SourceFile, UndecodableFileError, file_sha256, read_source_text
 from contextual_retrieval_core.index.manifest import FileEntry
 from contextual_retrieval_core.index.report import IndexReport
 from contextual_retrieval_core.types import Chunk, Document, stable_chunk_id
@@ -75,14 +75,18 @@ def read_changes(
     documents: list[Document] = []
     chunks: list[Chunk] = []
     spans: dict[str, tuple[int, int]] = {}
+    progress = tqdm(total=sum(st.st_size for _, _, st in todo), desc="chunking", unit="B", unit_scale=True,
+                    disable=not show_progress, leave=False)
     for f, digest, st in todo:
         try:
-            text, encoding = read_text(f.path)
+            text, encoding, payloads = read_source_text(f.path)
         except UndecodableFileError as exc:
             report.skipped.append((str(f.path), f"undecodable: {str(exc).split(': ', 1)[1]}"))
+            progress.update(st.st_size)
             continue
         if encoding != "utf-8":
             report.decoded.append((f.doc_id, encoding))
+        report.payloads_omitted += len(payloads)
         if f.doc_id in old_files:
             report.files_changed += 1
         else:
@@ -92,15 +96,19 @@ def read_changes(
         if fallback:
             report.plain_text_code[fallback] = report.plain_text_code.get(fallback, 0) + 1
         ids = []
+        first, counted = 1, 0  # lines counted once a file: chunks come in order
         for i, (offset, piece) in enumerate(pieces):
             cid = stable_chunk_id(f.doc_id, i, piece)
             ids.append(cid)
             chunks.append(Chunk(cid, f.doc_id, piece, i))
-            first = text.count("\n", 0, offset) + 1
+            first += text.count("\n", counted, offset)
+            counted = offset
             spans[cid] = (first, first + piece.count("\n"))
         if pieces:
             documents.append(Document(f.doc_id, text, {"file_path": f.doc_id}))
         elif not text.strip():
             report.empty.append(f.doc_id)
         entries[f.doc_id] = FileEntry(str(f.root), str(f.path), digest, st.st_size, st.st_mtime_ns, ids)
+        progress.update(st.st_size)
+    progress.close()
     return entries, documents, chunks, spans

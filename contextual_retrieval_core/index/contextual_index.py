@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from contextual_retrieval_core.checks import is_blank, renamed_keyword
+from contextual_retrieval_core.checks import is_blank
 from contextual_retrieval_core.chunking.budget import window_of
 from contextual_retrieval_core.chunking.split import DEFAULT_CHUNK_CHARS
 from contextual_retrieval_core.contextualize.config import ContextualizeConfig
@@ -734,8 +734,6 @@ class ContextualIndex:
         top_k: int | None = None,
         *,
         config: FusionConfig | None = None,
-        k: int | None = None,
-        **settings: Any,
     ) -> list[IndexHit]:
         """The top `top_k` chunks for `query`: Chroma top-`depth` and BM25 top-`depth`, fused with
         weighted reciprocal-rank fusion, dense feedback from the fused top, then reranked when
@@ -743,16 +741,12 @@ class ContextualIndex:
         (`config`); the fusion weights are the index's. With ``on_rerank_error="fused"`` a
         failing reranker leaves the fused order, each hit carrying the error
         (`IndexHit.rerank_error`). A blank query returns no results, as in every query path.
-        `k` is the old name of `top_k`; `settings` (``reranker=``, ``depth=``, ``dense_prf=``,
-        ...) are the config's fields as keywords (deprecated).
 
         Reads the folder only (the query's embedding is not cached); a damaged folder raises
         `IndexDamagedError` naming the file and the fix."""
         if not isinstance(query, str):
             raise TypeError(f"query must be str, got {type(query).__name__}")
-        top_k = renamed_keyword("ContextualIndex.search", "k", "top_k", k, top_k)
-        fusion = FusionConfig.from_keywords("ContextualIndex.search", config, settings)
-        fusion = fusion.replace(weights=self.weights, **({"top_k": top_k} if top_k is not None else {}))
+        fusion = FusionConfig.merged(config).replace(weights=self.weights, **({"top_k": top_k} if top_k is not None else {}))
         if is_blank(query):
             return []
         return read_retrying(self.path, lambda: self._search_version(query, fusion), reopen=self._reopen)

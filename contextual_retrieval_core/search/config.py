@@ -21,7 +21,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -162,19 +161,6 @@ class FusionConfig:
             taken = [next((k for k, v in names.items() if v == f), f) for f in fields]
             raise TypeError(f"{owner} got unknown settings {unknown}; its fusion settings are {taken}")
         return cls.merged(config, **{names.get(k, k): v for k, v in settings.items()})
-
-    @classmethod
-    def from_keywords(cls, owner: str, config: FusionConfig | None, settings: Mapping[str, Any]) -> FusionConfig:
-        """`from_settings` for a core class whose flat fusion keywords were deprecated in 0.2 for
-        ``config=``: a DeprecationWarning names the keywords given (not None) and the fix."""
-        given = [k for k, v in settings.items() if v is not None]
-        if given:
-            warnings.warn(
-                f"{owner}({', '.join(f'{k}=...' for k in given)}): fusion settings as keywords are deprecated; "
-                f"pass config=FusionConfig({', '.join(f'{k}=...' for k in given)})",
-                DeprecationWarning, stacklevel=3,
-            )
-        return cls.from_settings(config, settings, owner=owner)
 
     def replace(self, **changes: Any) -> FusionConfig:
         """A copy with `changes` (validated again)."""

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from contextual_retrieval_core.checks import is_blank, positive_int, renamed_keyword, string_list
+from contextual_retrieval_core.checks import is_blank, positive_int, string_list
 from contextual_retrieval_core.dense.hnsw import dense_index
 from contextual_retrieval_core.dense.window_rows import requested_windows
 from contextual_retrieval_core.dense.windows import WindowConfig, build_dense_rows
@@ -78,8 +78,6 @@ class HybridSearcher:
             `WindowConfig()`) or a `WindowConfig`: whole, as the chunk's own vector plus one per
             further overlapping window, each with the chunk's context, scored by the best; False
             or None: one vector per chunk, truncated at the embedder's window.
-        **settings: the fusion settings as keywords (`weights=`, `top_k=`, ...): deprecated, each
-            overrides `config`'s; pass them in `config`.
 
     Threads: `search` and `search_many` may run in many threads at once on one searcher; a query
     reads the BM25 arrays, the vector index and the embedder's model and changes none of them
@@ -105,13 +103,12 @@ class HybridSearcher:
         batch_size: int = 64,
         vector_store: Any = "memory",
         windows: WindowConfig | bool | None = True,
-        **settings: Any,
     ) -> None:
         if not chunks:
             raise ValueError("no chunks to search: pass at least one ContextualChunk")
         if embedder is None and not use_bm25:
             raise ValueError("nothing to search with: pass an embedder, or keep use_bm25=True")
-        self.config = FusionConfig.from_keywords("HybridSearcher", config, settings)
+        self.config = FusionConfig.merged(config)
         self.weights = self.config.weights_for(2)  # (dense, bm25), whichever sides are used
         self.chunks = {c.id: c for c in chunks}
         if len(self.chunks) != len(chunks):
@@ -172,16 +169,15 @@ class HybridSearcher:
     dense_prf = property(lambda self: self.config.dense_prf)
     prf_top = property(lambda self: self.config.prf_top)
 
-    def search(self, query: str, top_k: int | None = None, *, k: int | None = None) -> list[SearchHit]:
+    def search(self, query: str, top_k: int | None = None) -> list[SearchHit]:
         """The top `top_k` chunks for one query (default: the config's 20); a blank query finds
-        nothing. `k` is the old name of `top_k` (deprecated)."""
+        nothing."""
         if not isinstance(query, str):
             raise TypeError(f"query must be a str, got {type(query).__name__}; for several queries use search_many")
-        return self.search_many([query], renamed_keyword("HybridSearcher.search", "k", "top_k", k, top_k))[0]
+        return self.search_many([query], top_k)[0]
 
-    def search_many(self, queries: Sequence[str], top_k: int | None = None, *, k: int | None = None) -> list[list[SearchHit]]:
+    def search_many(self, queries: Sequence[str], top_k: int | None = None) -> list[list[SearchHit]]:
         """The top `top_k` chunks for each query (query vectors embedded in one batch)."""
-        top_k = renamed_keyword("HybridSearcher.search_many", "k", "top_k", k, top_k)
         top_k = self.config.top_k if top_k is None else positive_int("top_k", top_k)
         queries = string_list("queries", queries, "query strings")
         asked = [i for i, q in enumerate(queries) if not is_blank(q)]

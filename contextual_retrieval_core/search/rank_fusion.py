@@ -25,7 +25,7 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from contextual_retrieval_core.checks import fusion_weights, non_negative_number, not_a_string, positive_int, renamed_keyword
+from contextual_retrieval_core.checks import fusion_weights, non_negative_number, not_a_string, positive_int
 
 __all__ = [
     "FusedHit",
@@ -70,7 +70,6 @@ def reciprocal_rank_fusion(
     rrf_k: float | None = None,
     depth: int | None = DEFAULT_DEPTH,
     top_k: int | None = None,
-    k: Any = None,
 ) -> list[FusedHit]:
     """Weighted reciprocal-rank fusion of ranked id lists (best first).
 
@@ -80,13 +79,11 @@ def reciprocal_rank_fusion(
         rrf_k: the RRF constant (default 0, the cookbook's ``w / rank``; 60 is classic RRF).
         depth: candidates taken from each list (None: all).
         top_k: how many fused hits to return (None: all).
-        k: the old name of `rrf_k` (deprecated).
 
     Example:
         >>> [h.id for h in reciprocal_rank_fusion([["a", "b"], ["b", "c"]], [0.8, 0.2])]
         ['a', 'b', 'c']
     """
-    rrf_k = renamed_keyword("reciprocal_rank_fusion", "k", "rrf_k", k, rrf_k)
     rrf = non_negative_number("rrf_k", DEFAULT_RRF_K if rrf_k is None else rrf_k)
     lists, weights = _check(ranked_lists, weights, depth, top_k)
     return _hits(_rrf_columns(lists, weights, rrf, top_k))
@@ -120,12 +117,10 @@ def fuse(
     rrf_k: float | None = None,
     depth: int | None = DEFAULT_DEPTH,
     top_k: int | None = None,
-    k: Any = None,
 ) -> list[FusedHit]:
     """Fuse (id, score) lists with either mode; the one entry point the retrievers use.
 
-    `rrf_k` (default 0) is used by "rrf" only; `k` is its old name (deprecated)."""
-    rrf_k = renamed_keyword("fuse", "k", "rrf_k", k, rrf_k)
+    `rrf_k` (default 0) is used by "rrf" only."""
     return _hits(fused_columns(scored_lists, weights, mode=mode, rrf_k=rrf_k, depth=depth, top_k=top_k))
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Hashable, Sequence
 from itertools import repeat
 from typing import Any, NamedTuple
 
-from contextual_retrieval_core.checks import positive_int, renamed_keyword
+from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.rerank.base import ON_RERANK_ERROR, OnRerankError, Reranker, describe_error
 from contextual_retrieval_core.search.rank_fusion import DEFAULT_DEPTH, DEFAULT_RRF_K, FusionMode, fused_columns
 
@@ -176,16 +176,14 @@ def rerank_hits(
     top_k: int | None = None,
     rerank_depth: int | None = None,
     on_rerank_error: OnRerankError = "raise",
-    k: Any = None,
 ) -> list[RankedHit]:
     """The top `top_k` (default 20): reranked from the first `rerank_depth` fused hits (default:
     all), or the fused order cut.
 
     When the reranker raises and `on_rerank_error` is "fused", the fused order is returned instead,
     each hit carrying the error in `rerank_error`; with "raise" (the default) the error propagates.
-    `k` is the old name of `top_k` (deprecated).
     """
-    top_k, pool = _rerank_args(hits, reranker, top_k, rerank_depth, on_rerank_error, k)
+    top_k, pool = _rerank_args(hits, reranker, top_k, rerank_depth, on_rerank_error)
     if reranker is None or not pool:
         return list(hits[:top_k])
     try:
@@ -204,10 +202,9 @@ async def arerank_hits(
     top_k: int | None = None,
     rerank_depth: int | None = None,
     on_rerank_error: OnRerankError = "raise",
-    k: Any = None,
 ) -> list[RankedHit]:
     """Async `rerank_hits` (the reranker's `arerank`)."""
-    top_k, pool = _rerank_args(hits, reranker, top_k, rerank_depth, on_rerank_error, k)
+    top_k, pool = _rerank_args(hits, reranker, top_k, rerank_depth, on_rerank_error)
     if reranker is None or not pool:
         return list(hits[:top_k])
     try:
@@ -218,9 +215,9 @@ async def arerank_hits(
 
 
 def _rerank_args(
-    hits: Sequence[RankedHit], reranker: Reranker | None, top_k: Any, rerank_depth: Any, on_rerank_error: str, k: Any
+    hits: Sequence[RankedHit], reranker: Reranker | None, top_k: Any, rerank_depth: Any, on_rerank_error: str
 ) -> tuple[int, list[RankedHit]]:
-    top_k = positive_int("top_k", renamed_keyword("rerank_hits", "k", "top_k", k, top_k), allow_none=True)
+    top_k = positive_int("top_k", top_k, allow_none=True)
     rerank_depth = positive_int("rerank_depth", rerank_depth, allow_none=True)
     if on_rerank_error not in ON_RERANK_ERROR:
         raise ValueError(f"on_rerank_error must be 'raise' or 'fused', not {on_rerank_error!r}")

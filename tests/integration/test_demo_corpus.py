@@ -14,6 +14,7 @@ from contextual_retrieval_core.app.demo_corpus import DEMO_QUERIES
 from contextual_retrieval_core.dense.windows import WindowConfig
 from contextual_retrieval_core.index.contextual_index import ContextualIndex
 from contextual_retrieval_core.pruning import ContextPruner
+from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_core.search.hybrid import HybridSearcher
 from tests.integration.test_index_windows import rows
 
@@ -46,7 +47,7 @@ def test_same_top_20_as_the_core_searcher_on_the_same_chunks(tmp_path, offline_e
 
     windows = WindowConfig(size=48, overlap=8)
     index, chunks, embedder = demo_index(tmp_path, windows, offline_embedder)
-    searcher = HybridSearcher(chunks, embedder, windows=windows, weights=index.weights)
+    searcher = HybridSearcher(chunks, embedder, windows=windows, config=FusionConfig(weights=index.weights))
     assert searcher._extra_rows > 0 and len(rows(index)) == len(chunks) + searcher._extra_rows
     for query in [q.query for q in DEMO_QUERIES]:
         assert [h.id for h in index.search(query, top_k=20)] == [h.id for h in searcher.search(query, top_k=20)]
@@ -61,14 +62,14 @@ def test_dense_prf_ranks_as_the_core_searcher_does(tmp_path, windows, capsys, of
     from contextual_retrieval_core.app.demo_corpus import DEMO_QUERIES
 
     index, chunks, embedder = demo_index(tmp_path, windows, offline_embedder)
-    searcher = HybridSearcher(chunks, embedder, windows=windows, weights=index.weights)
-    plain = HybridSearcher(chunks, embedder, windows=windows, weights=index.weights, dense_prf=0)
+    searcher = HybridSearcher(chunks, embedder, windows=windows, config=FusionConfig(weights=index.weights))
+    plain = HybridSearcher(chunks, embedder, windows=windows, config=FusionConfig(weights=index.weights, dense_prf=0))
     assert searcher.dense_prf == 0.5
     changed = 0
     for query in [q.query for q in DEMO_QUERIES]:
         ours = [h.id for h in index.search(query, top_k=20)]
         assert ours == [h.id for h in searcher.search(query, top_k=20)], query
-        off = [h.id for h in index.search(query, top_k=20, dense_prf=0)]
+        off = [h.id for h in index.search(query, top_k=20, config=FusionConfig(dense_prf=0))]
         assert off == [h.id for h in plain.search(query, top_k=20)], query
         changed += ours != off
     assert changed  # the feedback moved some ranking: the parity is not the plain search's

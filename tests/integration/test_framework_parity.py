@@ -15,6 +15,7 @@ from contextual_retrieval_core import Chunk, ContextualChunk, HybridSearcher
 from contextual_retrieval_core.app.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES
 from contextual_retrieval_core.dense.windows import WindowConfig
 from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
+from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_langchain import ContextualDocumentTransformer, ContextualEnsembleRetriever, LocalMiniLMEmbeddings
 from contextual_retrieval_llamaindex import ContextualNodeParser, HybridRetriever, LocalMiniLMEmbedding, chroma_vector_store
 
@@ -105,7 +106,7 @@ def windowed(both):
     langchain = ContextualEnsembleRetriever.from_documents(docs, LocalMiniLMEmbeddings(), k=20, windows=WINDOWS)
     chunks = [ContextualChunk(Chunk(n.node_id, n.ref_doc_id, n.text), n.metadata["context"]) for n in nodes]
     assert [c.indexed_text for c in chunks] == [d.page_content for d in docs]
-    core = HybridSearcher(chunks, LocalMiniLMEmbedder(), vector_store="chroma", windows=WINDOWS, top_k=20)
+    core = HybridSearcher(chunks, LocalMiniLMEmbedder(), vector_store="chroma", windows=WINDOWS, config=FusionConfig(top_k=20))
     return llamaindex, langchain, core
 
 

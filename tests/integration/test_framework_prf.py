@@ -20,6 +20,7 @@ from llama_index.core.vector_stores.types import BasePydanticVectorStore, Vector
 
 from contextual_retrieval_core import Chunk, ContextualChunk, HybridSearcher
 from contextual_retrieval_core.app.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES
+from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_langchain import ContextualDocumentTransformer, ContextualEnsembleRetriever, LocalMiniLMEmbeddings
 from contextual_retrieval_langchain.sources import feedback_sides
 from contextual_retrieval_llamaindex import ContextualNodeParser, HybridRetriever, LocalMiniLMEmbedding, chroma_vector_store
@@ -90,7 +91,7 @@ def corpus(offline_embedder):
     docs = ContextualDocumentTransformer(show_progress=False).transform_documents(chunks, parents=dict(DEMO_DOCUMENTS))
     core_chunks = [ContextualChunk(Chunk(n.node_id, n.ref_doc_id, n.text), n.metadata["context"]) for n in nodes]
     embedder = offline_embedder
-    core = {beta: HybridSearcher(core_chunks, embedder, top_k=20, dense_prf=beta) for beta in (0.5, 0)}
+    core = {beta: HybridSearcher(core_chunks, embedder, config=FusionConfig(top_k=20, dense_prf=beta)) for beta in (0.5, 0)}
     return nodes, docs, core
 
 

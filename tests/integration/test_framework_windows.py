@@ -18,6 +18,7 @@ from contextual_retrieval_core.app.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERI
 from contextual_retrieval_core.dense.window_rows import WINDOW_OF_KEY
 from contextual_retrieval_core.dense.windows import WINDOW_MARK, WindowConfig
 from contextual_retrieval_core.embeddings.cache import CachedEmbedder
+from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_langchain import ContextualDocumentTransformer, ContextualEnsembleRetriever
 from contextual_retrieval_langchain.embeddings import EmbedderEmbeddings
 from contextual_retrieval_langchain.windows import WindowedVectorStore
@@ -43,7 +44,7 @@ def corpus(shared):
     )
     embed = CoreEmbedding(shared)
     chunks = [ContextualChunk(Chunk(n.node_id, n.ref_doc_id, n.text), n.metadata["context"]) for n in nodes]
-    core = HybridSearcher(chunks, shared, windows=WINDOWS, top_k=20)
+    core = HybridSearcher(chunks, shared, windows=WINDOWS, config=FusionConfig(top_k=20))
     assert core._extra_rows > 0
     return nodes, embed, chunks, core
 

@@ -29,8 +29,8 @@ def test_a_blank_query_returns_no_results_in_every_path(built, cohere_server, qu
     assert index.search("refunds", top_k=2)  # the index answers real questions
     embedder.queries.clear()
     assert index.search(query) == []
-    assert index.search(query, top_k=1, depth=5) == []
-    assert index.search(query, reranker=cohere_server.reranker()) == []
+    assert index.search(query, top_k=1, config=FusionConfig(depth=5)) == []
+    assert index.search(query, config=FusionConfig(reranker=cohere_server.reranker())) == []
     assert index.search(query, config=FusionConfig(reranker=cohere_server.reranker(), on_rerank_error="fused", top_k=3)) == []
     assert embedder.queries == [] and cohere_server.requests == []  # nothing embedded, nothing sent
 
@@ -47,10 +47,10 @@ def test_a_blank_question_on_the_command_line_prints_no_results_and_touches_noth
 
 def test_a_failing_reranker_raises_by_default(built, cohere_server) -> None:
     index = ContextualIndex(built, embedder=CountingEmbedder())
-    assert index.search("refunds", top_k=2, reranker=cohere_server.reranker())[0].rerank_score is not None
+    assert index.search("refunds", top_k=2, config=FusionConfig(reranker=cohere_server.reranker()))[0].rerank_score is not None
     cohere_server.fail_next(500, times=1)
     with pytest.raises(cohere.errors.InternalServerError):
-        index.search("refunds", top_k=2, reranker=cohere_server.reranker())
+        index.search("refunds", top_k=2, config=FusionConfig(reranker=cohere_server.reranker()))
 
 
 @pytest.mark.parametrize("how", ["keyword", "config"])

@@ -14,6 +14,7 @@ import pytest
 from contextual_retrieval_core.dense.window_rows import WINDOW_OF_KEY, row_owner, stale_rows, windowable
 from contextual_retrieval_core.dense.windows import WINDOW_MARK, WindowConfig
 from contextual_retrieval_core.index.contextual_index import ContextualIndex
+from contextual_retrieval_core.search.config import FusionConfig
 from tests.notes_corpus import CountingEmbedder, CountingGenerator
 
 WINDOW = 24  # tokens the toy embedder reads
@@ -94,7 +95,7 @@ def test_depth_counts_chunks_not_window_rows(tmp_path):
     index = ContextualIndex(tmp_path / "ix", fit_chunks=False, embedder=TruncatingEmbedder(), generator=CountingGenerator(),
                             windows=WindowConfig())
     index.update([folder], show_progress=False)
-    hits = index.search("stirs the soup", top_k=10, depth=2)
+    hits = index.search("stirs the soup", top_k=10, config=FusionConfig(depth=2))
     assert len([h for h in hits if h.ranks["dense"] is not None]) == 2
 
 

@@ -9,6 +9,7 @@ from contextual_retrieval_core import Chunk, ContextualChunk
 from contextual_retrieval_core.dense.windows import WINDOW_MARK, WindowConfig, build_dense_rows, window_texts
 from contextual_retrieval_core.embeddings.cache import CachedEmbedder
 from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
+from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_core.search.hybrid import HybridSearcher
 
 FILLER = " ".join(
@@ -105,7 +106,7 @@ def test_windowed_dense_search_finds_the_tail_and_returns_each_chunk_once(minilm
 
 def test_depth_counts_chunks_not_windows(minilm: LocalMiniLMEmbedder) -> None:
     chunks = [long_chunk("a"), long_chunk("b")] + distractors()
-    searcher = HybridSearcher(chunks, minilm, use_bm25=False, depth=3, windows=WindowConfig())
+    searcher = HybridSearcher(chunks, minilm, use_bm25=False, windows=WindowConfig(), config=FusionConfig(depth=3))
     hits = searcher.search("stir the soup and add salt", top_k=10)
     assert len(hits) == 3 and len({h.id for h in hits}) == 3
     assert not any(WINDOW_MARK in h.id for h in hits)
@@ -115,7 +116,7 @@ def test_windowed_search_fetches_few_rows_yet_finds_exactly_the_best_window_per_
     """The dense side fetches `depth` extra rows first, and every row only for a query whose top rows
     hold too few chunks: the hits are the brute-force max-sim ranking either way."""
     chunks = [long_chunk("a")] + distractors()
-    searcher = HybridSearcher(chunks, minilm, use_bm25=False, depth=2, windows=WindowConfig())
+    searcher = HybridSearcher(chunks, minilm, use_bm25=False, windows=WindowConfig(), config=FusionConfig(depth=2))
     fetched: list[int] = []
     search_many = searcher.vectors.search_many
     searcher.vectors.search_many = lambda q, k: fetched.append(k) or search_many(q, k)

@@ -257,8 +257,8 @@ COUNTS = {
     "FusionConfig depth": (lambda v: FusionConfig(depth=v), "depth"),
     "FusionConfig top_k": (lambda v: FusionConfig(top_k=v), "top_k"),
     "FusionConfig rerank_depth": (lambda v: FusionConfig(rerank_depth=v), "rerank_depth"),
-    "HybridSearcher depth": (lambda v: HybridSearcher(CHUNKS, None, depth=v), "depth"),
-    "HybridSearcher top_k": (lambda v: HybridSearcher(CHUNKS, None, top_k=v), "top_k"),
+    "HybridSearcher depth": (lambda v: HybridSearcher(CHUNKS, None, config=FusionConfig(depth=v)), "depth"),
+    "HybridSearcher top_k": (lambda v: HybridSearcher(CHUNKS, None, config=FusionConfig(top_k=v)), "top_k"),
     "search top_k": (lambda v: HybridSearcher(CHUNKS, None).search("revenue", top_k=v), "top_k"),
     "bm25 k": (lambda v: BM25Index().index(["a"], ["x"]).search("x", k=v), "k"),
     "vector k": (lambda v: VectorIndex(["a"], np.ones((1, 2))).search(np.ones(2), k=v), "k"),
@@ -279,8 +279,8 @@ def test_a_count_that_is_not_a_positive_int_is_rejected_up_front(case, bad, erro
 
 def test_depth_zero_is_rejected_when_the_searcher_is_built_not_at_query_time() -> None:
     with pytest.raises(ValueError, match="^depth must be a positive integer, got 0"):
-        HybridSearcher(CHUNKS, None, depth=0)
-    assert [h.id for h in HybridSearcher(CHUNKS, None, depth=1).search("ACME headcount")] == ["acme-staff"]
+        HybridSearcher(CHUNKS, None, config=FusionConfig(depth=0))
+    assert [h.id for h in HybridSearcher(CHUNKS, None, config=FusionConfig(depth=1)).search("ACME headcount")] == ["acme-staff"]
 
 
 # -- blank queries ---------------------------------------------------------------------------------

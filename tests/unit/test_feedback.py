@@ -8,6 +8,7 @@ import pytest
 
 from contextual_retrieval_core import Chunk, ContextualChunk
 from contextual_retrieval_core.dense.vectors import VectorIndex
+from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_core.search.hybrid import HybridSearcher
 
 TEXTS = {
@@ -45,7 +46,7 @@ def chunks():
 def test_prf_moves_the_query_toward_the_fused_top_chunks_and_searches_again():
     emb = Bag()
     plain = HybridSearcher(chunks(), emb)
-    prf = HybridSearcher(chunks(), emb, dense_prf=0.5, prf_top=2)
+    prf = HybridSearcher(chunks(), emb, config=FusionConfig(dense_prf=0.5, prf_top=2))
     assert prf._feedback_rows.vectors is prf.vectors.vectors  # the index's rows, not a second copy
     query = "when does the key rotate"
     first = plain.search(query, top_k=6)
@@ -70,19 +71,19 @@ def test_prf_is_on_by_default_for_hybrid_only_checked_and_leaves_blank_queries_e
     default = HybridSearcher(chunks(), emb)
     assert default.dense_prf == 0.5 and default.prf_top == 3 and default._feedback_rows is not None
     query = "when does the key rotate"
-    on = [(h.id, h.ranks) for h in HybridSearcher(chunks(), emb, dense_prf=0.5).search(query)]
+    on = [(h.id, h.ranks) for h in HybridSearcher(chunks(), emb, config=FusionConfig(dense_prf=0.5)).search(query)]
     assert [(h.id, h.ranks) for h in default.search(query)] == on
-    off = HybridSearcher(chunks(), emb, dense_prf=0, prf_top=2)
-    top2 = [(h.id, h.ranks) for h in HybridSearcher(chunks(), emb, prf_top=2).search(query)]
+    off = HybridSearcher(chunks(), emb, config=FusionConfig(dense_prf=0, prf_top=2))
+    top2 = [(h.id, h.ranks) for h in HybridSearcher(chunks(), emb, config=FusionConfig(prf_top=2)).search(query)]
     assert off._feedback_rows is None and [(h.id, h.ranks) for h in off.search(query)] != top2
     # fed back from the dense ranking alone it lowered the no-context dense row: never run dense-only
     assert HybridSearcher(chunks(), emb, use_bm25=False)._feedback_rows is None
     assert default.search_many(["", "soup salt"])[0] == []
     for bad, error in ((-1, ValueError), (11, ValueError), (True, TypeError), ("0.5", TypeError)):
         with pytest.raises(error, match="dense_prf must be"):
-            HybridSearcher(chunks(), emb, dense_prf=bad)
+            HybridSearcher(chunks(), emb, config=FusionConfig(dense_prf=bad))
     with pytest.raises(ValueError, match="prf_top"):
-        HybridSearcher(chunks(), emb, prf_top=0)
+        HybridSearcher(chunks(), emb, config=FusionConfig(prf_top=0))
 
 
 def test_the_moved_query_is_unit_length_whatever_the_querys_length():

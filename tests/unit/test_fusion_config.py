@@ -63,10 +63,10 @@ def test_frozen_normalised_merged_and_weight_count_checked() -> None:
         config.weights_for(3, per="retriever")
 
 
-def test_the_searcher_takes_a_config_or_the_settings_and_they_agree() -> None:
+def test_the_searcher_takes_its_settings_in_one_config() -> None:
     config = FusionConfig(weights=(0.8, 0.2), rrf_k=60, depth=2, top_k=2)
     from_config = HybridSearcher(CHUNKS, WordEmbedder(), config=config)
-    from_settings = HybridSearcher(CHUNKS, WordEmbedder(), weights=(0.8, 0.2), rrf_k=60, depth=2, top_k=2)
+    from_settings = HybridSearcher(CHUNKS, WordEmbedder(), config=FusionConfig(weights=(0.8, 0.2), rrf_k=60, depth=2, top_k=2))
     assert from_config.config == from_settings.config == config
     assert (from_config.depth, from_config.rrf_k, from_config.top_k, from_config.weights) == (2, 60.0, 2, (0.8, 0.2))
     for query in ("revenue grew", "ACME headcount"):
@@ -74,21 +74,18 @@ def test_the_searcher_takes_a_config_or_the_settings_and_they_agree() -> None:
         assert len(hits) == 2 and [h.id for h in hits] == [h.id for h in from_settings.search(query)]
         default = HybridSearcher(CHUNKS, WordEmbedder()).search(query, top_k=2)
         assert [h.fused_score for h in hits] != [h.fused_score for h in default]  # rrf_k=60 took effect
-    overridden = HybridSearcher(CHUNKS, WordEmbedder(), config=config, top_k=1)
-    assert overridden.config == dataclasses.replace(config, top_k=1) and len(overridden.search("revenue grew")) == 1
+    assert len(from_config.search("revenue grew", top_k=1)) == 1  # a query's own count
+    with pytest.raises(TypeError, match="top_k"):
+        HybridSearcher(CHUNKS, WordEmbedder(), config=config, top_k=1)  # the flat keywords of 0.1 are gone
     with pytest.raises(ValueError, match="weights"):
         HybridSearcher(CHUNKS, None, config=FusionConfig(weights=(1.0,)))
 
 
-def test_old_names_still_work_with_a_deprecation_warning_naming_the_new_one() -> None:
-    with pytest.warns(DeprecationWarning, match="k= is now called rrf_k="):
-        old = reciprocal_rank_fusion([["a", "b"], ["b"]], k=60)
-    assert old == reciprocal_rank_fusion([["a", "b"], ["b"]], rrf_k=60) != reciprocal_rank_fusion([["a", "b"], ["b"]])
-    searcher = HybridSearcher(CHUNKS, None)
-    with pytest.warns(DeprecationWarning, match="k= is now called top_k="):
-        assert len(searcher.search("revenue", k=1)) == 1
-    with pytest.raises(TypeError, match="pass rrf_k= only"):
-        reciprocal_rank_fusion([["a"]], k=1, rrf_k=2)
+def test_the_old_names_are_gone_and_the_rrf_constant_defaults_to_the_librarys() -> None:
+    with pytest.raises(TypeError, match="'k'"):
+        reciprocal_rank_fusion([["a", "b"], ["b"]], k=60)  # rrf_k= since 0.2; the old name was removed in 0.3
+    with pytest.raises(TypeError, match="'k'"):
+        HybridSearcher(CHUNKS, None).search("revenue", k=1)
     # fusion's RRF constant defaults to the library's (0, the cookbook's w / rank), as everywhere
     assert reciprocal_rank_fusion([["a", "b"]])[1].score == pytest.approx(1 / 2)
     assert fuse_sources([("x", [("a", 1.0), ("b", 0.5)], 1.0)])[1].score == pytest.approx(1 / 2)
@@ -98,7 +95,7 @@ def test_old_names_still_work_with_a_deprecation_warning_naming_the_new_one() ->
 
 
 def test_a_failing_reranker_raises_by_default(cohere_server) -> None:
-    searcher = HybridSearcher(CHUNKS, WordEmbedder(), reranker=cohere_server.reranker())
+    searcher = HybridSearcher(CHUNKS, WordEmbedder(), config=FusionConfig(reranker=cohere_server.reranker()))
     assert searcher.search("ACME revenue")[0].rerank_score is not None  # the server works
     cohere_server.fail_next(500, times=1)
     with pytest.raises(cohere.errors.InternalServerError):
@@ -107,7 +104,7 @@ def test_a_failing_reranker_raises_by_default(cohere_server) -> None:
 
 def test_on_rerank_error_fused_keeps_the_fused_order_and_reports_why(cohere_server) -> None:
     reranker = cohere_server.reranker()
-    searcher = HybridSearcher(CHUNKS, WordEmbedder(), reranker=reranker, on_rerank_error="fused")
+    searcher = HybridSearcher(CHUNKS, WordEmbedder(), config=FusionConfig(reranker=reranker, on_rerank_error="fused"))
     fused = HybridSearcher(CHUNKS, WordEmbedder()).search("ACME revenue", top_k=2)
     reranked = searcher.search("ACME revenue", top_k=2)
     assert all(h.rerank_error is None and h.rerank_score is not None for h in reranked)

@@ -5,6 +5,7 @@ import pytest
 from contextual_retrieval_core import Chunk, ContextualChunk, HybridSearcher
 from contextual_retrieval_core.rerank import PassThroughReranker, RerankResult
 from contextual_retrieval_core.search.bm25 import BM25Index
+from contextual_retrieval_core.search.config import FusionConfig
 
 CHUNKS = [
     ContextualChunk(Chunk("acme-rev", "acme", "Revenue grew by 3% over the previous quarter."), "ACME Corp Q2 2023 filing, revenue section."),
@@ -67,10 +68,10 @@ class ShortestFirstReranker:
 
 
 def test_reranker_reorders_fused_candidates(embedder):
-    hits = HybridSearcher(CHUNKS, embedder, reranker=ShortestFirstReranker()).search("revenue", top_k=2)
+    hits = HybridSearcher(CHUNKS, embedder, config=FusionConfig(reranker=ShortestFirstReranker())).search("revenue", top_k=2)
     assert len(hits) == 2 and hits[0].id == "acme-staff"  # the shortest indexed text
     assert hits[0].fused_score > 0 and hits[0].score == 1.0
-    same = HybridSearcher(CHUNKS, embedder, reranker=PassThroughReranker()).search("revenue", top_k=3)
+    same = HybridSearcher(CHUNKS, embedder, config=FusionConfig(reranker=PassThroughReranker())).search("revenue", top_k=3)
     assert [h.id for h in same] == [h.id for h in HybridSearcher(CHUNKS, embedder).search("revenue", top_k=3)]
 
 
@@ -82,7 +83,7 @@ def test_bad_input(embedder):
     with pytest.raises(ValueError, match="nothing to search"):
         HybridSearcher(CHUNKS, None, use_bm25=False)
     with pytest.raises(ValueError, match="weights"):
-        HybridSearcher(CHUNKS, None, weights=(1.0,))
+        HybridSearcher(CHUNKS, None, config=FusionConfig(weights=(1.0,)))
     searcher = HybridSearcher(CHUNKS, embedder)
     assert searcher.search("", top_k=5) == []
     assert searcher.search_many([], top_k=5) == []
@@ -104,12 +105,12 @@ def test_a_prebuilt_bm25_index_must_cover_exactly_the_chunks():
 
 def test_rerank_depth_is_a_positive_integer_or_the_fusion_depth():
     reranker = ShortestFirstReranker()
-    HybridSearcher(CHUNKS, None, reranker=reranker, rerank_depth=1).search("revenue filing", top_k=3)
+    HybridSearcher(CHUNKS, None, config=FusionConfig(reranker=reranker, rerank_depth=1)).search("revenue filing", top_k=3)
     assert [len(texts) for texts in reranker.seen] == [1]
-    searcher = HybridSearcher(CHUNKS, None, reranker=reranker, depth=2)
+    searcher = HybridSearcher(CHUNKS, None, config=FusionConfig(reranker=reranker, depth=2))
     assert searcher.rerank_depth == 2
     searcher.search("revenue filing", top_k=3)
     assert [len(texts) for texts in reranker.seen] == [1, 2]
     for bad, error in ((0, ValueError), (-1, ValueError), (True, TypeError), (2.5, TypeError), ("3", TypeError)):
         with pytest.raises(error, match="rerank_depth must be a positive integer or None"):
-            HybridSearcher(CHUNKS, None, rerank_depth=bad)
+            HybridSearcher(CHUNKS, None, config=FusionConfig(rerank_depth=bad))

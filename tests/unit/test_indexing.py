@@ -255,8 +255,7 @@ def test_embedder_mismatch_and_non_index_errors_name_the_fix(tmp_path):
         ContextualIndex(tmp_path / "ix2", embedder=CountingEmbedder()).update([empty], show_progress=False)
     index = ContextualIndex(tmp_path / "ix", embedder=CountingEmbedder())
     assert index.search("  ") == []  # a blank query finds nothing, as in every query path
-    with pytest.warns(DeprecationWarning, match="k= is now called top_k="):
-        assert len(index.search("refunds", k=1)) == 1
+    assert len(index.search("refunds", top_k=1)) == 1
     from contextual_retrieval_core.search.config import FusionConfig
 
     assert len(index.search("refunds", config=FusionConfig(top_k=2))) == 2

@@ -68,14 +68,13 @@ def test_bad_fields_fail_when_built_naming_them(sources, fields, error, message)
         ContextualEnsembleRetriever(retrievers=sources, **fields)
 
 
-def test_invoke_k_and_the_old_candidates_name(sources) -> None:
+def test_invoke_k_and_the_removed_candidates_name(sources) -> None:
     retriever = ContextualEnsembleRetriever(retrievers=sources)
     for bad, error in ((0, ValueError), (2.5, TypeError), ("3", TypeError)):
         with pytest.raises(error, match="^k must be a positive integer"):
             retriever.invoke(QUERY, k=bad)
-    with pytest.warns(DeprecationWarning, match="candidates= is now called depth="):
-        old = ContextualEnsembleRetriever(retrievers=sources, candidates=5)
-    assert old.depth == 5 and old.invoke(QUERY) == ContextualEnsembleRetriever(retrievers=sources, depth=5).invoke(QUERY)
+    with pytest.raises((TypeError, ValueError), match="candidates"):  # depth= since 0.2; removed in 0.3
+        ContextualEnsembleRetriever(retrievers=sources, candidates=5)
     with pytest.raises(TypeError, match="^documents must be a list of Documents, not a single str"):
         ContextualBM25Retriever.from_documents("some text")  # type: ignore[arg-type]
 

@@ -15,6 +15,7 @@ from langchain_core.vectorstores import VectorStoreRetriever
 
 from contextual_retrieval_core.rerank import CohereReranker
 from contextual_retrieval_core.search.bm25 import BM25Index
+from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_core.search.hybrid import HybridSearcher
 from contextual_retrieval_core.search.ranked import fuse_sources
 from contextual_retrieval_langchain import (
@@ -96,7 +97,7 @@ def test_bm25_needs_ids() -> None:
 @pytest.mark.parametrize("kw", [{}, {"weights": [0.8, 0.2], "rrf_k": 60.0}, {"mode": "relative_score"}, {"depth": 3}])
 def test_ensemble_returns_the_cores_ordering(chroma, bm25, core_chunks, core_embedder, kw) -> None:
     core_kw = {"weights": tuple(kw.get("weights", (0.5, 0.5))), "mode": kw.get("mode", "rrf"), "rrf_k": kw.get("rrf_k", 0.0), "depth": kw.get("depth", 150)}
-    searcher = HybridSearcher(core_chunks, core_embedder, **core_kw)
+    searcher = HybridSearcher(core_chunks, core_embedder, config=FusionConfig(**core_kw))
     retriever = ensemble(chroma, bm25, **kw)
     for query in QUERIES:
         expected = searcher.search(query, top_k=5)
@@ -227,7 +228,7 @@ def cohere_reranker(server: FakeCohereServer) -> CohereReranker:
 async def test_ensemble_reranks_the_fused_candidates(chroma, bm25, core_chunks, core_embedder, cohere_server, as_compressor) -> None:
     reranker = cohere_reranker(cohere_server)
     retriever = ensemble(chroma, bm25, k=3, rerank_depth=5, reranker=RerankCompressor(reranker=reranker) if as_compressor else reranker)
-    searcher = HybridSearcher(core_chunks, core_embedder, reranker=reranker, rerank_depth=5)
+    searcher = HybridSearcher(core_chunks, core_embedder, config=FusionConfig(reranker=reranker, rerank_depth=5))
     query = "quarterly revenue report"
     got = retriever.invoke(query)
     expected = searcher.search(query, top_k=3)

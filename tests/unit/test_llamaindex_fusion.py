@@ -56,9 +56,8 @@ def test_config_and_settings_are_the_cores_and_agree(nodes, minilm) -> None:
         HybridRetriever.from_defaults(index, nodes=nodes, depth=0)
     with pytest.raises(ValueError, match="^similarity_top_k|^top_k must be a positive integer"):
         HybridRetriever(from_config.retrievers, similarity_top_k=-1)
-    with pytest.warns(DeprecationWarning, match="candidates= is now called depth="):
-        old = HybridRetriever.from_defaults(index, nodes=nodes, candidates=2)
-    assert old.depth == 2
+    with pytest.raises(TypeError, match="candidates"):  # depth= since 0.2; the old name was removed in 0.3
+        HybridRetriever.from_defaults(index, nodes=nodes, candidates=2)
     with pytest.raises(TypeError, match="^nodes must be a list of nodes, not a single str"):
         ContextualBM25Retriever("some text")  # type: ignore[arg-type]
 

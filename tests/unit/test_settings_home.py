@@ -14,16 +14,13 @@ CHUNKS = [ContextualChunk(Chunk("c1", "d1", "Revenue grew 3%."), "ACME's Q2 fili
           ContextualChunk(Chunk("c2", "d1", "Two plants opened."), "ACME's Q2 filing.")]
 
 
-def test_the_core_searcher_takes_a_config_and_warns_for_flat_keywords() -> None:
+def test_the_core_searcher_takes_a_config_and_no_flat_keywords() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         searcher = HybridSearcher(CHUNKS, None, config=FusionConfig(top_k=1, rrf_k=60))
     assert searcher.config.top_k == 1 and searcher.rrf_k == 60
-    with pytest.warns(DeprecationWarning, match=r"config=FusionConfig\(top_k=\.\.\.\)"):
-        old = HybridSearcher(CHUNKS, None, top_k=1)
-    assert old.config == FusionConfig(top_k=1)
-    with pytest.raises(TypeError, match="unknown settings"):
-        HybridSearcher(CHUNKS, None, topk=1)
+    with pytest.raises(TypeError, match="top_k"):  # the flat keywords of 0.1 were removed in 0.3
+        HybridSearcher(CHUNKS, None, top_k=1)
 
 
 def test_langchain_fields_are_the_configs_fields() -> None:
