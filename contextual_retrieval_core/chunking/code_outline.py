@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contextual_retrieval_core.chunking.languages import CODE_LANGUAGES, GRAMMARS, language_for_path
+from contextual_retrieval_core.errors import ContextualRetrievalError
 
 __all__ = ["Definition", "definitions", "outline", "definition_boundaries", "chunk_boundaries", "statement_starts", "cut_ranks", "parser_fallback", "GrammarUnavailable", "TYPE_KINDS"]
 
@@ -37,7 +38,7 @@ TYPE_KINDS = frozenset({
 })
 
 
-class GrammarUnavailable(LookupError):
+class GrammarUnavailable(ContextualRetrievalError, LookupError):
     """No tree-sitter grammar can be loaded for a language."""
 
 

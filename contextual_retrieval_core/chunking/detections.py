@@ -42,6 +42,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from contextual_retrieval_core.errors import ContextualRetrievalError
+
 __all__ = ["Detection", "DetectionError", "BoxFormat", "parse_detections"]
 
 BoxFormat = Literal["xyxy", "xywh", "cxcywh"]
@@ -59,7 +61,7 @@ _COLUMN_CONFIDENCES = ("scores", "confidences", "confidence")
 _COLUMN_TRACKS = ("track_ids", "tracker_ids", "tracker_id")
 
 
-class DetectionError(ValueError):
+class DetectionError(ContextualRetrievalError, ValueError):
     """A detection that cannot be placed in its frame (bad box, no class name, ...)."""
 
 

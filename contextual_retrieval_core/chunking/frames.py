@@ -59,6 +59,7 @@ from typing import Any
 from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.chunking.detections import Detection, DetectionError, parse_detections
 from contextual_retrieval_core.chunking.images import ImageData, ImageSource, UnreadableImageError, cut_all, read_image
+from contextual_retrieval_core.errors import ContextualRetrievalError
 from contextual_retrieval_core.types import Chunk, Document, stable_chunk_id
 
 __all__ = [
@@ -95,7 +96,7 @@ _MAX_PROBLEMS = 10
 _DIGEST = "image sha256"
 
 
-class FrameInputError(ValueError):
+class FrameInputError(ContextualRetrievalError, ValueError):
     """Frames or crops that cannot be situated; `problems` lists each, naming the frame."""
 
     def __init__(self, problems: list[str]) -> None:

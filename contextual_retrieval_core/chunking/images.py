@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Union
 
 from contextual_retrieval_core._sdk import import_sdk
+from contextual_retrieval_core.errors import ContextualRetrievalError
 
 __all__ = ["ImageData", "UnreadableImageError", "read_image", "cut", "cut_all", "scaled_to_fit", "API_MEDIA_TYPES", "ImageSource"]
 
@@ -45,7 +46,7 @@ API_MEDIA_TYPES = {"JPEG": "image/jpeg", "PNG": "image/png", "GIF": "image/gif",
 ImageSource = Union[str, "os.PathLike[str]", bytes, bytearray, "ImageData"]
 
 
-class UnreadableImageError(ValueError):
+class UnreadableImageError(ContextualRetrievalError, ValueError):
     """An image file or bytes that Pillow cannot open (missing, truncated, not an image)."""
 
 

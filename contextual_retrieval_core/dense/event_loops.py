@@ -23,11 +23,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from contextual_retrieval_core._sdk import at_loop_shutdown
+from contextual_retrieval_core.errors import ContextualRetrievalError
 
 __all__ = ["LoopBinding", "OtherEventLoopError"]
 
 
-class OtherEventLoopError(RuntimeError):
+class OtherEventLoopError(ContextualRetrievalError, RuntimeError):
     """A vector store's async connections are in use on another event loop that is still open;
     the message names the store and the fix (one event loop for its async calls)."""
 

@@ -20,11 +20,12 @@ import re
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from contextual_retrieval_core._sdk import error_chain
+from contextual_retrieval_core.errors import ContextualRetrievalError
 
 __all__ = ["VectorServerUnavailable", "server_address", "server_unavailable"]
 
 
-class VectorServerUnavailable(ConnectionError):
+class VectorServerUnavailable(ContextualRetrievalError, ConnectionError):
     """The server holding the vectors did not answer (stopped, restarting, unreachable, or it
     dropped the connection mid-query); the message names its address and the fix. The same
     retriever answers again once the server is back. Raised as is for PostgreSQL (pgvector);

@@ -22,6 +22,7 @@ from pathlib import Path
 from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.chunking.languages import EXTENSIONS
 from contextual_retrieval_core.chunking.payloads import Payload, omit_payloads
+from contextual_retrieval_core.errors import ContextualRetrievalError
 from contextual_retrieval_core.index.manifest import MANIFEST_NAME
 
 __all__ = ["SourceFile", "SkippedFile", "FileScan", "collect_files", "read_text", "read_source_text", "UndecodableFileError", "file_sha256",
@@ -178,7 +179,7 @@ def _skip_reason(path: Path, max_file_bytes: int) -> str | None:
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
-class UndecodableFileError(ValueError):
+class UndecodableFileError(ContextualRetrievalError, ValueError):
     """A file is neither UTF-8, UTF-16 with a byte-order mark, nor cp1252."""
 
 
