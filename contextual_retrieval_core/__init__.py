@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
     from contextual_retrieval_core.contextualize.fit import chunk_documents
     from contextual_retrieval_core.dense.vectors import VectorIndex
+    from contextual_retrieval_core.dense.windows import WindowConfig
     from contextual_retrieval_core.errors import ContextualRetrievalError
     from contextual_retrieval_core.index.contextual_index import ContextualIndex
     from contextual_retrieval_core.search.bm25 import BM25Index
@@ -67,6 +68,7 @@ __all__ = [
     "Tokenizer",
     "TokenizerConfig",
     "VectorIndex",
+    "WindowConfig",
     "chunk_documents",
     "compose_indexed_text",
     "fuse",
@@ -96,6 +98,7 @@ __getattr__, __dir__ = lazy_exports(globals(), {
     "Tokenizer": "contextual_retrieval_core.chunking.tokenizer",
     "TokenizerConfig": "contextual_retrieval_core.chunking.tokenizer",
     "VectorIndex": "contextual_retrieval_core.dense.vectors",
+    "WindowConfig": "contextual_retrieval_core.dense.windows",
     "chunk_documents": "contextual_retrieval_core.contextualize.fit",
     "compose_indexed_text": "contextual_retrieval_core.types",
     "fuse": "contextual_retrieval_core.search.rank_fusion",

@@ -1,0 +1,35 @@
+"""The query stage: BM25, fusion, dense feedback, the query flow and `HybridSearcher`.
+
+What users import from this stage; each name is imported on first use (the modules behind them
+stay importable by their own paths).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from contextual_retrieval_core._sdk import lazy_exports
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from contextual_retrieval_core.search.bm25 import BM25Index
+    from contextual_retrieval_core.search.config import FusionConfig
+    from contextual_retrieval_core.search.flow import FlowResult, QueryFlow
+    from contextual_retrieval_core.search.hybrid import HybridSearcher, SearchHit
+    from contextual_retrieval_core.search.rank_fusion import FusedHit, fuse, reciprocal_rank_fusion, relative_score_fusion
+    from contextual_retrieval_core.search.ranked import RankedHit
+
+__all__ = ["BM25Index", "FlowResult", "FusedHit", "FusionConfig", "HybridSearcher", "QueryFlow", "RankedHit", "SearchHit", "fuse", "reciprocal_rank_fusion", "relative_score_fusion"]
+
+__getattr__, __dir__ = lazy_exports(globals(), {
+    "BM25Index": "contextual_retrieval_core.search.bm25",
+    "FlowResult": "contextual_retrieval_core.search.flow",
+    "FusedHit": "contextual_retrieval_core.search.rank_fusion",
+    "FusionConfig": "contextual_retrieval_core.search.config",
+    "HybridSearcher": "contextual_retrieval_core.search.hybrid",
+    "QueryFlow": "contextual_retrieval_core.search.flow",
+    "RankedHit": "contextual_retrieval_core.search.ranked",
+    "SearchHit": "contextual_retrieval_core.search.hybrid",
+    "fuse": "contextual_retrieval_core.search.rank_fusion",
+    "reciprocal_rank_fusion": "contextual_retrieval_core.search.rank_fusion",
+    "relative_score_fusion": "contextual_retrieval_core.search.rank_fusion",
+})
