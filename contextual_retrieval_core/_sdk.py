@@ -14,6 +14,8 @@ from collections.abc import Awaitable, Callable, Iterator
 from types import ModuleType
 from typing import Any, TypeVar
 
+from contextual_retrieval_core.errors import MissingDependencyError, RunError
+
 T = TypeVar("T")
 
 __all__ = ["env_key", "require_env_key", "import_sdk", "in_thread", "error_chain", "at_loop_shutdown", "LoopClients",
@@ -164,7 +166,7 @@ def require_env_key(names: tuple[str, ...], message: str) -> str:
     """`env_key(*names)`, or RuntimeError(message) when none is set."""
     key = env_key(*names)
     if not key:
-        raise RuntimeError(message)
+        raise RunError(message)
     return key
 
 
@@ -173,7 +175,7 @@ def import_sdk(module: str, extra: str, label: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(f"the {label} SDK is not installed; pip install 'contextual-retrieval-kit[{extra}]'") from exc
+        raise MissingDependencyError(f"the {label} SDK is not installed; pip install 'contextual-retrieval-kit[{extra}]'") from exc
 
 
 class LazyClients:

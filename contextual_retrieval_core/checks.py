@@ -9,7 +9,7 @@ Example:
     >>> positive_int("depth", 0)
     Traceback (most recent call last):
     ...
-    ValueError: depth must be a positive integer, got 0
+    contextual_retrieval_core.errors.InputError: depth must be a positive integer, got 0
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from contextual_retrieval_core.errors import ContextualRetrievalError
+from contextual_retrieval_core.errors import ContextualRetrievalError, InputError, InputTypeError
 
 __all__ = ["IndexFileError", "positive_int", "non_negative_number", "fusion_weights", "string_list", "not_a_string", "finite_vectors", "unit_tolerance", "non_unit_rows", "is_blank"]
 
@@ -35,9 +35,9 @@ def positive_int(name: str, value: Any, *, allow_none: bool = False, what: str =
         return None
     what = f"{what} or None" if allow_none else what
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be {what}, got {type(value).__name__} {value!r}")
+        raise InputTypeError(f"{name} must be {what}, got {type(value).__name__} {value!r}")
     if value <= 0:
-        raise ValueError(f"{name} must be {what}, got {value!r}")
+        raise InputError(f"{name} must be {what}, got {value!r}")
     return int(value)
 
 
@@ -45,7 +45,7 @@ def not_a_string(name: str, value: Any, what: str = "items") -> Any:
     """`value`, unless it is a str or bytes where a sequence of `what` is expected: TypeError naming
     `name` (a bare string would otherwise be taken one character at a time)."""
     if isinstance(value, (str, bytes)):
-        raise TypeError(f"{name} must be a list of {what}, not a single {type(value).__name__} ({value[:40]!r}); wrap it: [{value[:40]!r}]")
+        raise InputTypeError(f"{name} must be a list of {what}, not a single {type(value).__name__} ({value[:40]!r}); wrap it: [{value[:40]!r}]")
     return value
 
 
@@ -55,10 +55,10 @@ def string_list(name: str, values: Any, what: str = "strings") -> list[str]:
     try:
         out = list(values)
     except TypeError:
-        raise TypeError(f"{name} must be a list of {what}, got {type(values).__name__}") from None
+        raise InputTypeError(f"{name} must be a list of {what}, got {type(values).__name__}") from None
     for i, value in enumerate(out):
         if not isinstance(value, str):
-            raise TypeError(f"{name}[{i}] must be a str, got {type(value).__name__} {value!r}")
+            raise InputTypeError(f"{name}[{i}] must be a str, got {type(value).__name__} {value!r}")
     return out
 
 
@@ -67,7 +67,7 @@ def finite_vectors(name: str, vectors: np.ndarray) -> np.ndarray:
     finite = np.isfinite(vectors)
     if not finite.all():
         row = int(np.argwhere(~finite)[0][0]) if vectors.ndim > 1 else 0
-        raise ValueError(
+        raise InputError(
             f"{name} holds NaN or infinity (first in row {row}); the embedder returned a broken vector: "
             "check its input and model, and re-embed"
         )
@@ -101,9 +101,9 @@ def is_blank(query: Any) -> bool:
 def non_negative_number(name: str, value: Any) -> float:
     """`value` as a float when it is a finite number >= 0; else TypeError / ValueError naming `name`."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a finite number >= 0, got {type(value).__name__} {value!r}")
+        raise InputTypeError(f"{name} must be a finite number >= 0, got {type(value).__name__} {value!r}")
     if not np.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        raise InputError(f"{name} must be a finite number >= 0, got {value!r}")
     return float(value)
 
 
@@ -114,10 +114,10 @@ def fusion_weights(weights: Any, n: int | None = None, per: str = "list") -> tup
     try:
         values = tuple(weights)
     except TypeError:
-        raise TypeError(f"weights must be a list of numbers, got {type(weights).__name__}") from None
+        raise InputTypeError(f"weights must be a list of numbers, got {type(weights).__name__}") from None
     out = tuple(non_negative_number(f"weights[{i}]", w) for i, w in enumerate(values))
     if n is not None and len(out) != n:
-        raise ValueError(f"got {len(out)} weights for {n} {per}{'' if n == 1 else 's'}; pass one weight per {per}")
+        raise InputError(f"got {len(out)} weights for {n} {per}{'' if n == 1 else 's'}; pass one weight per {per}")
     return out
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from contextual_retrieval_core.embeddings.base import Embedder
+from contextual_retrieval_core.errors import InputError
 from contextual_retrieval_core.generators.base import ContextGenerator
 from contextual_retrieval_core.rerank.base import Reranker
 from contextual_retrieval_core.search.ranked import DEFAULT_WEIGHTS
@@ -54,7 +55,7 @@ def choose_embedder(kind: str = "auto", model: str | None = None) -> Embedder:
         from contextual_retrieval_core.embeddings.voyage_context import VoyageContextualizedEmbedder
 
         return VoyageContextualizedEmbedder(model or "voyage-context-3")
-    raise ValueError(f"unknown embedder {kind!r}; choose auto, local, voyage or voyage-context")
+    raise InputError(f"unknown embedder {kind!r}; choose auto, local, voyage or voyage-context")
 
 
 def weights_for(embedder: Embedder) -> tuple[float, float]:
@@ -82,7 +83,7 @@ def choose_generator(kind: str = "auto", model: str | None = None) -> ContextGen
         from contextual_retrieval_core.generators.anthropic import AnthropicContextGenerator
 
         return AnthropicContextGenerator(model or "claude-haiku-4-5")
-    raise ValueError(f"unknown context generator {kind!r}; choose auto, structural or anthropic")
+    raise InputError(f"unknown context generator {kind!r}; choose auto, structural or anthropic")
 
 
 def choose_reranker(kind: str = "auto") -> Reranker | None:
@@ -102,7 +103,7 @@ def choose_reranker(kind: str = "auto") -> Reranker | None:
         from contextual_retrieval_core.rerank.voyage import VoyageReranker
 
         return VoyageReranker()
-    raise ValueError(f"unknown reranker {kind!r}; choose auto, none, cohere or voyage")
+    raise InputError(f"unknown reranker {kind!r}; choose auto, none, cohere or voyage")
 
 
 def installed(module: str) -> bool:

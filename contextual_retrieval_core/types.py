@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
+from contextual_retrieval_core.errors import InputError, InputTypeError
+
 __all__ = [
     "Document",
     "Chunk",
@@ -123,7 +125,7 @@ def compose_indexed_text(
 ) -> str:
     """The text to embed and BM25-index for a chunk and its context."""
     if position not in ("before", "after", "none"):
-        raise ValueError(f"position must be 'before', 'after' or 'none', not {position!r}")
+        raise InputError(f"position must be 'before', 'after' or 'none', not {position!r}")
     if position == "none" or not context:
         return text
     # outer whitespace trimmed, as LlamaIndex's get_content does: the same text in both frameworks
@@ -214,7 +216,7 @@ def distinct_documents(items: Iterable[T], id_of: Callable[[T], str], text_of: C
         ident, text = id_of(item), text_of(item)
         if ident in seen:
             if seen[ident] != text:
-                raise ValueError(f"two different documents share the id {ident!r}: give each document a unique id")
+                raise InputError(f"two different documents share the id {ident!r}: give each document a unique id")
             continue
         seen[ident] = text
         out.append(item)
@@ -223,11 +225,11 @@ def distinct_documents(items: Iterable[T], id_of: Callable[[T], str], text_of: C
 
 def _check_text(kind: str, ident: str, text: object) -> None:
     if not isinstance(ident, str) or not ident:
-        raise ValueError(f"{kind} id must be a non-empty string, got {ident!r}")
+        raise InputError(f"{kind} id must be a non-empty string, got {ident!r}")
     if isinstance(text, (bytes, bytearray)):
-        raise TypeError(
+        raise InputTypeError(
             f"{kind} {ident!r}: text is bytes; decode it first, e.g. "
             "data.decode('utf-8', errors='replace')"
         )
     if not isinstance(text, str):
-        raise TypeError(f"{kind} {ident!r}: text must be str, got {type(text).__name__}")
+        raise InputTypeError(f"{kind} {ident!r}: text must be str, got {type(text).__name__}")

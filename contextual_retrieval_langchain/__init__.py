@@ -32,10 +32,12 @@ Example:
 
 from __future__ import annotations
 
+from contextual_retrieval_core.errors import MissingDependencyError
+
 try:
     import langchain_core  # noqa: F401
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
-    raise ImportError(
+    raise MissingDependencyError(
         "contextual_retrieval_langchain needs LangChain: pip install 'contextual-retrieval-kit[langchain]'"
     ) from exc
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from langchain_core.documents import Document as LCDocument
 
+from contextual_retrieval_core.errors import InputError
 from contextual_retrieval_core.types import CHUNK_INDEX_KEY, CONTEXT_KEY, ContextualChunk, format_for_llm
 
 __all__ = [
@@ -61,7 +62,7 @@ def chunk_id_of(doc: LCDocument, id_key: str = CHUNK_ID_KEY) -> str:
         return str(value)
     if doc.id:
         return str(doc.id)
-    raise ValueError(
+    raise InputError(
         f"a retrieved Document has neither an id nor metadata[{id_key!r}]: fusion dedupes by id, so "
         "index Documents with ids (ContextualDocumentTransformer sets them) or set id_key= to the "
         "metadata key that holds one"

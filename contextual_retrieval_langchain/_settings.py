@@ -17,6 +17,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStoreRetriever
 from pydantic import Field, create_model
 
+from contextual_retrieval_core.errors import InputError, InputTypeError
 from contextual_retrieval_core.rerank.base import Reranker
 from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_core.search.ranked import unique_names
@@ -65,15 +66,15 @@ def resolved_settings(data: Any) -> Any:
     retrievers = data["retrievers"]
     n = len(retrievers)
     if n == 0:
-        raise ValueError("no retrievers: pass at least one (e.g. a vector store retriever and a ContextualBM25Retriever)")
+        raise InputError("no retrievers: pass at least one (e.g. a vector store retriever and a ContextualBM25Retriever)")
     names = data.get("names") or _default_names(retrievers)
     if len(names) != n or len(set(names)) != n:
-        raise ValueError(f"names must be {n} unique names, one per retriever; got {names}")
+        raise InputError(f"names must be {n} unique names, one per retriever; got {names}")
     reranker = data.get("reranker")
     if isinstance(reranker, RerankCompressor):
         reranker = reranker.reranker  # a compressor: its core reranker (its top_n caps k)
     elif reranker is not None and not isinstance(reranker, Reranker):
-        raise TypeError(
+        raise InputTypeError(
             f"reranker must be a core Reranker or a RerankCompressor, got {type(reranker).__name__}; "
             "wrap other compressors in ContextualCompressionRetriever(base_retriever=this, ...)"
         )

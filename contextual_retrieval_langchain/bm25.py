@@ -15,6 +15,7 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from contextual_retrieval_core.checks import not_a_string, positive_int
+from contextual_retrieval_core.errors import InputError, InputTypeError
 from contextual_retrieval_core.search.bm25 import BM25Index, load_with_records, save_with_records
 from contextual_retrieval_core.search.ranked import DEFAULT_TOP_K
 from contextual_retrieval_core.search.where import where_predicate
@@ -42,7 +43,7 @@ def metadata_predicate(where: MetadataFilter) -> Callable[[LCDocument], bool]:
     if callable(where):
         return where  # type: ignore[return-value]
     if not isinstance(where, Mapping):
-        raise TypeError(f"filter must be a where dict (e.g. {{'team': 'web'}}) or a callable Document -> bool, got {type(where).__name__}")
+        raise InputTypeError(f"filter must be a where dict (e.g. {{'team': 'web'}}) or a callable Document -> bool, got {type(where).__name__}")
     keep = where_predicate(where)
     return lambda doc: keep(doc.metadata)
 
@@ -110,12 +111,12 @@ class ContextualBM25Retriever(BaseRetriever):
         """Index `documents` (their page_content) with a new `BM25Index` (or the empty `bm25` given)."""
         docs = list(not_a_string("documents", documents, "Documents"))
         if not docs:
-            raise ValueError("no documents to index: pass at least one Document")
+            raise InputError("no documents to index: pass at least one Document")
         by_id: dict[str, LCDocument] = {}
         for doc in docs:
             cid = chunk_id_of(doc, id_key)
             if cid in by_id:
-                raise ValueError(f"duplicate document id {cid!r}: every indexed Document needs a unique id")
+                raise InputError(f"duplicate document id {cid!r}: every indexed Document needs a unique id")
             by_id[cid] = doc
         index = (bm25 or BM25Index()).index(list(by_id), [d.page_content for d in by_id.values()])
         return cls(index=index, documents=by_id, k=k, **kwargs)
@@ -160,7 +161,7 @@ class ContextualBM25Retriever(BaseRetriever):
         """Write the index, its documents, `k` and a where-dict `filter` to directory `path` (JSON and
         .npy; no pickle). A callable filter cannot be written: ValueError."""
         if self.filter is not None and not isinstance(self.filter, Mapping):
-            raise ValueError(
+            raise InputError(
                 "filter is a callable, which cannot be saved as JSON: save with a where dict as filter (e.g. "
                 "{'team': 'web'}), or with filter=None and pass filter= again to ContextualBM25Retriever.load"
             )
@@ -178,5 +179,5 @@ class ContextualBM25Retriever(BaseRetriever):
         documents = {r["id"]: LCDocument(page_content=r["page_content"], metadata=r["metadata"], id=r["id"]) for r in records}
         missing = [i for i in index.ids if i not in documents]
         if missing:
-            raise ValueError(f"{path}: {len(missing)} indexed ids have no stored document (first: {missing[0]}); save the retriever again")
+            raise InputError(f"{path}: {len(missing)} indexed ids have no stored document (first: {missing[0]}); save the retriever again")
         return cls(index=index, documents=documents, **{**settings, **kwargs})

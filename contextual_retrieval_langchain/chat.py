@@ -14,6 +14,7 @@ from typing import Any, Literal
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
+from contextual_retrieval_core.errors import InputError, InputTypeError
 from contextual_retrieval_core.generators.base import ContextGenerator, TokenUsage
 from contextual_retrieval_core.generators.chat import ChatContextGenerator, ContentBlocks
 from contextual_retrieval_core.generators.prompts import DEFAULT_PROMPT, ContextPrompt
@@ -60,7 +61,7 @@ def chat_model_generator(
         'About invoices.'
     """
     if not isinstance(llm, BaseChatModel):
-        raise TypeError(f"llm must be a LangChain BaseChatModel, got {type(llm).__name__}; wrap other LLMs with CallableContextGenerator")
+        raise InputTypeError(f"llm must be a LangChain BaseChatModel, got {type(llm).__name__}; wrap other LLMs with CallableContextGenerator")
     anthropic = is_chat_anthropic(llm)
     if anthropic and prompt_caching is not False:
         # Claude: the core generator on SDK clients configured as ChatAnthropic's (its key, base
@@ -74,7 +75,7 @@ def chat_model_generator(
             str(getattr(llm, "model", "")), client=client, async_client=async_client, prompt=prompt, cache_ttl=cache_ttl
         )
     if prompt_caching and not anthropic:
-        raise ValueError(
+        raise InputError(
             f"prompt_caching needs ChatAnthropic; {type(llm).__name__} does not read cache_control: "
             "pass prompt_caching=False (or leave it unset)"
         )

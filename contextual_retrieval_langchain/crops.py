@@ -36,6 +36,7 @@ from contextual_retrieval_core.chunking.frames import (
     frame_of,
 )
 from contextual_retrieval_core.contextualize.contextualizer import ContextualizeResult
+from contextual_retrieval_core.errors import InputError
 from contextual_retrieval_langchain._documents import contextual_document
 
 __all__ = ["IMAGE_PATH_KEY", "IMAGE_BYTES_KEY", "FRAME_ID_KEY", "is_image_document", "image_batch", "crop_documents"]
@@ -61,7 +62,7 @@ def image_batch(frames: Sequence[LCDocument], crops: Sequence[LCDocument], paren
         if frame_id is None and crops_by_parent:
             frame_id = doc.metadata.get(parent_id_key)
         if frame_id is None:
-            raise ValueError(
+            raise InputError(
                 "a crop Document names no frame: set metadata['frame_id'] (or, with parents=, "
                 f"metadata[{parent_id_key!r}]) to its frame's id and pass the frame too"
             )
@@ -107,6 +108,6 @@ def _frame_id(doc: LCDocument, parent_id_key: str) -> str:
     for key in (parent_id_key, IMAGE_PATH_KEY):
         if doc.metadata.get(key) not in (None, ""):
             return str(doc.metadata[key])
-    raise ValueError(
+    raise InputError(
         f"a frame Document has no id: give it Document.id, metadata[{parent_id_key!r}] or metadata['image_path']"
     )

@@ -15,6 +15,7 @@ from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, ConfigDict
 
 from contextual_retrieval_core.embeddings.base import aembed_documents, aembed_queries
+from contextual_retrieval_core.errors import InputTypeError
 
 __all__ = ["ContextualVoyageEmbeddings", "EmbedderEmbeddings", "LocalMiniLMEmbeddings"]
 
@@ -39,7 +40,7 @@ class EmbedderEmbeddings(BaseModel, Embeddings):
     def model_post_init(self, context: Any) -> None:
         for method in ("embed_documents", "embed_queries"):
             if not callable(getattr(self.embedder, method, None)):
-                raise TypeError(
+                raise InputTypeError(
                     f"embedder must be a core Embedder (with {method}); for a LangChain Embeddings, use it directly"
                 )
 

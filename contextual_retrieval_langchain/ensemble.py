@@ -31,6 +31,7 @@ from typing_extensions import override
 from contextual_retrieval_core.checks import is_blank, positive_int
 from contextual_retrieval_core.dense.window_rows import requested_windows
 from contextual_retrieval_core.dense.windows import WindowConfig
+from contextual_retrieval_core.errors import InputError
 from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_core.search.flow import QueryFlow
 from contextual_retrieval_core.search.ranked import FUSED_SCORE_KEY, RANKS_KEY, RERANK_ERROR_KEY, RERANK_SCORE_KEY, SCORE_KEY
@@ -167,7 +168,7 @@ class ContextualEnsembleRetriever(FusionFields):
         windows = requested_windows(WindowConfig() if windows is None and not given else windows, None)
         if vectorstore is None:
             if embeddings is None:
-                raise ValueError("pass embeddings= (e.g. LocalMiniLMEmbeddings()) or a vectorstore= holding the documents")
+                raise InputError("pass embeddings= (e.g. LocalMiniLMEmbeddings()) or a vectorstore= holding the documents")
             from contextual_retrieval_langchain.vectorstores import chroma_from_documents
 
             vectorstore = chroma_from_documents([] if windows is not None else docs, embeddings, id_key=id_key)

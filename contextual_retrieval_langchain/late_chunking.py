@@ -19,6 +19,7 @@ import numpy as np
 from langchain_core.documents import Document
 
 from contextual_retrieval_core.embeddings.late_chunking import MAX_POSITIONS, LateChunkingEmbedder
+from contextual_retrieval_core.errors import InputError
 from contextual_retrieval_langchain._documents import PARENT_ID_KEY
 from contextual_retrieval_langchain.embeddings import EmbedderEmbeddings
 
@@ -63,5 +64,5 @@ class LateChunkingEmbeddings(EmbedderEmbeddings):
 def _texts_and_groups(documents: Sequence[Document], key: str) -> tuple[list[str], list[str]]:
     missing = [i for i, d in enumerate(documents) if key not in d.metadata]
     if missing:
-        raise ValueError(f"documents[{missing[0]}] has no metadata[{key!r}]; pass key= naming the parent document field")
+        raise InputError(f"documents[{missing[0]}] has no metadata[{key!r}]; pass key= naming the parent document field")
     return [d.page_content for d in documents], [str(d.metadata[key]) for d in documents]

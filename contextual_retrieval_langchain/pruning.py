@@ -19,6 +19,7 @@ from langchain_core.documents import BaseDocumentCompressor
 from langchain_core.documents import Document as LCDocument
 from pydantic import ConfigDict, Field, PrivateAttr
 
+from contextual_retrieval_core.errors import InputTypeError
 from contextual_retrieval_core.pruning import PRUNED_SPANS_KEY, ContextPruner, PruningResult, kind_for_path
 from contextual_retrieval_core.types import Chunk, ContextualChunk, compose_indexed_text
 from contextual_retrieval_langchain._documents import CHUNK_ID_KEY, CONTEXT_KEY, ORIGINAL_CONTENT_KEY, PARENT_ID_KEY
@@ -30,11 +31,11 @@ def _chunks(docs: Sequence[LCDocument]) -> tuple[list[ContextualChunk], list]:
     chunks, kinds = [], []
     for i, doc in enumerate(docs):
         if not isinstance(doc, LCDocument):
-            raise TypeError(f"documents[{i}] is a {type(doc).__name__}; pass LangChain Documents")
+            raise InputTypeError(f"documents[{i}] is a {type(doc).__name__}; pass LangChain Documents")
         meta = doc.metadata
         text = meta.get(ORIGINAL_CONTENT_KEY, doc.page_content)
         if not isinstance(text, str):
-            raise TypeError(f"documents[{i}]: metadata[{ORIGINAL_CONTENT_KEY!r}] must be str, got {type(text).__name__}")
+            raise InputTypeError(f"documents[{i}]: metadata[{ORIGINAL_CONTENT_KEY!r}] must be str, got {type(text).__name__}")
         chunk_id = str(doc.id or meta.get(CHUNK_ID_KEY) or f"#{i}")
         path = meta.get("source") or meta.get("file_path") or meta.get(PARENT_ID_KEY)
         document_id = str(meta.get(PARENT_ID_KEY) or path or chunk_id)
@@ -86,7 +87,7 @@ class ContextPruningCompressor(BaseDocumentCompressor):
     def model_post_init(self, context: Any) -> None:
         if self.pruner is not None:
             if not isinstance(self.pruner, ContextPruner):
-                raise TypeError(f"pruner must be a contextual_retrieval_core ContextPruner, got {type(self.pruner).__name__}")
+                raise InputTypeError(f"pruner must be a contextual_retrieval_core ContextPruner, got {type(self.pruner).__name__}")
             self._pruner = self.pruner
             return
         embedder = self.embedder

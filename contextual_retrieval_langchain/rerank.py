@@ -14,6 +14,7 @@ from langchain_core.documents import BaseDocumentCompressor
 from langchain_core.documents import Document as LCDocument
 from pydantic import ConfigDict, Field
 
+from contextual_retrieval_core.errors import InputTypeError
 from contextual_retrieval_core.rerank.base import Reranker, RerankResult
 from contextual_retrieval_core.search.ranked import DEFAULT_TOP_K
 
@@ -60,7 +61,7 @@ class RerankCompressor(BaseDocumentCompressor):
 
             self.reranker = CohereReranker(self.model, client=self.client, async_client=self.async_client)
         elif not (callable(getattr(self.reranker, "rerank", None)) and callable(getattr(self.reranker, "arerank", None))):
-            raise TypeError(
+            raise InputTypeError(
                 f"reranker must be a core Reranker (rerank/arerank), got {type(self.reranker).__name__}; "
                 "see contextual_retrieval_core.rerank"
             )

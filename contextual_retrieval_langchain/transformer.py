@@ -22,6 +22,7 @@ from contextual_retrieval_core.contextualize.contextualizer import (
     contextualizer_for,
     refresh_options,
 )
+from contextual_retrieval_core.errors import InputError, InputTypeError
 from contextual_retrieval_core.generators.prompts import DEFAULT_PROMPT, ContextPrompt
 from contextual_retrieval_core.generators.usage import UsageReport
 from contextual_retrieval_core.store.context_store import ContextStore
@@ -142,7 +143,7 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, ContextualizeFields
     @classmethod
     def _check_splitter(cls, value: Any) -> Any:
         if value is not None and not any(callable(getattr(value, m, None)) for m in _SPLIT_METHODS):
-            raise TypeError(
+            raise InputTypeError(
                 "text_splitter must be a LangChain text splitter (e.g. RecursiveCharacterTextSplitter, "
                 f"MarkdownHeaderTextSplitter) or document transformer, got {type(value).__name__}"
             )
@@ -151,7 +152,7 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, ContextualizeFields
     @model_validator(mode="after")
     def _one_generator(self) -> ContextualDocumentTransformer:
         if self.generator is not None and self.llm is not None:
-            raise ValueError("pass generator= or llm=, not both")
+            raise InputError("pass generator= or llm=, not both")
         return self
 
     # -- public ---------------------------------------------------------------------------------
@@ -237,7 +238,7 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, ContextualizeFields
         self, documents: Sequence[LCDocument], parents: Parents | None
     ) -> tuple[list[Document], list[Chunk], dict[str, dict[str, Any]]]:
         if isinstance(documents, LCDocument):
-            raise TypeError("pass a list of Documents, not a single Document")
+            raise InputTypeError("pass a list of Documents, not a single Document")
         if parents is None:
             return self._split(documents)
         return self._chunks_with_parents(documents, parents)
@@ -285,12 +286,12 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, ContextualizeFields
         for doc in documents:
             pid = doc.metadata.get(self.parent_id_key)
             if pid is None:
-                raise ValueError(
+                raise InputError(
                     f"a chunk has no metadata[{self.parent_id_key!r}] naming its parent document: set "
                     "parent_id_key= to the metadata key that does (e.g. 'source')"
                 )
             if str(pid) not in by_id:
-                raise ValueError(f"chunk names parent {str(pid)!r}, which is not in parents=: pass every chunk's whole document")
+                raise InputError(f"chunk names parent {str(pid)!r}, which is not in parents=: pass every chunk's whole document")
         numbered = number_chunks((str(d.metadata[self.parent_id_key]), d.page_content) for d in documents)
         chunks: list[Chunk] = []
         metadata: dict[str, dict[str, Any]] = {}
@@ -338,7 +339,7 @@ def _split_one(splitter: Any, doc: LCDocument) -> list[LCDocument]:
         return list(splitter.transform_documents([doc]))
     pieces = splitter.split_text(doc.page_content)
     if not all(isinstance(p, LCDocument) for p in pieces):
-        raise TypeError(
+        raise InputTypeError(
             f"{type(splitter).__name__}.split_text returned text, not Documents: pass a LangChain TextSplitter "
             "(with split_documents) or a document transformer as text_splitter"
         )

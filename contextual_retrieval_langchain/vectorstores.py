@@ -14,6 +14,7 @@ from langchain_core.documents import Document as LCDocument
 from langchain_core.embeddings import Embeddings
 
 from contextual_retrieval_core.dense.chroma import CHROMA_HNSW, chroma_client, chroma_collection
+from contextual_retrieval_core.errors import InputError, MissingDependencyError
 from contextual_retrieval_langchain._documents import CHUNK_ID_KEY, chunk_id_of
 
 __all__ = ["chroma_from_documents", "CHROMA_HNSW"]
@@ -52,9 +53,9 @@ def chroma_from_documents(
     try:
         from langchain_chroma import Chroma
     except ImportError as exc:  # pragma: no cover - the extra is installed in dev
-        raise ImportError("Chroma needs: pip install 'contextual-retrieval-kit[langchain,chroma]'") from exc
+        raise MissingDependencyError("Chroma needs: pip install 'contextual-retrieval-kit[langchain,chroma]'") from exc
     if embeddings is None:
-        raise ValueError("pass embeddings= (e.g. LocalMiniLMEmbeddings()); Chroma's default embedding function is never used")
+        raise InputError("pass embeddings= (e.g. LocalMiniLMEmbeddings()); Chroma's default embedding function is never used")
     if client is None:
         client = chroma_client(persist_directory)
     collection = chroma_collection(client, collection_name, hnsw)  # our settings, no embedding function
@@ -62,7 +63,7 @@ def chroma_from_documents(
     docs = list(documents)
     ids = [chunk_id_of(d, id_key) for d in docs]
     if len(set(ids)) != len(ids):
-        raise ValueError("duplicate document ids: every chunk needs a unique id")
+        raise InputError("duplicate document ids: every chunk needs a unique id")
     for start in range(0, len(docs), batch_size):
         store.add_documents(docs[start : start + batch_size], ids=ids[start : start + batch_size])
     return store

@@ -15,6 +15,7 @@ from typing import Any
 from langchain_core.documents import Document
 
 from contextual_retrieval_core.embeddings.voyage_context import VoyageContextualizedEmbedder
+from contextual_retrieval_core.errors import InputError
 from contextual_retrieval_langchain.embeddings import EmbedderEmbeddings
 
 __all__ = ["VoyageContextualizedEmbeddings"]
@@ -40,6 +41,6 @@ class VoyageContextualizedEmbeddings(EmbedderEmbeddings):
         """Vectors of `documents` in order, those with the same ``metadata[key]`` embedded together."""
         missing = [i for i, d in enumerate(documents) if key not in d.metadata]
         if missing:
-            raise ValueError(f"documents[{missing[0]}] has no metadata[{key!r}]; pass key= naming the document field")
+            raise InputError(f"documents[{missing[0]}] has no metadata[{key!r}]; pass key= naming the document field")
         vectors = self.embedder.embed_grouped([d.page_content for d in documents], [str(d.metadata[key]) for d in documents])
         return vectors.astype(float).tolist()

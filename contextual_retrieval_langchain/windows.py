@@ -44,6 +44,7 @@ from contextual_retrieval_core.dense.window_rows import (
     windowable,
 )
 from contextual_retrieval_core.dense.windows import WindowConfig, fetch_sizes, first_per_owner
+from contextual_retrieval_core.errors import InputError, InputTypeError
 from contextual_retrieval_langchain._compat import relevance_function
 from contextual_retrieval_langchain._documents import CHUNK_ID_KEY, ORIGINAL_CONTENT_KEY, chunk_id_of
 from contextual_retrieval_langchain.relevance import arelevance_pairs, relevance_pairs, scored_by_vector
@@ -76,7 +77,7 @@ class WindowedVectorStore(VectorStore):
 
     def __init__(self, vectorstore: VectorStore, *, windows: WindowConfig | None = None, id_key: str = CHUNK_ID_KEY) -> None:
         if not isinstance(vectorstore, VectorStore):
-            raise TypeError(f"vectorstore must be a LangChain VectorStore, got {type(vectorstore).__name__}")
+            raise InputTypeError(f"vectorstore must be a LangChain VectorStore, got {type(vectorstore).__name__}")
         self.vectorstore = vectorstore
         self.windows = max_pooling_only(windows or WindowConfig(), "WindowedVectorStore")
         self.id_key = id_key
@@ -111,7 +112,7 @@ class WindowedVectorStore(VectorStore):
         if given is not None:
             given = list(given)
             if len(given) != len(docs) or not all(isinstance(i, str) and i for i in given):
-                raise ValueError(f"ids= needs one non-empty string per Document ({len(docs)} Documents, {len(given)} ids); "
+                raise InputError(f"ids= needs one non-empty string per Document ({len(docs)} Documents, {len(given)} ids); "
                                  "pass ids=None to store each chunk under its chunk id")
             docs = [d if d.id == i else d.model_copy(update={"id": i}) for d, i in zip(docs, given)]
         # a Document with no id gets its chunk id, or a fresh one, as LangChain's stores give it

@@ -13,10 +13,12 @@
 - `chroma_vector_store`: embedded Chroma holding our embeddings.
 """
 
+from contextual_retrieval_core.errors import MissingDependencyError
+
 try:
     import llama_index.core  # noqa: F401
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
-    raise ImportError(
+    raise MissingDependencyError(
         "contextual_retrieval_llamaindex needs LlamaIndex: pip install 'contextual-retrieval-kit[llamaindex]'"
     ) from exc
 

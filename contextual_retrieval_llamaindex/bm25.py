@@ -17,6 +17,7 @@ from llama_index.core.vector_stores.utils import build_metadata_filter_fn
 
 from contextual_retrieval_core.checks import not_a_string, positive_int
 from contextual_retrieval_core.chunking.tokenizer import Tokenizer
+from contextual_retrieval_core.errors import InputError
 from contextual_retrieval_core.search.bm25 import BM25Index, load_with_records, save_with_records
 from contextual_retrieval_core.search.ranked import DEFAULT_TOP_K
 from contextual_retrieval_llamaindex._convert import indexed_text
@@ -68,10 +69,10 @@ class ContextualBM25Retriever(BaseRetriever):
         not_a_string("nodes", nodes, "nodes")
         nodes = list(nodes)
         if not nodes:
-            raise ValueError("no nodes to index: pass the nodes from your node parser (or a docstore)")
+            raise InputError("no nodes to index: pass the nodes from your node parser (or a docstore)")
         self.nodes: dict[str, BaseNode] = {n.node_id: n for n in nodes}
         if len(self.nodes) != len(nodes):
-            raise ValueError(
+            raise InputError(
                 "duplicate node ids: every node needs a unique id (ContextualNodeParser gives each chunk one; "
                 "for hand-made nodes pass id_=...)"
             )
@@ -83,9 +84,9 @@ class ContextualBM25Retriever(BaseRetriever):
         if index is None:
             index = BM25Index(tokenizer, k1=k1, b=b, method=method).index(ids, [indexed_text(n) for n in nodes])  # type: ignore[arg-type]
         elif tokenizer is not None or (k1, b, method) != (1.2, 0.75, "lucene"):
-            raise ValueError("pass either index= or the BM25 settings (tokenizer, k1, b, method), not both")
+            raise InputError("pass either index= or the BM25 settings (tokenizer, k1, b, method), not both")
         elif list(index.ids) != ids:
-            raise ValueError("the BM25Index was built over other node ids; rebuild it from these nodes")
+            raise InputError("the BM25Index was built over other node ids; rebuild it from these nodes")
         self.index = index
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
@@ -103,11 +104,11 @@ class ContextualBM25Retriever(BaseRetriever):
         if nodes is None:
             docstore = docstore or getattr(index, "docstore", None)
             if docstore is None:
-                raise ValueError("pass nodes=, docstore= or index= (an index whose docstore holds the nodes)")
+                raise InputError("pass nodes=, docstore= or index= (an index whose docstore holds the nodes)")
             nodes = list(docstore.docs.values())
             whole = [n.node_id for n in nodes if isinstance(n, Document)]
             if whole:
-                raise ValueError(
+                raise InputError(
                     f"the docstore holds {len(whole)} whole Documents (e.g. {whole[0]!r}), not chunk nodes: an "
                     "IngestionPipeline's docstore keeps its input documents. Pass the pipeline's output instead: "
                     "ContextualBM25Retriever.from_defaults(nodes=pipeline.run(documents=...)), or index=<your VectorStoreIndex>"

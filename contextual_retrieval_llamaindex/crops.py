@@ -38,6 +38,7 @@ from contextual_retrieval_core.chunking.frames import (
 )
 from contextual_retrieval_core.chunking.images import ImageData
 from contextual_retrieval_core.contextualize.contextualizer import ContextualizeResult
+from contextual_retrieval_core.errors import InputError
 from contextual_retrieval_core.types import ContextPosition
 from contextual_retrieval_llamaindex._convert import set_context
 
@@ -59,7 +60,7 @@ def image_batch(nodes: Sequence[BaseNode]) -> CropBatch:
         if isinstance(node, ImageNode):
             frame_id = node.ref_doc_id or node.metadata.get("frame_id")
             if frame_id is None:
-                raise ValueError(
+                raise InputError(
                     f"ImageNode {node.node_id!r} names no frame: set its SOURCE relationship to the frame's "
                     "Document, or metadata['frame_id'], and pass the frame too"
                 )
@@ -120,7 +121,7 @@ def _document_image(doc: Any) -> Any:
     if resource.data is not None:
         return _decoded(resource.data)
     if resource.url is not None:
-        raise ValueError(
+        raise InputError(
             f"frame {doc.node_id!r} has only an image URL; download the image and pass image_path= or image= "
             "(nothing is fetched from the network)"
         )
@@ -133,7 +134,7 @@ def _node_image(node: ImageNode) -> Any:
     if node.image:
         return _decoded(node.image)
     if node.image_url:
-        raise ValueError(
+        raise InputError(
             f"crop {node.node_id!r} has only an image URL; download the image and pass image_path= or image= "
             "(nothing is fetched from the network)"
         )

@@ -15,6 +15,7 @@ from llama_index.core.vector_stores.types import MetadataFilters
 from contextual_retrieval_core.checks import is_blank
 from contextual_retrieval_core.dense.window_rows import WINDOW_OF_KEY, requested_windows
 from contextual_retrieval_core.dense.windows import WindowConfig
+from contextual_retrieval_core.errors import InputError, InputTypeError
 from contextual_retrieval_core.rerank.base import Reranker
 from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_core.search.flow import QueryFlow
@@ -101,10 +102,10 @@ class HybridRetriever(BaseRetriever):
     ) -> None:
         named = dict(retrievers) if isinstance(retrievers, Mapping) else _name(list(retrievers))
         if not named:
-            raise ValueError("pass at least one retriever")
+            raise InputError("pass at least one retriever")
         for name, r in named.items():
             if not isinstance(r, BaseRetriever):
-                raise TypeError(f"retriever {name!r} is a {type(r).__name__}, not a LlamaIndex BaseRetriever")
+                raise InputTypeError(f"retriever {name!r} is a {type(r).__name__}, not a LlamaIndex BaseRetriever")
         self._top_n: int | None = None
         self._postprocessor: BaseNodePostprocessor | None = None
         if isinstance(reranker, ContextualRerank):  # its core reranker, through the core's rerank_hits
@@ -167,12 +168,12 @@ class HybridRetriever(BaseRetriever):
 
         depth = FusionConfig.merged(config, depth=depth).depth  # validated before anything is built
         if filters is not None and not isinstance(filters, MetadataFilters):
-            raise TypeError(
+            raise InputTypeError(
                 f"filters must be llama_index MetadataFilters, got {type(filters).__name__}; e.g. "
                 "MetadataFilters(filters=[MetadataFilter(key='team', value='web')])"
             )
         if filters is not None and bm25 is not None and not (isinstance(bm25, ContextualBM25Retriever) and bm25.filters == filters):
-            raise ValueError(
+            raise InputError(
                 "filters= was given with a bm25 retriever that does not hold them: build it with "
                 "ContextualBM25Retriever(nodes, filters=filters), or leave bm25=None and from_defaults builds it"
             )

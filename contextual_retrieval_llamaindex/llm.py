@@ -8,6 +8,7 @@ from typing import Any
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
 from llama_index.core.llms import LLM
 
+from contextual_retrieval_core.errors import InputTypeError
 from contextual_retrieval_core.generators.base import ContextGenerator, TokenUsage
 from contextual_retrieval_core.generators.chat import ChatContextGenerator, ContentBlocks
 from contextual_retrieval_core.generators.prompts import DEFAULT_PROMPT, ContextPrompt
@@ -78,7 +79,7 @@ def as_context_generator(generator: Any, prompt: ContextPrompt = DEFAULT_PROMPT)
         return llm_context_generator(generator, prompt)
     if isinstance(generator, ContextGenerator):
         return generator
-    raise TypeError(
+    raise InputTypeError(
         f"generator must be a contextual_retrieval_core ContextGenerator or a LlamaIndex LLM, got "
         f"{type(generator).__name__}; e.g. AnthropicContextGenerator() or llama_index.llms.anthropic.Anthropic()"
     )

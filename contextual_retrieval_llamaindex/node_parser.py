@@ -18,6 +18,7 @@ from contextual_retrieval_core.contextualize.contextualizer import (
     contextualizer_for,
     refresh_options,
 )
+from contextual_retrieval_core.errors import InputError
 from contextual_retrieval_core.generators.prompts import DEFAULT_PROMPT, ContextPrompt
 from contextual_retrieval_core.generators.usage import UsageReport
 from contextual_retrieval_core.store.context_store import ContextStore
@@ -146,7 +147,7 @@ class ContextualNodeParser(ContextualizeFields):
         gen = as_context_generator(generator, prompt)
         self.generator_id = f"{gen.name}/{gen.model}/{gen.prompt_identity}"
         if wanted_id and wanted_id != self.generator_id:
-            raise ValueError(
+            raise InputError(
                 f"this parser was saved with generator {wanted_id!r}; pass the same generator to rebuild it, "
                 "e.g. ContextualNodeParser.from_dict(data, generator=AnthropicContextGenerator())"
             )
@@ -165,7 +166,7 @@ class ContextualNodeParser(ContextualizeFields):
         self._crop_generator = crop_generator
         self.crop_generator_id = f"{crop_generator.name}/{crop_generator.model}/{crop_generator.prompt_identity}"
         if wanted_crop_id and wanted_crop_id != self.crop_generator_id:
-            raise ValueError(
+            raise InputError(
                 f"this parser was saved with crop generator {wanted_crop_id!r}; pass the same one to rebuild it, "
                 "e.g. ContextualNodeParser.from_dict(data, crop_generator=AnthropicCropContextGenerator())"
             )
@@ -282,7 +283,7 @@ class ContextualNodeParser(ContextualizeFields):
         texts = [node for node in chunks if isinstance(node, TextNode)]
         for node in texts:
             if (node.ref_doc_id or (node.source_node.node_id if node.source_node else None)) not in by_id:
-                raise ValueError(
+                raise InputError(
                     f"{type(self.node_parser).__name__} returned a node without its source document; "
                     "ContextualNodeParser needs splitters that keep the SOURCE relationship"
                 )

@@ -16,6 +16,7 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 
+from contextual_retrieval_core.errors import InputError
 from contextual_retrieval_core.pruning import PRUNED_SPANS_KEY, ContextPruner, LLMContextCompressor, PruningResult, kind_for_path
 from contextual_retrieval_core.types import CONTEXT_KEY, Chunk, ContextualChunk
 
@@ -69,7 +70,7 @@ def _rebuild(nodes: list[NodeWithScore], positions: list[int], result: PruningRe
 
 def _query(query_bundle: QueryBundle | None) -> str:
     if query_bundle is None:
-        raise ValueError("pruning needs the query: pass query_bundle= or query_str=")
+        raise InputError("pruning needs the query: pass query_bundle= or query_str=")
     return query_bundle.query_str
 
 

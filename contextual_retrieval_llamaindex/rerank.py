@@ -13,6 +13,7 @@ from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRan
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from contextual_retrieval_core.errors import InputError, InputTypeError
 from contextual_retrieval_core.rerank.base import Reranker, RerankResult
 from contextual_retrieval_core.search.ranked import DEFAULT_TOP_K
 from contextual_retrieval_llamaindex._convert import indexed_text
@@ -71,7 +72,7 @@ def _build(backend: str, model: str | None) -> Reranker:
         from contextual_retrieval_core.rerank.voyage import VoyageReranker
 
         return VoyageReranker(model) if model else VoyageReranker()
-    raise ValueError(
+    raise InputError(
         f"unknown reranker {backend!r}: use 'cohere' or 'voyage', or pass reranker=<a contextual_retrieval_core Reranker> "
         "(a saved ContextualRerank with a custom reranker needs it back: ContextualRerank.from_dict(data, reranker=...))"
     )
@@ -116,7 +117,7 @@ class ContextualRerank(BaseNodePostprocessor):
         elif isinstance(reranker, Reranker):
             built, backend = reranker, type(reranker).__name__
         else:
-            raise TypeError(
+            raise InputTypeError(
                 f"reranker must be 'cohere', 'voyage' or a contextual_retrieval_core Reranker, got {type(reranker).__name__}"
             )
         kwargs["model"] = built.model_name
@@ -133,7 +134,7 @@ class ContextualRerank(BaseNodePostprocessor):
 
     def _events(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None) -> AbstractContextManager[list[NodeWithScore]]:
         if query_bundle is None:
-            raise ValueError("reranking needs the query: pass query_bundle= or query_str=")
+            raise InputError("reranking needs the query: pass query_bundle= or query_str=")
         return rerank_events(
             query_bundle, nodes, top_n=self.top_n, model_name=self.model or "", callback_manager=self.callback_manager
         )

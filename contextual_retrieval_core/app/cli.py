@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from contextual_retrieval_core.app.errors import describe, error_classes, gathered_warnings, quiet_broken_pipe
 from contextual_retrieval_core.contextualize.interrupts import TERMINATED_EXIT_CODE, Terminated, sigterm_as_interrupt
+from contextual_retrieval_core.errors import InputError, MissingDependencyError, RunError
 
 __all__ = ["main", "build_parser"]
 
@@ -383,10 +384,10 @@ def _cmd_eval_own(args: argparse.Namespace) -> int:
     from contextual_retrieval_core.store.context_store import ContextStore
 
     if args.generate_questions is None or args.source is None:
-        raise ValueError("pass both: contextual-retrieval eval --generate-questions N PATH (PATH: a folder of files, "
+        raise InputError("pass both: contextual-retrieval eval --generate-questions N PATH (PATH: a folder of files, "
                          "an index folder or a cookbook folder)")
     if args.dataset:
-        raise ValueError("--dataset scores an existing set; with --generate-questions pass the corpus as PATH instead")
+        raise InputError("--dataset scores an existing set; with --generate-questions pass the corpus as PATH instead")
     # an estimate sends no request, so it needs no key: the generators get a client that refuses to send
     client: Any = _NoRequests() if args.dry_run else None
     index = _index_folder(args.source)
@@ -413,7 +414,7 @@ def _cmd_eval_own(args: argparse.Namespace) -> int:
             return 0
         if not args.yes and (estimate.questions_to_generate or estimate.contexts_to_generate):
             if not sys.stdin.isatty():
-                raise ValueError("not confirmed: pass --yes to pay without being asked (or --dry-run to see the estimate only)")
+                raise InputError("not confirmed: pass --yes to pay without being asked (or --dry-run to see the estimate only)")
             if input("go on and pay? [y/N] ").strip().lower() not in ("y", "yes"):
                 print("nothing paid", file=sys.stderr)
                 return 1
@@ -472,7 +473,7 @@ class _NoRequests:
 
     @property
     def messages(self) -> Any:
-        raise RuntimeError("eval --dry-run sends no request to Anthropic")
+        raise RunError("eval --dry-run sends no request to Anthropic")
 
 
 def _write_json(path: str, payload: Any) -> None:
@@ -484,7 +485,7 @@ def _require_plotting() -> None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise ImportError("--plot needs matplotlib, which is not installed: pip install 'contextual-retrieval-kit[plot]' "
+        raise MissingDependencyError("--plot needs matplotlib, which is not installed: pip install 'contextual-retrieval-kit[plot]' "
                           "(from a clone: pip install '.[plot]'), or leave out --plot") from None
 
 
@@ -506,12 +507,12 @@ def _cmd_index(args: argparse.Namespace) -> int:
     if _on_milvus(index_dir, args.milvus_uri, args.collection):
         return _cmd_index_milvus(args)
     if args.rebuild and index_dir.exists() and not (index_dir / MANIFEST_NAME).is_file() and any(index_dir.iterdir()):
-        raise ValueError(f"{index_dir} is not empty and is not a contextual-retrieval index; "
+        raise InputError(f"{index_dir} is not empty and is not a contextual-retrieval index; "
                          "refusing to rebuild in it: pass another --index-dir")
     if args.check:
         return _check_index(index_dir)
     if not args.paths:
-        raise ValueError("pass the files or folders to index: contextual-retrieval index PATH... (or --check)")
+        raise InputError("pass the files or folders to index: contextual-retrieval index PATH... (or --check)")
     # a rebuild starts from a new index's defaults; the folder is not touched before update() holds its lock
     old = ContextualIndex.read_manifest(index_dir) if (index_dir / MANIFEST_NAME).is_file() and not args.rebuild else None
     embedder_kind, contexts, model = args.embedder, args.contexts, args.model
@@ -533,7 +534,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
           f"{label_of(generator)}{' / ' + generator.model if generator.model else ''}; "
           f"embedder: {embedder.model_name}", file=sys.stderr)
     if not args.max_file_size > 0:
-        raise ValueError(f"--max-file-size must be a positive number of megabytes, got {args.max_file_size}")
+        raise InputError(f"--max-file-size must be a positive number of megabytes, got {args.max_file_size}")
     report = index.update(args.paths, show_progress=not args.no_progress, max_file_bytes=int(args.max_file_size * 1e6),
                           prune_missing=args.prune_missing, lock_wait=args.lock_wait,
                           shared_contexts=True if args.store is None else (False if args.store.lower() == "none" else args.store),
@@ -566,7 +567,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
     from contextual_retrieval_core.index.manifest import IndexManifest
 
     if is_blank(args.question):  # no results in every query path: said before any work
-        raise ValueError('the question is empty; ask one in quotes, e.g. "how are contexts cached?"')
+        raise InputError('the question is empty; ask one in quotes, e.g. "how are contexts cached?"')
     from contextual_retrieval_core.index.contextual_index import ContextualIndex
     from contextual_retrieval_core.search.config import FusionConfig
     from contextual_retrieval_core.types import labelled
@@ -620,10 +621,10 @@ def _on_milvus(folder: Path, uri: str | None, collection: str | None) -> bool:
     if uses_milvus(folder):
         return True
     if (uri or collection) and (folder / MANIFEST_NAME).is_file():
-        raise ValueError(f"{folder} is an index of its own files, not on Milvus: pass another --index-dir for an index "
+        raise InputError(f"{folder} is an index of its own files, not on Milvus: pass another --index-dir for an index "
                          "on Milvus")
     if collection and not uri:
-        raise ValueError("--collection names a collection on a Milvus server: pass --milvus-uri too")
+        raise InputError("--collection names a collection on a Milvus server: pass --milvus-uri too")
     return bool(uri)
 
 
@@ -657,11 +658,11 @@ def _cmd_index_milvus(args: argparse.Namespace) -> int:
     for flag, given in (("--check", args.check), ("--chroma-url", args.chroma_url), ("--windows/--no-windows", args.windows is not None),
                         ("--fit-chunks/--no-fit-chunks", args.fit_chunks is not None)):
         if given:
-            raise ValueError(f"{flag} is for an index of its own files; an index on Milvus keeps one row a chunk on the server")
+            raise InputError(f"{flag} is for an index of its own files; an index on Milvus keeps one row a chunk on the server")
     if not args.paths:
-        raise ValueError("pass the files or folders to index: contextual-retrieval index PATH... --milvus-uri URI")
+        raise InputError("pass the files or folders to index: contextual-retrieval index PATH... --milvus-uri URI")
     if not args.max_file_size > 0:
-        raise ValueError(f"--max-file-size must be a positive number of megabytes, got {args.max_file_size}")
+        raise InputError(f"--max-file-size must be a positive number of megabytes, got {args.max_file_size}")
     old = MilvusIndexRecord.read(index_dir) if uses_milvus(index_dir) and not args.rebuild else None
     embedder_kind, contexts, model = args.embedder, args.contexts, args.model
     if old is not None:

@@ -27,6 +27,7 @@ import numpy as np
 from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.contextualize.config import ContextualizeConfig
 from contextual_retrieval_core.embeddings.base import Embedder
+from contextual_retrieval_core.errors import InputError, MissingDependencyError, NotFoundError
 from contextual_retrieval_core.types import Chunk, ContextualChunk, Document
 
 __all__ = [
@@ -78,11 +79,11 @@ def resolve_dataset(path: str | os.PathLike[str] | None) -> Path:
     """The dataset directory: `path`, else $CONTEXTUAL_RETRIEVAL_DATASET; a clear error if neither."""
     chosen = path or os.environ.get(DATASET_ENV)
     if not chosen:
-        raise ValueError(f"no dataset: pass --dataset DIR or set {DATASET_ENV}=DIR")
+        raise InputError(f"no dataset: pass --dataset DIR or set {DATASET_ENV}=DIR")
     folder = Path(chosen)
     for name in ("codebase_chunks.json", "evaluation_set.jsonl"):
         if not (folder / name).is_file():
-            raise FileNotFoundError(
+            raise NotFoundError(
                 f"{folder / name} not found: the dataset directory needs codebase_chunks.json and "
                 "evaluation_set.jsonl (Anthropic's cookbook format)"
             )
@@ -109,7 +110,7 @@ def load_cookbook(path: str | os.PathLike[str] | None = None) -> EvalDataset:
             for uuid, index in item["golden_chunk_uuids"]:
                 cid = by_uuid.get((uuid, int(index)))
                 if cid is None:
-                    raise ValueError(
+                    raise InputError(
                         f"evaluation_set.jsonl line {line_no}: golden chunk ({uuid}, {index}) is not "
                         "in codebase_chunks.json"
                     )
@@ -154,12 +155,12 @@ def load_contexts_jsonl(path: str | os.PathLike[str], dataset: EvalDataset | Non
                 key = (str(item["doc_id"]), int(item["original_index"]))
                 context = item["context"]
             except KeyError as exc:
-                raise ValueError(f"{path} line {line_no}: missing field {exc}; need doc_id, original_index, context") from exc
+                raise InputError(f"{path} line {line_no}: missing field {exc}; need doc_id, original_index, context") from exc
             cid = dataset.chunk_keys.get(key) if dataset is not None else item.get("chunk_id")
             if cid is None:
                 cid = item.get("chunk_id")
             if cid is None:
-                raise ValueError(f"{path} line {line_no}: chunk {key} is not in the dataset")
+                raise InputError(f"{path} line {line_no}: chunk {key} is not in the dataset")
             out[cid] = context
     return out
 
@@ -191,11 +192,11 @@ def mrr(ranked: Sequence[Sequence[str]], golden: Sequence[Sequence[str]]) -> flo
 
 def _check_pairs(ranked: Sequence[Sequence[str]], golden: Sequence[Sequence[str]], k: int) -> None:
     if len(ranked) != len(golden):
-        raise ValueError(f"{len(ranked)} rankings for {len(golden)} queries")
+        raise InputError(f"{len(ranked)} rankings for {len(golden)} queries")
     if not golden:
-        raise ValueError("no queries to score")
+        raise InputError("no queries to score")
     if any(not g for g in golden):
-        raise ValueError("a query has no golden chunks; drop it or label it")
+        raise InputError("a query has no golden chunks; drop it or label it")
     positive_int("k", k)
 
 
@@ -340,11 +341,11 @@ def evaluate(
         configs = [c for c, (ctx, _, _) in CONFIGS.items() if contexts is not None or ctx != "llm"]
     unknown = [c for c in configs if c not in CONFIGS]
     if unknown:
-        raise ValueError(f"unknown configurations {unknown}; choose from {list(CONFIGS)}")
+        raise InputError(f"unknown configurations {unknown}; choose from {list(CONFIGS)}")
     if contexts is not None:
         missing = [c.id for c in dataset.chunks if c.id not in contexts]
         if missing:
-            raise ValueError(
+            raise InputError(
                 f"{len(missing)} chunks have no context (first: {missing[0]}); the contexts file "
                 "must cover every chunk of the dataset"
             )
@@ -353,7 +354,7 @@ def evaluate(
     depth = max(max(ks), 20)
     for name in configs:
         if CONFIGS[name][0] == "llm" and contexts is None:
-            raise ValueError(f"configuration {name!r} needs contexts: pass --contexts FILE")
+            raise InputError(f"configuration {name!r} needs contexts: pass --contexts FILE")
     sources: dict[str | None, Mapping[str, str] | None] = {None: None, "llm": contexts}
     header = structural_header and contexts is not None and any(CONFIGS[name][0] == "llm" for name in configs)
     if header or any(CONFIGS[name][0] == "structural" for name in configs):
@@ -403,7 +404,7 @@ def plot_results(results: Sequence[ConfigResult], path: str | os.PathLike[str], 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        raise ImportError("plotting needs matplotlib: pip install 'contextual-retrieval-kit[plot]'") from exc
+        raise MissingDependencyError("plotting needs matplotlib: pip install 'contextual-retrieval-kit[plot]'") from exc
     ks = sorted(results[0].pass_at)
     fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(results)), 4))
     width = 0.8 / len(ks)

@@ -54,6 +54,7 @@ from contextual_retrieval_core.app.evaluation import (
     load_cookbook_chunks,
 )
 from contextual_retrieval_core.embeddings.base import Embedder
+from contextual_retrieval_core.errors import InputError, NotFoundError
 from contextual_retrieval_core.generators.anthropic import AnthropicContextGenerator
 from contextual_retrieval_core.generators.base import TokenUsage
 from contextual_retrieval_core.generators.questions import (
@@ -288,11 +289,11 @@ def load_corpus(path: str | os.PathLike[str], *, chunk_chars: int | None = None,
 
     folder = Path(path).expanduser()
     if not folder.exists():
-        raise FileNotFoundError(f"{path} does not exist; pass a folder of files, an index folder or a cookbook dataset folder")
+        raise NotFoundError(f"{path} does not exist; pass a folder of files, an index folder or a cookbook dataset folder")
     if (folder / "codebase_chunks.json").is_file():
         corpus = load_cookbook_chunks(folder / "codebase_chunks.json")
         if not corpus.chunks:
-            raise ValueError(f"{folder / 'codebase_chunks.json'} has no chunks")
+            raise InputError(f"{folder / 'codebase_chunks.json'} has no chunks")
         return corpus
     left_out: list[tuple[str, str]] = []  # (file, why) of the files a folder's walk leaves out
     scan = None
@@ -301,7 +302,7 @@ def load_corpus(path: str | os.PathLike[str], *, chunk_chars: int | None = None,
         files = [SourceFile(Path(e.file), doc_id, Path(e.root)) for doc_id, e in sorted(manifest.files.items())]
         missing = [f.path for f in files if not f.path.is_file()]
         if missing:
-            raise FileNotFoundError(f"{missing[0]} is in the index {folder} but no longer on disk; run "
+            raise NotFoundError(f"{missing[0]} is in the index {folder} but no longer on disk; run "
                                     f"`contextual-retrieval index --prune-missing` first, or pass the folder itself")
         size = chunk_chars or manifest.chunk_chars
         fit_chunks = manifest.chunk_tokens is not None if fit_chunks is None else fit_chunks
@@ -309,7 +310,7 @@ def load_corpus(path: str | os.PathLike[str], *, chunk_chars: int | None = None,
         scan = collect_files([folder])
         bad = [s for s in scan.skipped if s.reason.startswith(("unreadable", "undecodable"))]
         if bad:
-            raise ValueError(f"cannot read {bad[0].path}: {bad[0].reason}; fix its permissions or encoding "
+            raise InputError(f"cannot read {bad[0].path}: {bad[0].reason}; fix its permissions or encoding "
                              "(UTF-8), or move it out of the folder")
         files, size = scan.files, chunk_chars or DEFAULT_CHUNK_CHARS
         left_out = [(str(s.path), s.reason) for s in scan.skipped]
@@ -323,10 +324,10 @@ def load_corpus(path: str | os.PathLike[str], *, chunk_chars: int | None = None,
     entries, documents, chunks, _ = read_changes(files, {}, True, size, report, False, window=window, generator=generator)
     if report.skipped:
         where, why = report.skipped[0]
-        raise ValueError(f"cannot read {where}: {why}; convert it to UTF-8, or move it out of the folder")
+        raise InputError(f"cannot read {where}: {why}; convert it to UTF-8, or move it out of the folder")
     if not chunks:
         empty = [(e.file, "empty (whitespace only)") for e in entries.values() if not e.chunks]
-        raise ValueError(_nothing_to_chunk(path, left_out + empty, Counter() if scan is None else scan.other_extensions))
+        raise InputError(_nothing_to_chunk(path, left_out + empty, Counter() if scan is None else scan.other_extensions))
     for d in documents:
         d.metadata["uuid"] = d.id
     keys = {(c.document_id, c.index): c.id for c in chunks}
@@ -622,7 +623,7 @@ def evaluate_own_corpus(
                                        max_quoted_words=max_quoted_words, concurrency=concurrency,
                                        show_progress=show_progress, batch_poll_interval=batch_poll_interval)
         if not questions.questions:
-            raise ValueError(f"all {questions.sampled} questions quoted their chunk at length and were dropped; "
+            raise InputError(f"all {questions.sampled} questions quoted their chunk at length and were dropped; "
                              "raise max_quoted_words (--max-quoted-words) or use another model")
         report = None
         if contexts is None:

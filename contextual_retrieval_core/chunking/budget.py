@@ -28,7 +28,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from contextual_retrieval_core.chunking.split import DEFAULT_CHUNK_CHARS, _furthest_fitting, split_text
+from contextual_retrieval_core.chunking.split import DEFAULT_CHUNK_CHARS, furthest_fitting, split_text
 
 __all__ = ["TokenWindow", "window_of", "split_to_fit", "LLM_CONTEXT_RESERVE", "MIN_CHUNK_TOKENS"]
 
@@ -249,10 +249,10 @@ class _TextCosts:
     def fitting_end(self, pos: int, limit: int, budget: int) -> int:
         """The furthest end in ``(pos, limit]`` with ``bound(pos, end) <= budget`` (at least
         ``pos + 1``): inside one long run, the last end of a part that fits (no count past the
-        parts'), else `split._furthest_fitting`'s binary search."""
+        parts'), else `furthest_fitting`'s binary search."""
         piece = bisect.bisect_right(self.starts, pos) - 1
         if piece < 0 or self.words[piece] - self.starts[piece] <= LONG_RUN_CHARS or limit >= self.words[piece]:
-            return _furthest_fitting(pos, limit, self.bound, budget)
+            return furthest_fitting(pos, limit, self.bound, budget)
         i = bisect.bisect_right(self.unit_starts, pos) - 1  # the part holding pos
         j = bisect.bisect_right(self.unit_starts, limit) - 1  # part ends (next starts) in (pos, limit]
         lo, hi = i + 1, j + 1  # candidates: unit_starts[lo:hi], bisected with `bound`
@@ -264,4 +264,4 @@ class _TextCosts:
                 hi = mid
         if lo > i + 1:
             return self.unit_starts[lo - 1]
-        return _furthest_fitting(pos, min(limit, self._unit_end(i)), self.bound, budget)
+        return furthest_fitting(pos, min(limit, self._unit_end(i)), self.bound, budget)

@@ -42,7 +42,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from contextual_retrieval_core.errors import ContextualRetrievalError
+from contextual_retrieval_core.errors import ContextualRetrievalError, InputError
 
 __all__ = ["Detection", "DetectionError", "BoxFormat", "parse_detections"]
 
@@ -123,7 +123,7 @@ def parse_detections(
         frame: how errors name the frame.
     """
     if box_format not in ("xyxy", "xywh", "cxcywh"):
-        raise ValueError(f"box_format must be 'xyxy', 'xywh' or 'cxcywh', not {box_format!r}")
+        raise InputError(f"box_format must be 'xyxy', 'xywh' or 'cxcywh', not {box_format!r}")
     if raw is None:
         raise DetectionError(f"frame {frame} has no detections; pass a list (an empty one for a frame with no objects)")
     records = _columns_to_records(raw, frame) if isinstance(raw, Mapping) else list(raw)

@@ -59,7 +59,7 @@ from typing import Any
 from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.chunking.detections import Detection, DetectionError, parse_detections
 from contextual_retrieval_core.chunking.images import ImageData, ImageSource, UnreadableImageError, cut_all, read_image
-from contextual_retrieval_core.errors import ContextualRetrievalError
+from contextual_retrieval_core.errors import ContextualRetrievalError, InputError, InputTypeError
 from contextual_retrieval_core.types import Chunk, Document, stable_chunk_id
 
 __all__ = [
@@ -233,7 +233,7 @@ def frame_of(document: Document) -> Frame:
     """The `Frame` a crop document carries; TypeError naming the fix for any other document."""
     frame = document.metadata.get(FRAME_KEY)
     if not isinstance(frame, Frame):
-        raise TypeError(
+        raise InputTypeError(
             f"document {document.id!r} is not a frame: crop context generators situate crops of frames; "
             "build documents and chunks with crop_chunks(...)"
         )
@@ -244,7 +244,7 @@ def crop_of(chunk: Chunk) -> Crop:
     """The `Crop` a crop chunk carries; TypeError naming the fix for any other chunk."""
     crop = chunk.metadata.get(CROP_KEY)
     if not isinstance(crop, Crop):
-        raise TypeError(
+        raise InputTypeError(
             f"chunk {chunk.id!r} is not a crop: crop context generators situate crops of frames; "
             "build documents and chunks with crop_chunks(...)"
         )
@@ -259,7 +259,7 @@ def crop_chunks(frames: Sequence[FrameInput], crops: Sequence[CropInput] = ()) -
     raised as one `FrameInputError` before anything is returned.
     """
     if isinstance(frames, FrameInput) or isinstance(crops, CropInput):
-        raise TypeError("pass lists: crop_chunks([FrameInput(...), ...], [CropInput(...), ...])")
+        raise InputTypeError("pass lists: crop_chunks([FrameInput(...), ...], [CropInput(...), ...])")
     problems: list[str] = []
     given: dict[str, list[CropInput]] = {}
     for given_crop in crops:
@@ -270,7 +270,7 @@ def crop_chunks(frames: Sequence[FrameInput], crops: Sequence[CropInput] = ()) -
     empty: list[str] = []
     for spec in frames:
         if not isinstance(spec, FrameInput):
-            raise TypeError(f"frames must be FrameInput objects, got {type(spec).__name__}")
+            raise InputTypeError(f"frames must be FrameInput objects, got {type(spec).__name__}")
         if spec.id in seen:
             problems.append(f"frame {spec.id}: passed twice; give every frame a unique id")
             continue
@@ -382,7 +382,7 @@ def _given_crops(frame: Frame, given: list[CropInput], read: dict[str, Any]) -> 
         path = os.fspath(spec.image) if isinstance(spec.image, (str, os.PathLike)) else None
         name = spec.name or (os.path.basename(path) if path else f"crop_{i + 1}")
         if name in names:
-            raise ValueError(f"frame {frame.id} has two crops named {name}; give each crop its own name")
+            raise InputError(f"frame {frame.id} has two crops named {name}; give each crop its own name")
         names.add(name)
         meta = dict(spec.metadata)
         (detection,) = parse_detections([meta], **{**read, "frame": f"{frame.id}, crop {name}"})
@@ -397,7 +397,7 @@ def _size(meta: dict[str, Any], frame_id: str) -> tuple[int, int]:
     try:
         width, height = int(meta["width"]), int(meta["height"])
     except (KeyError, TypeError, ValueError):
-        raise ValueError(
+        raise InputError(
             f"frame {frame_id} has no image and no size: pass its image, or metadata 'width' and 'height' in pixels"
         ) from None
     positive_int(f"frame {frame_id}: metadata 'width'", width, what="a positive number of pixels")

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Union
 
 from contextual_retrieval_core._sdk import import_sdk
-from contextual_retrieval_core.errors import ContextualRetrievalError
+from contextual_retrieval_core.errors import ContextualRetrievalError, InputTypeError
 
 __all__ = ["ImageData", "UnreadableImageError", "read_image", "cut", "cut_all", "scaled_to_fit", "API_MEDIA_TYPES", "ImageSource"]
 
@@ -103,7 +103,7 @@ def read_image(source: ImageSource, *, name: str | None = None) -> ImageData:
                 f"cannot read image {name or path} ({exc.strerror or exc}); check the path"
             ) from None
     else:
-        raise TypeError(f"an image is a path or bytes, got {type(source).__name__}")
+        raise InputTypeError(f"an image is a path or bytes, got {type(source).__name__}")
     label = name or path or "bytes"
     try:
         with pil.open(io.BytesIO(data)) as img:

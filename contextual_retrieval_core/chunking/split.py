@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable, Collection, Mapping
 
 from contextual_retrieval_core.chunking.languages import CODE_LANGUAGES, EXTENSIONS
+from contextual_retrieval_core.errors import InputError
 
 __all__ = ["split_text", "DEFAULT_CHUNK_CHARS", "CODE_EXTENSIONS"]
 
@@ -60,7 +61,7 @@ def split_text(text: str, *, max_chars: int = DEFAULT_CHUNK_CHARS, code: bool = 
         ['# A\\n\\nfirst paragraph', '# B\\n\\nsecond paragrap']
     """
     if max_chars < 50:
-        raise ValueError(f"max_chars must be at least 50, got {max_chars}")
+        raise InputError(f"max_chars must be at least 50, got {max_chars}")
     n = len(text)
     starts = [0] + [m.end() for m in re.finditer("\n", text) if m.end() < n]
     quality = []
@@ -93,7 +94,7 @@ def split_text(text: str, *, max_chars: int = DEFAULT_CHUNK_CHARS, code: bool = 
             return starts[max(range(lo, hi), key=lambda j: (quality[j], starts[j]))]
         limit = pos + max_chars
         if budget is not None and token_span is not None:  # the furthest end the tokens allow
-            furthest = fitting_end(pos, limit, budget) if fitting_end else _furthest_fitting(pos, limit, token_span, budget)
+            furthest = fitting_end(pos, limit, budget) if fitting_end else furthest_fitting(pos, limit, token_span, budget)
             limit = min(limit, furthest)
         space = text.rfind(" ", pos + min(min_chars, (limit - pos) // 3), limit)
         return space + 1 if space > pos else max(limit, pos + 1)
@@ -135,7 +136,7 @@ def _past_last_fitting(starts: list[int], first: int, stop: int, pos: int, span:
     return lo
 
 
-def _furthest_fitting(pos: int, limit: int, span: Callable[[int, int], int], budget: int) -> int:
+def furthest_fitting(pos: int, limit: int, span: Callable[[int, int], int], budget: int) -> int:
     """The largest end in ``(pos, limit]`` with ``text[pos:end]`` within `budget` tokens, at least
     ``pos + 1``."""
     lo, hi = pos + 1, limit

@@ -29,6 +29,7 @@ from typing import Any
 
 from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.chunking.unicode_marks import MARK_RANGES, scan_marks
+from contextual_retrieval_core.errors import InputError, InputTypeError
 
 __all__ = ["Tokenizer", "TokenizerConfig", "ENGLISH_STOP_WORDS"]
 
@@ -54,7 +55,7 @@ def _mark_class() -> str:
     for part in table.split():
         a, dash, b = part.partition("-")
         if dash and not b:
-            raise ValueError(f"malformed mark range {part!r} in unicode_marks.MARK_RANGES")
+            raise InputError(f"malformed mark range {part!r} in unicode_marks.MARK_RANGES")
         lo, hi = chr(int(a, 16)), chr(int(b or a, 16))
         ranges.append(re.escape(lo) if lo == hi else f"{re.escape(lo)}-{re.escape(hi)}")
     return "[" + "".join(ranges) + "]"
@@ -129,7 +130,7 @@ class TokenizerConfig:
         known = {f for f in cls.__dataclass_fields__}
         unknown = set(data) - known
         if unknown:
-            raise ValueError(
+            raise InputError(
                 f"unknown tokenizer settings {sorted(unknown)}; this index was written by a newer "
                 "contextual-retrieval: upgrade the package to load it"
             )
@@ -146,12 +147,12 @@ class Tokenizer:
 
     def __init__(self, config: TokenizerConfig | None = None, **settings: Any) -> None:
         if config is not None and settings:
-            raise TypeError("pass either config=TokenizerConfig(...) or keyword settings, not both")
+            raise InputTypeError("pass either config=TokenizerConfig(...) or keyword settings, not both")
         self.config = config if config is not None else TokenizerConfig(**settings)
         c = self.config
         positive_int("min_token_length", c.min_token_length)
         if c.version not in _WORDS:
-            raise ValueError(
+            raise InputError(
                 f"tokenizer version {c.version!r} is unknown to this contextual-retrieval (it knows "
                 f"{sorted(_WORDS)}); an index saved by a newer release needs an upgrade"
             )
@@ -162,7 +163,7 @@ class Tokenizer:
         elif c.stopwords == "en":
             self._stop = ENGLISH_STOP_WORDS
         elif isinstance(c.stopwords, str):
-            raise ValueError(f"stopwords must be 'en', None or a list of words, not {c.stopwords!r}")
+            raise InputError(f"stopwords must be 'en', None or a list of words, not {c.stopwords!r}")
         else:
             self._stop = frozenset(w.lower() if c.lowercase else w for w in c.stopwords)
         self._stem = None
@@ -172,7 +173,7 @@ class Tokenizer:
             try:
                 self._stem = Stemmer.Stemmer(c.stemmer).stemWords
             except KeyError as exc:
-                raise ValueError(
+                raise InputError(
                     f"unknown stemmer language {c.stemmer!r}; choose one of "
                     f"{sorted(Stemmer.algorithms())} or stemmer=None"
                 ) from exc
@@ -185,7 +186,7 @@ class Tokenizer:
     def tokenize(self, text: str) -> list[str]:
         """The terms of one text, in order (duplicates kept: BM25 counts them)."""
         if isinstance(text, (bytes, bytearray)):
-            raise TypeError("text is bytes; decode it first, e.g. data.decode('utf-8', errors='replace')")
+            raise InputTypeError("text is bytes; decode it first, e.g. data.decode('utf-8', errors='replace')")
         c = self.config
         text = _fold(text) if self._fold else unicodedata.normalize("NFKC", text)
         words: list[str] = []

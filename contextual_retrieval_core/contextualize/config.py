@@ -12,7 +12,7 @@ Example:
     >>> ContextualizeConfig(concurrency=0)
     Traceback (most recent call last):
     ...
-    ValueError: concurrency must be a positive integer, got 0
+    contextual_retrieval_core.errors.InputError: concurrency must be a positive integer, got 0
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from contextual_retrieval_core.checks import positive_int
+from contextual_retrieval_core.errors import InputError, InputTypeError
 from contextual_retrieval_core.types import ContextPosition
 
 __all__ = ["ContextualizeConfig", "BATCH_MAX_REQUESTS", "BATCH_MAX_BYTES"]
@@ -40,7 +41,7 @@ def _seconds(name: str, value: Any, *, allow_none: bool = False) -> float | None
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"{name} must be a positive number of seconds{' or None' if allow_none else ''}, got {value!r}")
+        raise InputError(f"{name} must be a positive number of seconds{' or None' if allow_none else ''}, got {value!r}")
     return float(value)
 
 
@@ -94,20 +95,20 @@ class ContextualizeConfig:
         for name in ("concurrency", "batch_max_requests", "batch_max_bytes"):
             set_(self, name, positive_int(name, getattr(self, name)))
         if self.mode not in ("realtime", "batch"):
-            raise ValueError(f"mode must be 'realtime' or 'batch', not {self.mode!r}")
+            raise InputError(f"mode must be 'realtime' or 'batch', not {self.mode!r}")
         if self.position not in ("before", "after", "none"):
-            raise ValueError(f"position must be 'before', 'after' or 'none', not {self.position!r}")
+            raise InputError(f"position must be 'before', 'after' or 'none', not {self.position!r}")
         for name in ("grouped", "show_progress", "structural_header"):
             if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
+                raise InputTypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if not isinstance(self.separator, str):
-            raise TypeError(f"separator must be a string, got {type(self.separator).__name__}")
+            raise InputTypeError(f"separator must be a string, got {type(self.separator).__name__}")
         for name in ("batch_poll_interval", "retry_backoff_s", "claim_lease_s", "claim_poll_s"):
             set_(self, name, _seconds(name, getattr(self, name)))
         for name in ("give_up_after_rate_limited_s", "claim_renew_s"):
             set_(self, name, _seconds(name, getattr(self, name), allow_none=True))
         if self.claim_renew_s is not None and self.claim_renew_s >= self.claim_lease_s:
-            raise ValueError(f"claim_renew_s ({self.claim_renew_s!r}) must be shorter than claim_lease_s "
+            raise InputError(f"claim_renew_s ({self.claim_renew_s!r}) must be shorter than claim_lease_s "
                              f"({self.claim_lease_s!r}), or leases lapse")
 
     @classmethod

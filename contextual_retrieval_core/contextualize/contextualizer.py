@@ -56,7 +56,7 @@ from contextual_retrieval_core.contextualize.config import ContextualizeConfig
 from contextual_retrieval_core.contextualize.inputs import validate_inputs
 from contextual_retrieval_core.contextualize.interrupts import GRACE_S, Interrupted, StopAsked, Terminated, sigterm_as_interrupt
 from contextual_retrieval_core.contextualize.run import DocState, Run, RunSettings
-from contextual_retrieval_core.errors import ContextualRetrievalError
+from contextual_retrieval_core.errors import ContextualRetrievalError, InputError, InputTypeError, RunError
 from contextual_retrieval_core.generators.base import (
     BatchGeneration,
     ContextGenerator,
@@ -168,7 +168,7 @@ class Contextualizer:
         if config is None:
             config = ContextualizeConfig()
         elif not isinstance(config, ContextualizeConfig):
-            raise TypeError(f"config must be a ContextualizeConfig, got {type(config).__name__}")
+            raise InputTypeError(f"config must be a ContextualizeConfig, got {type(config).__name__}")
         self.generator = generator
         self.config = config  # checked against the generator here, and again by each run (it may be replaced)
         self._check_config()
@@ -186,9 +186,9 @@ class Contextualizer:
         """What the config asks of the generator: batch mode a batch API, grouped mode groups."""
         gen, config = self.generator, self.config
         if config.mode == "batch" and not isinstance(gen, BatchGeneration):
-            raise ValueError(f"{type(gen).__name__} has no batch API; use mode='realtime'")
+            raise InputError(f"{type(gen).__name__} has no batch API; use mode='realtime'")
         if config.grouped and not isinstance(gen, GroupedGeneration):
-            raise ValueError(f"{type(gen).__name__} cannot situate chunks in groups; use grouped=False")
+            raise InputError(f"{type(gen).__name__} cannot situate chunks in groups; use grouped=False")
 
     # the settings, read from `config` (one place)
     concurrency = property(lambda self: self.config.concurrency)
@@ -214,7 +214,7 @@ class Contextualizer:
         except RuntimeError:
             running = None
         if running is loop:
-            raise RuntimeError("contextualize() was called from inside this Contextualizer's own run; await acontextualize instead")
+            raise RunError("contextualize() was called from inside this Contextualizer's own run; await acontextualize instead")
 
         # a sync caller: generators that hold a sync path use it (in threads), so their async
         # clients stay on the loops their owner awaits them on

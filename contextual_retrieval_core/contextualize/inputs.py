@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from contextual_retrieval_core.errors import InputError, InputTypeError
 from contextual_retrieval_core.types import Chunk, Document, distinct_documents
 
 __all__ = ["validate_inputs", "check_utf8"]
@@ -18,7 +19,7 @@ def check_utf8(text: str, what: str) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise ValueError(
+        raise InputError(
             f"{what} cannot be encoded as UTF-8 ({exc.reason}: {text[exc.start]!r} at character {exc.start}), "
             "as a file read with errors='surrogateescape' leaves it; read the file with its real encoding or "
             "with errors='replace' before contextualizing"
@@ -30,15 +31,15 @@ def validate_inputs(
 ) -> tuple[dict[str, Document], list[Chunk], list[str], int]:
     """Check the inputs before anything is paid for; returns docs by id, chunks, flags."""
     if isinstance(documents, (str, Document)) or isinstance(chunks, (str, Chunk)):
-        raise TypeError("pass lists: contextualize([document, ...], [chunk, ...])")
+        raise InputTypeError("pass lists: contextualize([document, ...], [chunk, ...])")
     for doc in documents:
         if not isinstance(doc, Document):
-            raise TypeError(f"documents must be Document objects, got {type(doc).__name__}")
+            raise InputTypeError(f"documents must be Document objects, got {type(doc).__name__}")
     docs: dict[str, Document] = {}
     # the same document passed twice is situated once; two texts under one id are an error
     for doc in distinct_documents(documents, lambda d: d.id, lambda d: d.text):
         if "\x00" in doc.text:
-            raise ValueError(
+            raise InputError(
                 f"document {doc.id!r} looks binary (it contains NUL bytes); extract its text first or leave it out"
             )
         check_utf8(doc.text, f"document {doc.id!r}")
@@ -50,22 +51,22 @@ def validate_inputs(
     flat: dict[str, str] = {}
     for chunk in chunks:
         if not isinstance(chunk, Chunk):
-            raise TypeError(f"chunks must be Chunk objects, got {type(chunk).__name__}")
+            raise InputTypeError(f"chunks must be Chunk objects, got {type(chunk).__name__}")
         if chunk.id in seen:
-            raise ValueError(f"duplicate chunk id {chunk.id!r}: every chunk needs a unique id")
+            raise InputError(f"duplicate chunk id {chunk.id!r}: every chunk needs a unique id")
         seen.add(chunk.id)
         if chunk.document_id not in docs:
-            raise ValueError(
+            raise InputError(
                 f"chunk {chunk.id!r} names document {chunk.document_id!r}, which is not among the documents passed"
             )
         doc = docs[chunk.document_id]
         if not chunk.text.strip():
-            raise ValueError(f"chunk {chunk.id!r} is empty; drop empty chunks before contextualizing")
+            raise InputError(f"chunk {chunk.id!r} is empty; drop empty chunks before contextualizing")
         if "\x00" in chunk.text:
-            raise ValueError(f"chunk {chunk.id!r} looks binary (it contains NUL bytes)")
+            raise InputError(f"chunk {chunk.id!r} looks binary (it contains NUL bytes)")
         check_utf8(chunk.text, f"chunk {chunk.id!r} of document {doc.id!r}")
         if not doc.text.strip():
-            raise ValueError(
+            raise InputError(
                 f"document {doc.id!r} is empty but has chunks (first: {chunk.id!r}); pass the document's full text"
             )
         if chunk.text not in doc.text and " ".join(chunk.text.split()) not in _spaced(doc, flat):

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from contextual_retrieval_core.checks import finite_vectors, not_a_string, positive_int
+from contextual_retrieval_core.errors import InputError, MissingDependencyError
 
 __all__ = ["chroma_client", "chroma_collection", "ChromaVectorIndex", "CHROMA_HNSW"]
 
@@ -31,7 +32,7 @@ def chroma_client(path: str | os.PathLike[str] | None = None) -> Any:
         import chromadb
         from chromadb.config import Settings
     except ImportError as exc:
-        raise ImportError("Chroma is not installed: pip install 'contextual-retrieval-kit[chroma]'") from exc
+        raise MissingDependencyError("Chroma is not installed: pip install 'contextual-retrieval-kit[chroma]'") from exc
     settings = Settings(anonymized_telemetry=False)
     if path is None:
         return chromadb.EphemeralClient(settings=settings)
@@ -93,7 +94,7 @@ class ChromaVectorIndex:
         not_a_string("ids", ids, "ids")
         vectors = np.asarray(vectors, dtype=np.float32)
         if vectors.ndim != 2 or len(ids) != vectors.shape[0]:
-            raise ValueError(f"got {len(ids)} ids for vectors of shape {vectors.shape}; pass one id per row")
+            raise InputError(f"got {len(ids)} ids for vectors of shape {vectors.shape}; pass one id per row")
         finite_vectors("vectors", vectors)
         step = self.max_batch_size
         for start in range(0, len(ids), step):

@@ -36,6 +36,7 @@ import numpy as np
 from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.dense.ivf import IVFIndex, IVFParams, load_faiss
 from contextual_retrieval_core.dense.vectors import VectorIndex
+from contextual_retrieval_core.errors import InputError, NotFoundError
 
 __all__ = ["ANN_THRESHOLD", "HNSWIndex", "HNSWParams", "dense_index", "load_dense_index"]
 
@@ -66,7 +67,7 @@ class HNSWParams:
         for name in ("connectivity", "expansion_add", "expansion_search"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 2:
-                raise ValueError(f"HNSWParams.{name} must be an integer >= 2, got {value!r}")
+                raise InputError(f"HNSWParams.{name} must be an integer >= 2, got {value!r}")
 
 
 def _faiss() -> Any:  # faiss ships no type information
@@ -136,9 +137,9 @@ class HNSWIndex:
         more = VectorIndex(ids, vectors)
         clash = set(self.ids).intersection(more.ids)
         if clash:
-            raise ValueError(f"{len(clash)} ids are already indexed (e.g. {sorted(clash)[0]!r}); ids must be unique")
+            raise InputError(f"{len(clash)} ids are already indexed (e.g. {sorted(clash)[0]!r}); ids must be unique")
         if len(self) and more.vectors.shape[1] != self.dim:
-            raise ValueError(f"vectors are {more.vectors.shape[1]}-d; the index holds {self.dim}-d vectors")
+            raise InputError(f"vectors are {more.vectors.shape[1]}-d; the index holds {self.dim}-d vectors")
         start = len(self.ids)
         if self._mapped:  # a graph read with IO_FLAG_READ_ONLY may not grow: copy it into memory first
             faiss = _faiss()
@@ -157,7 +158,7 @@ class HNSWIndex:
         positive_int("k", k)
         queries = np.asarray(queries, dtype=np.float32)
         if queries.ndim != 2 or queries.shape[1] != self.dim:
-            raise ValueError(
+            raise InputError(
                 f"query vectors have shape {queries.shape}; the index holds {self.dim}-d "
                 "vectors: embed queries with the embedder that built the index"
             )
@@ -190,20 +191,20 @@ class HNSWIndex:
         path = Path(path)
         meta_path = path / "hnsw.json"
         if not meta_path.is_file():
-            raise FileNotFoundError(f"{path} is not a saved HNSWIndex directory (no hnsw.json)")
+            raise NotFoundError(f"{path} is not a saved HNSWIndex directory (no hnsw.json)")
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         if meta.get("format") != _FORMAT or meta.get("library") != "faiss":
-            raise ValueError(f"{meta_path}: unknown HNSW index format {meta.get('format')!r}; rebuild the index")
+            raise InputError(f"{meta_path}: unknown HNSW index format {meta.get('format')!r}; rebuild the index")
         exact = VectorIndex.load(path)
         if len(exact) != meta["count"]:
-            raise ValueError(f"{path}: hnsw.json counts {meta['count']} vectors, vectors.json {len(exact)}; rebuild the index")
+            raise InputError(f"{path}: hnsw.json counts {meta['count']} vectors, vectors.json {len(exact)}; rebuild the index")
         graph_path = path / "hnsw.faiss"
         if not graph_path.is_file():
-            raise FileNotFoundError(f"{graph_path} is missing; rebuild the index")
+            raise NotFoundError(f"{graph_path} is missing; rebuild the index")
         faiss = _faiss()
         graph = faiss.read_index(str(graph_path), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
         if graph.ntotal != meta["count"] or graph.d != meta["dim"]:
-            raise ValueError(f"{graph_path} does not match vectors.npy ({graph.ntotal} x {graph.d}); rebuild the index")
+            raise InputError(f"{graph_path} does not match vectors.npy ({graph.ntotal} x {graph.d}); rebuild the index")
         index = cls(exact.ids, exact.vectors, params=HNSWParams(**meta["params"]), normalize=False, _graph=graph)
         index._mapped = True
         return index
@@ -225,7 +226,7 @@ def dense_index(
         'VectorIndex'
     """
     if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0:
-        raise ValueError(f"threshold must be a non-negative integer (rows), got {threshold!r}")
+        raise InputError(f"threshold must be a non-negative integer (rows), got {threshold!r}")
     if len(ids) < threshold:
         return VectorIndex(ids, vectors)
     try:

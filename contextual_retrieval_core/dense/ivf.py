@@ -43,6 +43,7 @@ from contextual_retrieval_core.checks import (
     read_json,
     unit_tolerance,
 )
+from contextual_retrieval_core.errors import InputError, MissingDependencyError, NotFoundError
 
 __all__ = ["IVFIndex", "IVFParams", "load_faiss"]
 
@@ -70,7 +71,7 @@ class IVFParams:
         for name in ("depth", "calibration_queries"):
             positive_int(f"IVFParams.{name}", getattr(self, name))
         if not 0.0 < float(self.target_recall) <= 1.0:
-            raise ValueError(f"IVFParams.target_recall must be in (0, 1], got {self.target_recall!r}")
+            raise InputError(f"IVFParams.target_recall must be in (0, 1], got {self.target_recall!r}")
 
 
 def load_faiss(what: str = "IVFIndex") -> Any:  # faiss ships no type information
@@ -78,7 +79,7 @@ def load_faiss(what: str = "IVFIndex") -> Any:  # faiss ships no type informatio
     try:
         import faiss
     except ImportError as exc:  # pragma: no cover - exercised only without the extra
-        raise ImportError(f"{what} needs the faiss-cpu package; {_INSTALL_HINT}") from exc
+        raise MissingDependencyError(f"{what} needs the faiss-cpu package; {_INSTALL_HINT}") from exc
     return faiss
 
 
@@ -88,7 +89,7 @@ _faiss = load_faiss
 def _normalised(vectors: np.ndarray, what: str) -> np.ndarray:
     vectors = np.asarray(vectors, dtype=np.float32)
     if vectors.ndim != 2:
-        raise ValueError(f"{what} must be a 2-D array (n, d), got shape {vectors.shape}")
+        raise InputError(f"{what} must be a 2-D array (n, d), got shape {vectors.shape}")
     finite_vectors(what, vectors)
     return np.ascontiguousarray(vectors / np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None))
 
@@ -99,7 +100,7 @@ def _unit_rows(vectors: np.ndarray, start: int) -> np.ndarray:
     rows = _normalised(vectors, "vectors" if start == 0 else f"vectors[{start}:]")
     bad = non_unit_rows(rows, unit_tolerance(rows.dtype))
     if bad.size:
-        raise ValueError(f"vectors row {start + int(bad[0])} has no direction (all zeros, or too small to normalise; "
+        raise InputError(f"vectors row {start + int(bad[0])} has no direction (all zeros, or too small to normalise; "
                          f"{bad.size} such rows): the embedder returned a broken vector: check its input and model")
     return rows
 
@@ -146,13 +147,13 @@ class IVFIndex:
         if not isinstance(vectors, np.ndarray):
             vectors = np.asarray(vectors, dtype=np.float32)
         if vectors.ndim != 2:
-            raise ValueError(f"vectors must be a 2-D array (n, d), got shape {vectors.shape}")
+            raise InputError(f"vectors must be a 2-D array (n, d), got shape {vectors.shape}")
         if len(ids) != vectors.shape[0]:
-            raise ValueError(f"got {len(ids)} ids for {vectors.shape[0]} vectors; pass one id per vector")
+            raise InputError(f"got {len(ids)} ids for {vectors.shape[0]} vectors; pass one id per vector")
         if not len(ids):
-            raise ValueError("cannot build an IVFIndex from no vectors: pass at least one")
+            raise InputError("cannot build an IVFIndex from no vectors: pass at least one")
         if len(set(ids)) != len(ids):
-            raise ValueError("duplicate ids: every vector needs a unique id")
+            raise InputError("duplicate ids: every vector needs a unique id")
         self.params = params or IVFParams()
         self.ids, self.nprobe, self.calibration, self._mapped = [str(i) for i in ids], 1, {}, None
         n, dim = vectors.shape
@@ -220,12 +221,12 @@ class IVFIndex:
         not_a_string("ids", ids, "ids")
         rows = _unit_rows(vectors, 0)
         if len(ids) != rows.shape[0]:
-            raise ValueError(f"got {len(ids)} ids for {rows.shape[0]} vectors; pass one id per vector")
+            raise InputError(f"got {len(ids)} ids for {rows.shape[0]} vectors; pass one id per vector")
         if rows.shape[1] != self.dim:
-            raise ValueError(f"vectors are {rows.shape[1]}-d; the index holds {self.dim}-d vectors")
+            raise InputError(f"vectors are {rows.shape[1]}-d; the index holds {self.dim}-d vectors")
         clash = set(self.ids).intersection(str(i) for i in ids)
         if clash:
-            raise ValueError(f"{len(clash)} ids are already indexed (e.g. {sorted(clash)[0]!r}); ids must be unique")
+            raise InputError(f"{len(clash)} ids are already indexed (e.g. {sorted(clash)[0]!r}); ids must be unique")
         if self._mapped:  # mapped lists may not grow: read the saved file into memory first
             self._graph = _faiss().read_index(str(self._mapped))
             self._mapped = None
@@ -241,7 +242,7 @@ class IVFIndex:
         k = positive_int("k", k)
         queries = np.asarray(queries, dtype=np.float32)
         if queries.ndim != 2 or queries.shape[1] != self.dim:
-            raise ValueError(
+            raise InputError(
                 f"query vectors have shape {queries.shape}; the index holds {self.dim}-d "
                 "vectors: embed queries with the embedder that built the index"
             )
@@ -276,7 +277,7 @@ class IVFIndex:
         path = Path(path)
         meta_path, graph_path = path / "ivf.json", path / "ivf.faiss"
         if not meta_path.is_file():
-            raise FileNotFoundError(f"{path} is not a saved IVFIndex directory (no ivf.json)")
+            raise NotFoundError(f"{path} is not a saved IVFIndex directory (no ivf.json)")
         meta = read_json(meta_path)
         if not isinstance(meta, dict) or meta.get("format") != _FORMAT or meta.get("library") != "faiss":
             raise IndexFileError(meta_path, "not an IVF index this version can read", "rebuild the index")

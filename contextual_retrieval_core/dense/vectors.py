@@ -23,6 +23,7 @@ from contextual_retrieval_core.checks import (
     read_blocks,
     unit_tolerance,
 )
+from contextual_retrieval_core.errors import InputError, NotFoundError
 
 __all__ = ["VectorIndex"]
 
@@ -48,18 +49,18 @@ class VectorIndex:
         not_a_string("ids", ids, "ids")
         vectors = np.asarray(vectors, dtype=np.float32)
         if vectors.ndim != 2:
-            raise ValueError(f"vectors must be a 2-D array (n, d), got shape {vectors.shape}")
+            raise InputError(f"vectors must be a 2-D array (n, d), got shape {vectors.shape}")
         if len(ids) != vectors.shape[0]:
-            raise ValueError(f"got {len(ids)} ids for {vectors.shape[0]} vectors; pass one id per vector")
+            raise InputError(f"got {len(ids)} ids for {vectors.shape[0]} vectors; pass one id per vector")
         if len(set(ids)) != len(ids):
-            raise ValueError("duplicate ids: every vector needs a unique id")
+            raise InputError("duplicate ids: every vector needs a unique id")
         finite_vectors("vectors", vectors)
         self.ids = [str(i) for i in ids]
         if normalize:
             vectors = vectors / np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
             bad = non_unit_rows(vectors, unit_tolerance(vectors.dtype))
             if bad.size:
-                raise ValueError(f"vectors row {int(bad[0])} has no direction (all zeros, or too small to normalise; "
+                raise InputError(f"vectors row {int(bad[0])} has no direction (all zeros, or too small to normalise; "
                                  f"{bad.size} such rows): the embedder returned a broken vector: check its input and model")
         self.vectors = vectors
 
@@ -75,7 +76,7 @@ class VectorIndex:
         k = positive_int("k", k)
         queries = np.asarray(queries, dtype=np.float32)
         if queries.ndim != 2 or queries.shape[1] != self.vectors.shape[1]:
-            raise ValueError(
+            raise InputError(
                 f"query vectors have shape {queries.shape}; the index holds {self.vectors.shape[1]}-d "
                 "vectors: embed queries with the embedder that built the index"
             )
@@ -113,7 +114,7 @@ class VectorIndex:
             if (path / "ivf.faiss").is_file():  # an IVF index's folder, whose ivf.json is gone
                 raise IndexFileError(path / "ivf.json", "missing (the folder holds ivf.faiss, an IVF index's lists)",
                                      "rebuild the index")
-            raise FileNotFoundError(f"{path} is not a saved VectorIndex directory (no vectors.json)")
+            raise NotFoundError(f"{path} is not a saved VectorIndex directory (no vectors.json)")
         meta = read_json(ids_file)
         ids = meta.get("ids") if isinstance(meta, dict) else None
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or len(set(ids)) != len(ids):

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from contextual_retrieval_core.dense.windows import WINDOW_MARK, WindowConfig, embed_texts, first_per_owner, window_texts
+from contextual_retrieval_core.errors import InputError, InputTypeError
 from contextual_retrieval_core.types import Chunk, ContextualChunk
 
 __all__ = ["WINDOW_OF_KEY", "WindowRow", "RowLedger", "LedgerChange", "windowable", "plan_rows", "embed_rows", "row_owner", "collapse_rows", "stale_rows",
@@ -141,7 +142,7 @@ def requested_windows(request: WindowConfig | bool | None, recorded: dict[str, A
     if request is False:
         return None
     if not isinstance(request, WindowConfig):
-        raise TypeError(f"windows must be a WindowConfig, True, False or None, got {type(request).__name__}")
+        raise InputTypeError(f"windows must be a WindowConfig, True, False or None, got {type(request).__name__}")
     return request
 
 
@@ -166,7 +167,7 @@ def windows_from_setting(setting: Any) -> WindowConfig | None:
     if setting is None:
         return None
     if not isinstance(setting, dict):
-        raise ValueError(f"bad windows setting {setting!r}")
+        raise InputError(f"bad windows setting {setting!r}")
     return WindowConfig(size=setting.get("size"), overlap=setting.get("overlap"), pooling=setting.get("pooling", "max"))
 
 
@@ -175,9 +176,9 @@ def max_pooling_only(windows: WindowConfig | None, where: str) -> WindowConfig |
     if windows is None:
         return None
     if not isinstance(windows, WindowConfig):
-        raise TypeError(f"windows must be a WindowConfig (e.g. WindowConfig()) or None, got {type(windows).__name__}")
+        raise InputTypeError(f"windows must be a WindowConfig (e.g. WindowConfig()) or None, got {type(windows).__name__}")
     if windows.pooling != "max":
-        raise ValueError(f"{where} stores windows as rows and scores a chunk by its best window: use "
+        raise InputError(f"{where} stores windows as rows and scores a chunk by its best window: use "
                          "WindowConfig(pooling='max'); mean pooling is HybridSearcher(windows=...) and "
                          "ContextualIndex(windows=...) only")
     return windows

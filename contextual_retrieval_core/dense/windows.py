@@ -26,6 +26,7 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 
 from contextual_retrieval_core.chunking.budget import TokenWindow, window_of
+from contextual_retrieval_core.errors import InputError
 from contextual_retrieval_core.types import ContextualChunk, compose_indexed_text
 
 __all__ = ["WindowConfig", "DenseRows", "chunk_windows", "build_dense_rows", "collapse_hits", "first_per_owner", "embed_texts",
@@ -56,13 +57,13 @@ class WindowConfig:
 
     def __post_init__(self) -> None:
         if self.size is not None and (not isinstance(self.size, int) or self.size < 16):
-            raise ValueError(f"WindowConfig.size must be an int of at least 16 tokens, got {self.size!r}")
+            raise InputError(f"WindowConfig.size must be an int of at least 16 tokens, got {self.size!r}")
         if self.overlap is not None and (not isinstance(self.overlap, int) or self.overlap < 0):
-            raise ValueError(f"WindowConfig.overlap must be a non-negative int, got {self.overlap!r}")
+            raise InputError(f"WindowConfig.overlap must be a non-negative int, got {self.overlap!r}")
         if self.size is not None and self.overlap is not None and self.overlap >= self.size // 2:
-            raise ValueError(f"WindowConfig.overlap ({self.overlap}) must be under half of size ({self.size})")
+            raise InputError(f"WindowConfig.overlap ({self.overlap}) must be under half of size ({self.size})")
         if self.pooling not in ("max", "mean"):
-            raise ValueError(f"WindowConfig.pooling must be 'max' or 'mean', got {self.pooling!r}")
+            raise InputError(f"WindowConfig.pooling must be 'max' or 'mean', got {self.pooling!r}")
 
     def window_for(self, embedder: Any) -> tuple[int, int] | None:
         """(size, overlap) for `embedder`, or None when it cannot be windowed."""

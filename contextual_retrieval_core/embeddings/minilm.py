@@ -23,6 +23,7 @@ import numpy as np
 from contextual_retrieval_core._sdk import in_thread
 from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.embeddings.base import as_texts
+from contextual_retrieval_core.errors import MissingDependencyError, NotFoundError
 
 __all__ = ["LocalMiniLMEmbedder", "TruncationWarning"]
 
@@ -38,7 +39,7 @@ TOKENIZER_PATH = Path(__file__).parent / "data" / "all-MiniLM-L6-v2" / "tokenize
 def _package_dir(name: str) -> Path:
     spec = importlib.util.find_spec(name)  # locates the package without running its __init__
     if spec is None or not spec.submodule_search_locations:
-        raise ImportError(f"the package {name!r} is not installed; {_INSTALL_HINT}")
+        raise MissingDependencyError(f"the package {name!r} is not installed; {_INSTALL_HINT}")
     return Path(next(iter(spec.submodule_search_locations)))
 
 
@@ -69,7 +70,7 @@ def _shared_session(model: Path, tokenizer_path: Path, threads: int | None) -> _
                 import onnxruntime as ort
                 from tokenizers import Tokenizer
             except ImportError as exc:
-                raise ImportError(f"onnxruntime and tokenizers are needed; {_INSTALL_HINT}") from exc
+                raise MissingDependencyError(f"onnxruntime and tokenizers are needed; {_INSTALL_HINT}") from exc
             tokenizer = Tokenizer.from_file(str(tokenizer_path))
             tokenizer.enable_truncation(max_length=_MAX_TOKENS)
             tokenizer.no_padding()
@@ -194,7 +195,7 @@ class LocalMiniLMEmbedder:
             tok = self._tokenizer_path or TOKENIZER_PATH
             for path, what in ((model, "model.onnx"), (tok, "tokenizer.json")):
                 if not Path(path).is_file():
-                    raise FileNotFoundError(f"{what} not found at {path}; {_INSTALL_HINT}")
+                    raise NotFoundError(f"{what} not found at {path}; {_INSTALL_HINT}")
             shared = _shared_session(Path(model).resolve(), Path(tok).resolve(), self.threads)
             self._inputs = shared.inputs
             self._tokenizer = shared.tokenizer

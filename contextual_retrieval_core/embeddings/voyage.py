@@ -28,6 +28,7 @@ import numpy as np
 from contextual_retrieval_core._sdk import LazyClients, in_thread
 from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.embeddings.base import as_texts
+from contextual_retrieval_core.errors import InputError, RunError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import voyageai
@@ -189,7 +190,7 @@ class VoyageEmbedder(VoyageClients):
         base_url: str | None = None,
     ) -> None:
         if positive_int("max_texts_per_request", max_texts_per_request) > MAX_TEXTS_PER_REQUEST:
-            raise ValueError(
+            raise InputError(
                 f"max_texts_per_request must be in 1..{MAX_TEXTS_PER_REQUEST}, got {max_texts_per_request}"
             )
         positive_int("max_concurrency", max_concurrency)
@@ -244,7 +245,7 @@ class VoyageEmbedder(VoyageClients):
 
     def _to_array(self, embeddings: Sequence[Sequence[float]], expected: int) -> np.ndarray:
         if len(embeddings) != expected:
-            raise RuntimeError(
+            raise RunError(
                 f"Voyage returned {len(embeddings)} embeddings for {expected} texts (model {self.model_name})"
             )
         return np.asarray(embeddings, dtype=np.float32).reshape(expected, -1)

@@ -33,6 +33,7 @@ from contextual_retrieval_core._sdk import in_thread
 from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.embeddings.base import as_texts, chunk_lists, consecutive_groups, group_positions, split_by_sizes
 from contextual_retrieval_core.embeddings.voyage import VoyageClients, estimate_tokens, plan_batches
+from contextual_retrieval_core.errors import InputError, RunError
 
 __all__ = [
     "VoyageContextualizedEmbedder",
@@ -118,11 +119,11 @@ class VoyageContextualizedEmbedder(VoyageClients):
             ("max_tokens_per_input", max_tokens_per_input, MAX_TOKENS_PER_INPUT),
         ):
             if positive_int(name, value) > cap:
-                raise ValueError(f"{name} must be in 1..{cap} (the Voyage API's limit), got {value!r}")
+                raise InputError(f"{name} must be in 1..{cap} (the Voyage API's limit), got {value!r}")
         if output_dtype not in OUTPUT_DTYPES:
-            raise ValueError(f"output_dtype must be one of {OUTPUT_DTYPES}, got {output_dtype!r}")
+            raise InputError(f"output_dtype must be one of {OUTPUT_DTYPES}, got {output_dtype!r}")
         if output_dimension is not None and output_dimension not in (256, 512, 1024, 2048):
-            raise ValueError(f"output_dimension must be 256, 512, 1024 or 2048, got {output_dimension!r}")
+            raise InputError(f"output_dimension must be 256, 512, 1024 or 2048, got {output_dimension!r}")
         positive_int("max_concurrency", max_concurrency)
         self.model_name = model
         self.output_dimension = output_dimension
@@ -191,7 +192,7 @@ class VoyageContextualizedEmbedder(VoyageClients):
             for part in plan_batches([costs[i] for i in group], self.max_chunks_per_request, self.max_tokens_per_input):
                 piece = group[part]
                 if len(piece) == 1 and costs[piece[0]] > self.max_tokens_per_input:
-                    raise ValueError(
+                    raise InputError(
                         f"a text of about {costs[piece[0]]} tokens is over the {self.max_tokens_per_input}-token "
                         "input limit of contextualized embeddings; split it into smaller chunks first"
                     )
@@ -229,13 +230,13 @@ class VoyageContextualizedEmbedder(VoyageClients):
         """Write one response's vectors into `out` by the API's `index` fields."""
         data = list(response.data)
         if len(data) != len(request):
-            raise RuntimeError(f"Voyage returned {len(data)} inputs for {len(request)} sent (model {self.model_name})")
+            raise RunError(f"Voyage returned {len(data)} inputs for {len(request)} sent (model {self.model_name})")
         for pos, doc in enumerate(data):
             i = int(doc.get("index", pos))
             piece = request[i]
             items = list(doc.data)
             if len(items) != len(piece):
-                raise RuntimeError(f"Voyage returned {len(items)} chunk vectors for {len(piece)} chunks of inputs[{i}]")
+                raise RunError(f"Voyage returned {len(items)} chunk vectors for {len(piece)} chunks of inputs[{i}]")
             for jpos, item in enumerate(items):
                 j = int(item.get("index", jpos))
                 vec = np.asarray(item.embedding, dtype=np.float32)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from contextual_retrieval_core._sdk import LoopClients, env_key, import_sdk
+from contextual_retrieval_core.errors import InputError, RunError
 from contextual_retrieval_core.generators._anthropic_http import (
     AsyncGuard,
     SpendLimitReached,
@@ -113,11 +114,11 @@ class AnthropicContextGenerator:
         count_tokens: Literal["probe", "api", "estimate"] = "probe",
     ) -> None:
         if cache_ttl not in ("5m", "1h"):
-            raise ValueError(f"cache_ttl must be '5m' or '1h', not {cache_ttl!r}")
+            raise InputError(f"cache_ttl must be '5m' or '1h', not {cache_ttl!r}")
         if count_tokens not in ("probe", "api", "estimate"):
-            raise ValueError(f"count_tokens must be 'probe', 'api' or 'estimate', not {count_tokens!r}")
+            raise InputError(f"count_tokens must be 'probe', 'api' or 'estimate', not {count_tokens!r}")
         if client is None and async_client is None and not env_key("ANTHROPIC_API_KEY"):
-            raise RuntimeError(_MISSING_KEY)
+            raise RunError(_MISSING_KEY)
         self.model = model
         self.prompt = prompt
         self.prompt_identity = prompt.identity
@@ -140,7 +141,7 @@ class AnthropicContextGenerator:
     def _sync(self) -> Any:
         if self._client is None:
             if not self._own_clients:
-                raise RuntimeError("this generator was given only an async client; use agenerate, or pass client=")
+                raise RunError("this generator was given only an async client; use agenerate, or pass client=")
             sdk = import_sdk("anthropic", "anthropic", "Anthropic")
             self._client = sdk.Anthropic(
                 max_retries=self._max_retries, timeout=self._timeout, middleware=[SyncGuard(self._rate_clock)]
@@ -272,7 +273,7 @@ class AnthropicContextGenerator:
     def _cache_control(self, ttl: Literal["5m", "1h"] | None = None) -> dict[str, str]:
         ttl = ttl or self.cache_ttl
         if ttl not in ("5m", "1h"):
-            raise ValueError(f"cache_ttl must be '5m' or '1h', not {ttl!r}")
+            raise InputError(f"cache_ttl must be '5m' or '1h', not {ttl!r}")
         return {"type": "ephemeral", "ttl": "1h"} if ttl == "1h" else {"type": "ephemeral"}
 
     def _windowed_blocks(self, document: Document, chunk: Chunk, budget: int) -> list[dict[str, Any]]:
@@ -402,7 +403,7 @@ class AnthropicContextGenerator:
         client = self._sync()
         batches = getattr(getattr(client, "messages", None), "batches", None)
         if batches is None:
-            raise RuntimeError("this client has no Message Batches API; use mode='realtime'")
+            raise RunError("this client has no Message Batches API; use mode='realtime'")
         return batches
 
     @staticmethod

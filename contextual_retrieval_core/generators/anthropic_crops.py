@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 from contextual_retrieval_core.chunking.frames import Crop, Frame, crop_of, frame_of, prompt_view
 from contextual_retrieval_core.chunking.images import ImageData, cut, scaled_to_fit
+from contextual_retrieval_core.errors import InputError
 from contextual_retrieval_core.generators.anthropic import AnthropicContextGenerator, _Request
 from contextual_retrieval_core.generators.base import ContextGenerator, TokenUsage
 from contextual_retrieval_core.generators.crop_structural import StructuralCropContextGenerator
@@ -105,7 +106,7 @@ class AnthropicCropContextGenerator(AnthropicContextGenerator):
     ) -> None:
         super().__init__(model, prompt=prompt, **kwargs)
         if not isinstance(max_image_edge, int) or isinstance(max_image_edge, bool) or max_image_edge < 8:
-            raise ValueError(f"max_image_edge must be a whole number of pixels, at least 8; got {max_image_edge!r}")
+            raise InputError(f"max_image_edge must be a whole number of pixels, at least 8; got {max_image_edge!r}")
         self.max_image_edge = max_image_edge
         self._blocks: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._blocks_lock = threading.Lock()

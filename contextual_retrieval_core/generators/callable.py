@@ -12,6 +12,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from contextual_retrieval_core.errors import InputError, InputTypeError, RunError
 from contextual_retrieval_core.generators.base import Generation, GenerationError
 from contextual_retrieval_core.types import Chunk, Document
 
@@ -102,37 +103,37 @@ class CallableContextGenerator:
         is_llm: bool = True,
     ) -> None:
         if fn is None and afn is None:
-            raise TypeError(
+            raise InputTypeError(
                 "CallableContextGenerator needs a callable: pass fn=(document, chunk) -> str, "
                 "or afn=an async one"
             )
         for arg, value in (("fn", fn), ("afn", afn)):
             if value is not None and not callable(value):
-                raise TypeError(
+                raise InputTypeError(
                     f"{arg} must be a callable (document, chunk) -> str, got {type(value).__name__}"
                 )
         if fn is not None and _is_async(fn):
             if afn is not None:
-                raise ValueError(
+                raise InputError(
                     f"fn {_describe(fn)!r} is async and afn was also given; pass the sync callable "
                     "as fn and the async one as afn"
                 )
             fn, afn = None, fn
         if not isinstance(name, str) or not name:
-            raise ValueError(f"name must be a non-empty string (it is part of the store key), got {name!r}")
+            raise InputError(f"name must be a non-empty string (it is part of the store key), got {name!r}")
         if not isinstance(model, str):
-            raise TypeError(f"model must be str, got {type(model).__name__}")
+            raise InputTypeError(f"model must be str, got {type(model).__name__}")
         if not isinstance(prompt_identity, str):
-            raise TypeError(f"prompt_identity must be str, got {type(prompt_identity).__name__}")
+            raise InputTypeError(f"prompt_identity must be str, got {type(prompt_identity).__name__}")
         if prompt is not None:
             identity = getattr(prompt, "identity", None)
             if not isinstance(identity, str):
-                raise TypeError(
+                raise InputTypeError(
                     "prompt must have a str .identity (e.g. a contextual_retrieval_core.generators.prompts.ContextPrompt); "
                     f"got {type(prompt).__name__}. Or pass prompt_identity='...' directly"
                 )
             if prompt_identity and prompt_identity != identity:
-                raise ValueError(
+                raise InputError(
                     "prompt_identity and prompt.identity differ; pass only one of prompt= and prompt_identity="
                 )
             prompt_identity = identity
@@ -200,7 +201,7 @@ class CallableContextGenerator:
             asyncio.get_running_loop()
         except RuntimeError:
             return
-        raise RuntimeError(
+        raise RunError(
             f"{type(self).__name__} {self.name!r}: generate() was called inside a running event "
             "loop, but the wrapped callable is async; use agenerate inside an event loop: "
             "`await generator.agenerate(document, chunk)`"
@@ -227,7 +228,7 @@ class CallableContextGenerator:
                     "this chunk"
                 )
             return result
-        raise TypeError(
+        raise InputTypeError(
             f"context callable {_describe(fn)!r} (generator {self.name!r}) returned "
             f"{type(result).__name__}; it must return the context as a str, or a "
             "contextual_retrieval_core.generators.Generation(context, usage)"

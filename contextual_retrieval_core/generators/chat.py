@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from contextual_retrieval_core.errors import InputTypeError
 from contextual_retrieval_core.generators.base import Generation, GenerationError, TokenUsage
 from contextual_retrieval_core.generators.callable import CallableContextGenerator
 from contextual_retrieval_core.generators.prompts import DEFAULT_PROMPT, ContextPrompt
@@ -58,7 +59,7 @@ class ChatContextGenerator(CallableContextGenerator):
         prompt: ContextPrompt = DEFAULT_PROMPT,
     ) -> None:
         if send is None and asend is None:
-            raise TypeError("ChatContextGenerator needs send=blocks -> (text, usage), or asend=")
+            raise InputTypeError("ChatContextGenerator needs send=blocks -> (text, usage), or asend=")
         self._send, self._asend = send, asend
         super().__init__(
             self._situate if send is not None else None,

@@ -25,6 +25,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from contextual_retrieval_core.errors import InputError, InputTypeError
+
 __all__ = [
     "DEFAULT_DOCUMENT_PROMPT",
     "DEFAULT_CHUNK_PROMPT",
@@ -73,13 +75,13 @@ class ContextPrompt:
             ("chunk_template", self.chunk_template, CHUNK_PLACEHOLDER),
         ):
             if not isinstance(template, str):
-                raise TypeError(f"{field_name} must be str, got {type(template).__name__}")
+                raise InputTypeError(f"{field_name} must be str, got {type(template).__name__}")
             if placeholder not in template:
-                raise ValueError(
+                raise InputError(
                     f"{field_name} must contain the placeholder {placeholder}; got {template!r}"
                 )
         if self.glossary is not None and not isinstance(self.glossary, str):
-            raise TypeError(f"glossary must be str or None, got {type(self.glossary).__name__}")
+            raise InputTypeError(f"glossary must be str or None, got {type(self.glossary).__name__}")
 
     def render_document(self, doc_text: str) -> str:
         """The document block (with the glossary, when set): the cacheable part of the prompt."""

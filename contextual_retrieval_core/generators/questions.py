@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from contextual_retrieval_core.checks import positive_int
+from contextual_retrieval_core.errors import InputError
 from contextual_retrieval_core.generators.anthropic import AnthropicContextGenerator
 from contextual_retrieval_core.generators.prompts import DEFAULT_DOCUMENT_PROMPT, ContextPrompt
 from contextual_retrieval_core.types import Chunk
@@ -114,7 +115,7 @@ def sample_chunks(chunks: Sequence[Chunk], n: int, seed: int = 0) -> list[Chunk]
             by_doc.setdefault(c.document_id, []).append(c)
     usable = sum(len(v) for v in by_doc.values())
     if usable < n:
-        raise ValueError(
+        raise InputError(
             f"{n} questions asked for, but the corpus has only {usable} non-empty chunks in {len(by_doc)} "
             f"documents; ask for at most {usable} (--generate-questions {usable}) or add files"
         )

@@ -17,6 +17,7 @@ from tqdm.auto import tqdm
 from contextual_retrieval_core.chunking.budget import TokenWindow
 from contextual_retrieval_core.chunking.code_outline import parser_fallback
 from contextual_retrieval_core.contextualize.fit import chunk_to_fit
+from contextual_retrieval_core.errors import InputError
 from contextual_retrieval_core.index.files import SourceFile, UndecodableFileError, file_sha256, read_source_text
 from contextual_retrieval_core.index.manifest import FileEntry
 from contextual_retrieval_core.index.report import IndexReport
@@ -31,10 +32,10 @@ def check_not_nested(index_dir: str | os.PathLike[str], paths: Sequence[str | os
     for raw in paths:
         p = Path(raw).expanduser().resolve()
         if folder == p or p in folder.parents:
-            raise ValueError(f"the index folder {index_dir} is inside {raw}, which is to be indexed: the index "
+            raise InputError(f"the index folder {index_dir} is inside {raw}, which is to be indexed: the index "
                              "would index itself; put the index elsewhere (--index-dir OUTSIDE)")
         if folder in p.parents:
-            raise ValueError(f"{raw} is inside the index folder {index_dir}; index files from outside it")
+            raise InputError(f"{raw} is inside the index folder {index_dir}; index files from outside it")
 
 
 def read_changes(

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from contextual_retrieval_core._sdk import error_chain
 from contextual_retrieval_core.dense.chroma import ChromaVectorIndex, chroma_collection
 from contextual_retrieval_core.dense.server_errors import VectorServerUnavailable
+from contextual_retrieval_core.errors import InputError
 from contextual_retrieval_core.index.manifest import IndexDamagedError
 
 __all__ = ["EMBEDDED_CHROMA", "SERVER_FILE", "chroma_http_client", "open_server_vectors", "uses_server", "drop_server_collection",
@@ -108,11 +109,11 @@ def chroma_http_client(url: str) -> Any:
     """A `chromadb.HttpClient` for ``http(s)://host:port``; a malformed URL is a ValueError naming it."""
     parts = urlsplit(url or "")
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"--chroma-url must look like http://host:port (a `chroma run` server), got {url!r}")
+        raise InputError(f"--chroma-url must look like http://host:port (a `chroma run` server), got {url!r}")
     try:
         port = parts.port or (443 if parts.scheme == "https" else 8000)
     except ValueError:
-        raise ValueError(f"--chroma-url has a bad port: {url!r}") from None
+        raise InputError(f"--chroma-url has a bad port: {url!r}") from None
     import chromadb
     from chromadb.config import Settings
 

@@ -66,6 +66,7 @@ from contextual_retrieval_core.dense.window_rows import (
 )
 from contextual_retrieval_core.dense.windows import WindowConfig
 from contextual_retrieval_core.embeddings.base import Embedder
+from contextual_retrieval_core.errors import InputError, InputTypeError, NotFoundError
 from contextual_retrieval_core.factories import embedder_kind
 from contextual_retrieval_core.generators.base import ContextGenerator
 from contextual_retrieval_core.index.chroma_server import open_server_vectors, uses_server
@@ -161,7 +162,7 @@ class ContextualIndex:
         fit_chunks: bool | None = None,
     ) -> None:
         if fit_chunks is not None and not isinstance(fit_chunks, bool):
-            raise TypeError(f"fit_chunks must be True, False or None (as recorded), got {fit_chunks!r}")
+            raise InputTypeError(f"fit_chunks must be True, False or None (as recorded), got {fit_chunks!r}")
         self.fit_chunks = fit_chunks
         self.path = Path(path)
         self.embedder = embedder
@@ -170,7 +171,7 @@ class ContextualIndex:
         self.contextualize = ContextualizeConfig() if concurrency is None else ContextualizeConfig(concurrency=concurrency)
         self.weights = FusionConfig(weights=cast("tuple[float, ...] | None", weights)).weights_for(2, per="side (dense, BM25)")
         if not any(self.weights):
-            raise ValueError(f"weights {tuple(weights)} leave both sides out: give the dense side, BM25 or both a "
+            raise InputError(f"weights {tuple(weights)} leave both sides out: give the dense side, BM25 or both a "
                              "positive weight (the default is the embedder's, e.g. (0.8, 0.2))")
         self._cached: Any = None
         self.chroma_url = chroma_url
@@ -378,7 +379,7 @@ class ContextualIndex:
         from contextual_retrieval_core.index.space import UpdateSpace
 
         if isinstance(paths, (str, os.PathLike)):
-            raise ValueError("pass a list of paths: update([path, ...])")
+            raise InputError("pass a list of paths: update([path, ...])")
         check_not_nested(self.path, paths)
         with folder_lock(self.path, lock_wait):  # before anything in the folder is touched, a rebuild's too
             self._reload_manifest(check_embedder=not rebuild)  # another run may have updated it while this one waited
@@ -398,7 +399,7 @@ class ContextualIndex:
         """Drop every indexed file at or under `paths` (paths on disk, existing or not, or doc ids
         as `query` shows them) from the index."""
         if isinstance(paths, (str, os.PathLike)) or not paths:
-            raise ValueError("pass a non-empty list of paths: remove([path, ...])")
+            raise InputError("pass a non-empty list of paths: remove([path, ...])")
         from contextual_retrieval_core.index.lock import folder_lock
         from contextual_retrieval_core.index.space import UpdateSpace
 
@@ -406,7 +407,7 @@ class ContextualIndex:
         with folder_lock(self.path, lock_wait):
             self._reload_manifest()
             if self.manifest is None:
-                raise FileNotFoundError(f"{self.path} is not a contextual-retrieval index (no {MANIFEST_NAME})")
+                raise NotFoundError(f"{self.path} is not a contextual-retrieval index (no {MANIFEST_NAME})")
             targets = [str(Path(p).expanduser().resolve()) for p in paths]
             names = [os.fspath(p).rstrip("/") for p in paths]
 
@@ -416,7 +417,7 @@ class ContextualIndex:
 
             gone = [d for d, e in self.manifest.files.items() if matches(d, e)]
             if not gone:
-                raise ValueError(f"nothing indexed in {self.path} is at or under {', '.join(map(str, paths))}; "
+                raise InputError(f"nothing indexed in {self.path} is at or under {', '.join(map(str, paths))}; "
                                  "`contextual-retrieval query INDEX ... --json` shows the indexed paths")
             report = IndexReport(files_removed=len(gone))
             files = {d: e for d, e in self.manifest.files.items() if d not in gone}
@@ -469,7 +470,7 @@ class ContextualIndex:
         scan = collect_files(paths, skip=[self.path], max_file_bytes=max_file_bytes)
         report.skipped = [(str(s.path), s.reason) for s in scan.skipped]
         if not scan.files:
-            raise ValueError(f"nothing to index under {', '.join(map(str, paths))}: no text, markdown or code file "
+            raise InputError(f"nothing to index under {', '.join(map(str, paths))}: no text, markdown or code file "
                              f"({scan.describe()}); `contextual-retrieval index --help` lists the indexed extensions "
                              f"({', '.join(sorted(TEXT_EXTENSIONS)[:8])}, ...) and the size limit")
         return scan
@@ -525,7 +526,7 @@ class ContextualIndex:
             else:
                 new_files[doc_id] = entry  # indexed from another path: kept
         if not new_files:
-            raise ValueError(f"nothing to index under {', '.join(map(str, paths))}: every file was skipped ("
+            raise InputError(f"nothing to index under {', '.join(map(str, paths))}: every file was skipped ("
                              + "; ".join(f"{p} ({r})" for p, r in report.skipped[:10]) + ")")
         manifest.files = new_files
         return documents, chunks, spans
@@ -745,7 +746,7 @@ class ContextualIndex:
         Reads the folder only (the query's embedding is not cached); a damaged folder raises
         `IndexDamagedError` naming the file and the fix."""
         if not isinstance(query, str):
-            raise TypeError(f"query must be str, got {type(query).__name__}")
+            raise InputTypeError(f"query must be str, got {type(query).__name__}")
         fusion = FusionConfig.merged(config).replace(weights=self.weights, **({"top_k": top_k} if top_k is not None else {}))
         if is_blank(query):
             return []
@@ -755,11 +756,11 @@ class ContextualIndex:
         """`search` on the version of the folder open now (`_open_version`)."""
         manifest, bm25, vectors = self._open_version()
         if manifest is None:
-            raise FileNotFoundError(f"{self.path} is not a contextual-retrieval index (no {MANIFEST_NAME}); build one "
+            raise NotFoundError(f"{self.path} is not a contextual-retrieval index (no {MANIFEST_NAME}); build one "
                                     f"with: contextual-retrieval index PATH... --index-dir {self.path}")
         total = manifest.chunk_count
         if total == 0:
-            raise ValueError(f"the index {self.path} holds no chunks; add files with: contextual-retrieval index PATH...")
+            raise InputError(f"the index {self.path} holds no chunks; add files with: contextual-retrieval index PATH...")
         assert bm25 is not None and vectors is not None
         dense: SyncDenseSide
         if isinstance(vectors, Snapshot):

@@ -22,7 +22,7 @@ from pathlib import Path
 from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.chunking.languages import EXTENSIONS
 from contextual_retrieval_core.chunking.payloads import Payload, omit_payloads
-from contextual_retrieval_core.errors import ContextualRetrievalError
+from contextual_retrieval_core.errors import ContextualRetrievalError, InputError, NotFoundError
 from contextual_retrieval_core.index.manifest import MANIFEST_NAME
 
 __all__ = ["SourceFile", "SkippedFile", "FileScan", "collect_files", "read_text", "read_source_text", "UndecodableFileError", "file_sha256",
@@ -109,9 +109,9 @@ def collect_files(
         max_file_bytes: larger files are skipped (and named in `FileScan.skipped`).
     """
     if isinstance(paths, (str, os.PathLike)):
-        raise ValueError("pass a list of paths: collect_files([path, ...])")
+        raise InputError("pass a list of paths: collect_files([path, ...])")
     if not paths:
-        raise ValueError("no paths given: pass at least one file or folder to index")
+        raise InputError("no paths given: pass at least one file or folder to index")
     positive_int("max_file_bytes", max_file_bytes)
     skip_resolved = {Path(p).resolve() for p in skip}
     found: dict[str, SourceFile] = {}
@@ -119,7 +119,7 @@ def collect_files(
     for raw in paths:
         root = Path(raw).expanduser()
         if not root.exists():
-            raise FileNotFoundError(f"{raw} does not exist; pass existing files or folders to index")
+            raise NotFoundError(f"{raw} does not exist; pass existing files or folders to index")
         root = root.resolve()
         if root.is_file():
             candidates = [(root, root.name)]
@@ -149,7 +149,7 @@ def collect_files(
                 continue
             other = found.get(doc_id)
             if other is not None and other.path != file:
-                raise ValueError(
+                raise InputError(
                     f"{other.path} and {file} would both be indexed as {doc_id!r}; index folders with "
                     "different names, or pass their common parent folder instead"
                 )

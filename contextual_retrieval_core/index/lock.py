@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from contextual_retrieval_core.errors import ContextualRetrievalError
+from contextual_retrieval_core.errors import ContextualRetrievalError, InputError
 
 __all__ = ["folder_lock", "IndexLockedError", "LOCK_NAME"]
 
@@ -65,7 +65,7 @@ def folder_lock(folder: str | os.PathLike[str], wait: float = 0.0) -> Iterator[N
             when it wrote one and the fix (``--lock-wait``).
     """
     if wait < 0:
-        raise ValueError(f"wait must be >= 0 seconds, got {wait!r}")
+        raise InputError(f"wait must be >= 0 seconds, got {wait!r}")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     file = folder / LOCK_NAME

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contextual_retrieval_core.errors import ContextualRetrievalError
+from contextual_retrieval_core.errors import ContextualRetrievalError, InputError, NotFoundError
 
 __all__ = ["IndexManifest", "FileEntry", "IndexMismatchError", "IndexDamagedError", "MANIFEST_NAME", "generator_identity"]
 
@@ -117,7 +117,7 @@ class IndexManifest:
                                     f"{type(version).__name__} {version!r}); rebuild the index "
                                     "(contextual-retrieval index PATH... --rebuild)")
         if version > FORMAT_VERSION:
-            raise ValueError(f"{source} was written by a newer contextual-retrieval; upgrade it, or rebuild the index (--rebuild)")
+            raise InputError(f"{source} was written by a newer contextual-retrieval; upgrade it, or rebuild the index (--rebuild)")
         weights = _weights(data.get("weights"), source)
         try:
             return cls(
@@ -141,7 +141,7 @@ class IndexManifest:
         """The manifest of the index in `folder`; FileNotFoundError naming the fix when there is none."""
         file = Path(folder) / MANIFEST_NAME
         if not file.is_file():
-            raise FileNotFoundError(
+            raise NotFoundError(
                 f"{folder} is not a contextual-retrieval index (no {MANIFEST_NAME}); build one with: "
                 f"contextual-retrieval index PATH... --index-dir {folder}"
             )
@@ -165,7 +165,7 @@ class IndexManifest:
 
 def _dense(value: Any) -> str:
     if value not in ("files", "chroma"):
-        raise ValueError(f"'dense' must be \"files\" or \"chroma\", got {value!r}")
+        raise InputError(f"'dense' must be \"files\" or \"chroma\", got {value!r}")
     return str(value)
 
 
@@ -175,7 +175,7 @@ def _checks(value: Any) -> dict[str, list[int]]:
     for name, pair in dict(value).items():
         if (not isinstance(name, str) or name.startswith("/") or ".." in name.split("/") or not isinstance(pair, list) or len(pair) != 2
                 or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in pair)):
-            raise ValueError(f"'checks' must map file names to [size, crc32], got {name!r}: {pair!r}")
+            raise InputError(f"'checks' must map file names to [size, crc32], got {name!r}: {pair!r}")
         out[name] = [int(pair[0]), int(pair[1])]
     return out
 
@@ -204,7 +204,7 @@ def _windows(setting: Any) -> dict[str, Any] | None:
 
 def _folder_name(name: Any) -> str:
     if not isinstance(name, str) or (name and (not name.startswith("bm25") or "/" in name or "\\" in name or ".." in name)):
-        raise ValueError(f"bad BM25 folder name {name!r}")
+        raise InputError(f"bad BM25 folder name {name!r}")
     return name
 
 

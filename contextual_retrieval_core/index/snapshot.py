@@ -39,6 +39,7 @@ from contextual_retrieval_core.dense.ivf import IVFIndex
 from contextual_retrieval_core.dense.vectors import VectorIndex
 from contextual_retrieval_core.dense.window_rows import row_owner, row_window
 from contextual_retrieval_core.embeddings.base import Embedder
+from contextual_retrieval_core.errors import InputError
 from contextual_retrieval_core.index.manifest import IndexDamagedError
 from contextual_retrieval_core.search.feedback import FeedbackRows, feedback_rows
 from contextual_retrieval_core.search.sides import InMemoryDenseSide
@@ -99,7 +100,7 @@ class RowWriter:
         norms = np.linalg.norm(block, axis=1, keepdims=True)
         bad = ~np.isfinite(norms[:, 0]) | (norms[:, 0] == 0)
         if bad.any():
-            raise ValueError(f"the vector of row {self.ids[start + int(np.argmax(bad))]!r} is zero or not finite")
+            raise InputError(f"the vector of row {self.ids[start + int(np.argmax(bad))]!r} is zero or not finite")
         self.matrix[start : start + len(block)] = block / norms
 
     def finish(self, chunks: Iterable[tuple[str, tuple[str, dict]]], *, show_progress: bool = False) -> None:

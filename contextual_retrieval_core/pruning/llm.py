@@ -31,6 +31,7 @@ from typing import Any
 
 from contextual_retrieval_core._sdk import LoopClients, import_sdk
 from contextual_retrieval_core.checks import positive_int
+from contextual_retrieval_core.errors import InputError, InputTypeError, RunError
 from contextual_retrieval_core.generators.usage import estimate_tokens, model_info
 from contextual_retrieval_core.pruning.pruner import _as_contextual, _line
 from contextual_retrieval_core.pruning.result import (
@@ -91,9 +92,9 @@ class LLMContextCompressor:
         timeout: float | None = None,
     ) -> None:
         if llm is not None and not callable(llm):
-            raise TypeError(f"llm must be a callable prompt -> text, got {type(llm).__name__}")
+            raise InputTypeError(f"llm must be a callable prompt -> text, got {type(llm).__name__}")
         if "{question}" not in instructions:
-            raise ValueError("instructions need a {question} slot")
+            raise InputError("instructions need a {question} slot")
         positive_int("max_tokens", max_tokens)
         self.llm, self.model, self.max_tokens, self.instructions = llm, model, max_tokens, instructions
         self.token_counter = token_counter or regex_token_counter
@@ -116,7 +117,7 @@ class LLMContextCompressor:
         document, question = self._prompt_parts(query, items)
         if self.llm is not None:
             if _is_async(self.llm):
-                raise TypeError("llm is async; call acompress (or await it from async code)")
+                raise InputTypeError("llm is async; call acompress (or await it from async code)")
             answer = self.llm(document + "\n\n" + question)
         else:
             answer = self._claude(self._sync_client(), document, question, report)
@@ -142,7 +143,7 @@ class LLMContextCompressor:
 
     def _start(self, query: str, chunks: Sequence[ContextualChunk | Chunk]) -> tuple[list[ContextualChunk], PruningReport, float]:
         if not isinstance(query, str) or not query.strip():
-            raise ValueError("query must be a non-empty str: the LLM extracts what answers it")
+            raise InputError("query must be a non-empty str: the LLM extracts what answers it")
         items = [_as_contextual(c, i) for i, c in enumerate(chunks)]
         report = PruningReport(self.token_counter.name, tokens_before=sum(self.token_counter.count(c.text) for c in items))
         return items, report, time.perf_counter()
@@ -172,7 +173,7 @@ class LLMContextCompressor:
     def _sync_client(self) -> Any:
         if self._client is None:
             if self._async_client is not None:
-                raise RuntimeError("this compressor was given only an async client; use acompress, or pass client=")
+                raise RunError("this compressor was given only an async client; use acompress, or pass client=")
             sdk = import_sdk("anthropic", "anthropic", "Anthropic")
             self._client = sdk.Anthropic(max_retries=self._max_retries, timeout=self._timeout)
         return self._client

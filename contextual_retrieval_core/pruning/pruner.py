@@ -44,6 +44,7 @@ import numpy as np
 from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.chunking.tokenizer import Tokenizer
 from contextual_retrieval_core.embeddings.base import Embedder, aembed_queries
+from contextual_retrieval_core.errors import InputError, InputTypeError
 from contextual_retrieval_core.pruning.select import bm25_term_scores, mmr_select, relevance, scale
 from contextual_retrieval_core.pruning.unit_cache import UnitCache
 from contextual_retrieval_core.pruning.units import TextKind, Unit, kind_for_path
@@ -106,17 +107,17 @@ class ContextPruner:
         unit_cache: UnitCache | None = None,
     ) -> None:
         if embedder is None or not hasattr(embedder, "embed_documents"):
-            raise TypeError("embedder must be an Embedder (e.g. LocalMiniLMEmbedder()); got " + type(embedder).__name__)
+            raise InputTypeError("embedder must be an Embedder (e.g. LocalMiniLMEmbedder()); got " + type(embedder).__name__)
         positive_int("budget", budget, allow_none=True, what="a positive number of tokens")
         if not 0 < budget_share <= 1:
-            raise ValueError(f"budget_share must be in (0, 1], got {budget_share!r}")
+            raise InputError(f"budget_share must be in (0, 1], got {budget_share!r}")
         for name, value in (("alpha", alpha), ("dense_weight", dense_weight), ("keep_share", keep_share),
                             ("chunk_weight", chunk_weight), ("lam", lam)):
             if not 0 <= value <= 1:
-                raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+                raise InputError(f"{name} must be in [0, 1], got {value!r}")
         positive_int("top_n", top_n, allow_none=True)
         if min_tokens < 0:
-            raise ValueError(f"min_tokens must be >= 0, got {min_tokens!r}")
+            raise InputError(f"min_tokens must be >= 0, got {min_tokens!r}")
         self.embedder = embedder
         self.budget, self.budget_share = budget, float(budget_share)
         self.alpha, self.dense_weight, self.keep_share, self.top_n = alpha, dense_weight, keep_share, top_n
@@ -185,7 +186,7 @@ class ContextPruner:
         """
         items = [_as_contextual(c, i) for i, c in enumerate(chunks)]
         if kinds is not None and len(kinds) != len(items):
-            raise ValueError(f"kinds has {len(kinds)} entries for {len(items)} chunks; pass one per chunk or None")
+            raise InputError(f"kinds has {len(kinds)} entries for {len(items)} chunks; pass one per chunk or None")
         before = self.unit_cache.embedded
         units = [u.text for i, c in enumerate(items) for u in self._units(c, kinds[i] if kinds is not None else None)]
         indexed = [c.indexed_text for c in items]
@@ -200,7 +201,7 @@ class ContextPruner:
     def _query(vector: Any) -> np.ndarray:
         qv = np.asarray(vector, dtype=np.float64)
         if qv.ndim != 1:
-            raise ValueError(f"query_vector must be one vector (1-d), got shape {qv.shape}")
+            raise InputError(f"query_vector must be one vector (1-d), got shape {qv.shape}")
         return qv
 
     def _units(self, c: ContextualChunk, kind: TextKind | None) -> list[Unit]:
@@ -209,10 +210,10 @@ class ContextPruner:
     def _plan(self, query: str, chunks: Sequence[ContextualChunk | Chunk], kinds: Sequence[TextKind | None] | None) -> _Plan:
         started = time.perf_counter()
         if not isinstance(query, str):
-            raise TypeError(f"query must be str, got {type(query).__name__}")
+            raise InputTypeError(f"query must be str, got {type(query).__name__}")
         items = [_as_contextual(c, i) for i, c in enumerate(chunks)]
         if kinds is not None and len(kinds) != len(items):
-            raise ValueError(f"kinds has {len(kinds)} entries for {len(items)} chunks; pass one per chunk or None")
+            raise InputError(f"kinds has {len(kinds)} entries for {len(items)} chunks; pass one per chunk or None")
         report = PruningReport(self.token_counter.name)
         report.tokens_before = sum(self.unit_cache.token_counts([c.text for c in items], self.token_counter))
         plan = _Plan(query, items, report, started)
@@ -337,7 +338,7 @@ def _as_contextual(c: Any, i: int) -> ContextualChunk:
         return c
     if isinstance(c, Chunk):
         return ContextualChunk(c, "")
-    raise TypeError(f"chunks[{i}] is a {type(c).__name__}; pass ContextualChunk or Chunk objects")
+    raise InputTypeError(f"chunks[{i}] is a {type(c).__name__}; pass ContextualChunk or Chunk objects")
 
 
 def _cos(vectors: np.ndarray, q: np.ndarray) -> np.ndarray:

@@ -26,6 +26,7 @@ import numpy as np
 from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.chunking.tokenizer import Tokenizer
 from contextual_retrieval_core.embeddings.base import Embedder, aembed_documents
+from contextual_retrieval_core.errors import InputError
 from contextual_retrieval_core.pruning.result import TokenCounter
 from contextual_retrieval_core.pruning.units import TextKind, Unit, split_units
 
@@ -67,7 +68,7 @@ class UnitCache:
         self.max_texts = positive_int("max_texts", max_texts)
         self.dtype = np.dtype(dtype)
         if self.dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
-            raise ValueError(f"dtype must be numpy.float32 or numpy.float16, got {self.dtype}")
+            raise InputError(f"dtype must be numpy.float32 or numpy.float16, got {self.dtype}")
         self._units: dict[tuple[str | None, str], list[Unit]] = {}
         self._vectors: dict[tuple[str, str], np.ndarray] = {}
         self._terms: dict[tuple[str, str], Terms] = {}
@@ -139,7 +140,7 @@ class UnitCache:
     def _store(self, model: str, todo: list[str], vectors: Any) -> None:
         array = np.asarray(vectors, dtype=np.float32)
         if array.shape[0] != len(todo):
-            raise ValueError(f"the embedder returned {array.shape[0]} vectors for {len(todo)} texts")
+            raise InputError(f"the embedder returned {array.shape[0]} vectors for {len(todo)} texts")
         with self._lock:
             self.embedded += len(todo)
             for text, row in zip(todo, array.astype(self.dtype, copy=False)):

@@ -28,6 +28,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
+from contextual_retrieval_core.errors import InputError, InputTypeError
+
 __all__ = ["Unit", "TextKind", "split_units", "guess_kind", "kind_for_path", "MAX_LINE_CHARS"]
 
 TextKind = Literal["prose", "python", "code"]
@@ -106,10 +108,10 @@ def split_units(text: str, kind: TextKind | None = None, *, max_line_chars: int 
         max_line_chars: code lines longer than this are split after ``;``, ``{``, ``}``.
     """
     if not isinstance(text, str):
-        raise TypeError(f"text must be str, got {type(text).__name__}")
+        raise InputTypeError(f"text must be str, got {type(text).__name__}")
     kind = kind or guess_kind(text)
     if kind not in ("prose", "python", "code"):
-        raise ValueError(f"kind must be 'prose', 'python' or 'code', not {kind!r}")
+        raise InputError(f"kind must be 'prose', 'python' or 'code', not {kind!r}")
     if kind == "python":
         spans = _python_spans(text, max_line_chars)
     elif kind == "code":

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 from contextual_retrieval_core.checks import positive_int
+from contextual_retrieval_core.errors import InputTypeError
 
 __all__ = [
     "Reranker",
@@ -84,7 +85,7 @@ def check_top_n(top_n: int | None) -> None:
 def candidate_texts(texts: Sequence[str]) -> list[str]:
     """The candidates as a list; a bare string is a mistake, not 1 candidate per character."""
     if isinstance(texts, str):
-        raise TypeError("pass a list of candidate texts, not a single string")
+        raise InputTypeError("pass a list of candidate texts, not a single string")
     return list(texts)
 
 

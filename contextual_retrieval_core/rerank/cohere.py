@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from contextual_retrieval_core._sdk import LazyClients, in_thread
 from contextual_retrieval_core.checks import positive_int
+from contextual_retrieval_core.errors import RunError
 from contextual_retrieval_core.rerank.base import RerankResult, best_first, candidate_texts, check_top_n
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -106,7 +107,7 @@ class CohereReranker(LazyClients):
         out = []
         for item in response.results:
             if not 0 <= item.index < size:
-                raise RuntimeError(f"Cohere rerank returned index {item.index} for {size} documents")
+                raise RunError(f"Cohere rerank returned index {item.index} for {size} documents")
             out.append(RerankResult(int(item.index), float(item.relevance_score)))
         return best_first(out, top_n)
 

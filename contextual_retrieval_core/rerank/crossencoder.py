@@ -12,6 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from contextual_retrieval_core._sdk import in_thread
+from contextual_retrieval_core.errors import InputError, InputTypeError, MissingDependencyError
 from contextual_retrieval_core.rerank.base import RerankResult, best_first, candidate_texts, check_top_n
 
 __all__ = ["CrossEncoderReranker", "PairScorer"]
@@ -62,7 +63,7 @@ class CrossEncoderReranker:
         if model is None:
             model = _load_cross_encoder(model_name, max_length=max_length, device=device)
         elif not callable(getattr(model, "predict", None)):
-            raise TypeError(f"model must have a predict(list_of_pairs) method, got {type(model).__name__}")
+            raise InputTypeError(f"model must have a predict(list_of_pairs) method, got {type(model).__name__}")
         self.model = model
 
     def rerank(self, query: str, texts: Sequence[str], top_n: int | None = None) -> list[RerankResult]:
@@ -75,7 +76,7 @@ class CrossEncoderReranker:
         if scores.ndim == 2 and scores.shape[1] == 1:
             scores = scores[:, 0]
         if scores.shape != (len(items),):
-            raise ValueError(
+            raise InputError(
                 f"{self.model_name}: predict returned scores of shape {scores.shape} for {len(items)} "
                 "pairs; a reranking cross-encoder must return one score per pair"
             )
@@ -90,7 +91,7 @@ def _load_cross_encoder(model_name: str, *, max_length: int | None, device: str 
     try:
         from sentence_transformers import CrossEncoder
     except ImportError as exc:
-        raise ImportError(_INSTALL_HINT) from exc
+        raise MissingDependencyError(_INSTALL_HINT) from exc
     options: dict[str, Any] = {}
     if max_length is not None:
         options["max_length"] = max_length

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from contextual_retrieval_core._sdk import in_thread
 from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.embeddings.voyage import VoyageClients, estimate_tokens, plan_batches
+from contextual_retrieval_core.errors import RunError
 from contextual_retrieval_core.rerank.base import RerankResult, best_first, candidate_texts, check_top_n
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -138,7 +139,7 @@ class VoyageReranker(VoyageClients):
         out = []
         for item in response.results:
             if not 0 <= item.index < size:
-                raise RuntimeError(f"Voyage rerank returned index {item.index} for {size} documents")
+                raise RunError(f"Voyage rerank returned index {item.index} for {size} documents")
             out.append(RerankResult(batch.start + int(item.index), float(item.relevance_score)))
         return out
 

@@ -34,6 +34,7 @@ import numpy as np
 
 from contextual_retrieval_core.checks import IndexFileError, not_a_string, positive_int, read_blocks, read_json, string_list
 from contextual_retrieval_core.chunking.tokenizer import Tokenizer, TokenizerConfig
+from contextual_retrieval_core.errors import InputError, NotFoundError, RunError
 
 __all__ = ["BM25Index", "Postings", "save_with_records", "load_with_records", "BM25Method"]
 
@@ -75,9 +76,9 @@ class BM25Index:
         epsilon: float = 0.25,
     ) -> None:
         if method not in ("lucene", "robertson"):
-            raise ValueError(f"method must be 'lucene' or 'robertson', not {method!r}")
+            raise InputError(f"method must be 'lucene' or 'robertson', not {method!r}")
         if k1 < 0 or not 0 <= b <= 1:
-            raise ValueError(f"need k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
+            raise InputError(f"need k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
         self.tokenizer = tokenizer or Tokenizer()
         self.k1, self.b, self.method, self.epsilon = float(k1), float(b), method, float(epsilon)
         self.ids: list[str] = []
@@ -92,7 +93,7 @@ class BM25Index:
         not_a_string("ids", ids, "ids")
         not_a_string("texts", texts, "texts")
         if len(ids) != len(texts):
-            raise ValueError(f"got {len(ids)} ids for {len(texts)} texts; pass one id per text")
+            raise InputError(f"got {len(ids)} ids for {len(texts)} texts; pass one id per text")
         return self.index_blocks((ids[i : i + _BUILD_BLOCK], texts[i : i + _BUILD_BLOCK]) for i in range(0, len(ids), _BUILD_BLOCK))
 
     def index_blocks(self, blocks: Iterable[tuple[Sequence[str], Sequence[str]]]) -> BM25Index:
@@ -106,7 +107,7 @@ class BM25Index:
         not_a_string("ids", ids, "ids")
         not_a_string("tokens", tokens, "token lists")
         if len(ids) != len(tokens):
-            raise ValueError(f"got {len(ids)} ids for {len(tokens)} token lists; pass one id per text")
+            raise InputError(f"got {len(ids)} ids for {len(tokens)} token lists; pass one id per text")
         return self.index_token_blocks((ids[i : i + _BUILD_BLOCK], tokens[i : i + _BUILD_BLOCK]) for i in range(0, len(ids), _BUILD_BLOCK))
 
     def index_token_blocks(self, blocks: Iterable[tuple[Sequence[str], Sequence[Sequence[str]]]]) -> BM25Index:
@@ -119,7 +120,7 @@ class BM25Index:
         for number, (ids, tokens) in enumerate(blocks):
             build.add(ids, tokens, number)
         if not build.ids:
-            raise ValueError("cannot index an empty corpus: pass at least one text")
+            raise InputError("cannot index an empty corpus: pass at least one text")
         build.seen.clear()
         lengths = np.concatenate(build.lengths)
         n_docs, n_terms = len(build.ids), len(build.vocab)
@@ -196,7 +197,7 @@ class BM25Index:
         if allowed is not None:
             allowed = np.asarray(allowed, dtype=bool)
             if allowed.shape != (len(self.ids),):
-                raise ValueError(f"allowed has {allowed.size} entries for {len(self.ids)} indexed texts; pass one per id")
+                raise InputError(f"allowed has {allowed.size} entries for {len(self.ids)} indexed texts; pass one per id")
         term_ids = self._term_ids(query)
         top = engine.top(term_ids, k, allowed)
         if top is not None:
@@ -269,12 +270,12 @@ class BM25Index:
         path = Path(path)
         meta_file = path / "bm25.json"
         if not meta_file.is_file():
-            raise FileNotFoundError(f"{meta_file} not found: {path} is not a saved BM25Index directory")
+            raise NotFoundError(f"{meta_file} not found: {path} is not a saved BM25Index directory")
         meta = read_json(meta_file)
         if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
-            raise ValueError(f"{meta_file} is not a BM25 index this version of contextual-retrieval can read")
+            raise InputError(f"{meta_file} is not a BM25 index this version of contextual-retrieval can read")
         if not isinstance(meta.get("format_version"), int) or meta["format_version"] > _FORMAT_VERSION:
-            raise ValueError(f"{meta_file} is not a BM25 index this version of contextual-retrieval can read")
+            raise InputError(f"{meta_file} is not a BM25 index this version of contextual-retrieval can read")
         missing = [key for key in ("k1", "b", "method", "epsilon", "tokenizer", "ids", "vocab") if key not in meta]
         if missing:
             raise IndexFileError(meta_file, f"missing {', '.join(missing)}")
@@ -292,7 +293,7 @@ class BM25Index:
 
     def _require(self) -> Postings:
         if self._engine is None:
-            raise RuntimeError("the index is empty: call index(ids, texts) or BM25Index.load(path) first")
+            raise RunError("the index is empty: call index(ids, texts) or BM25Index.load(path) first")
         return self._engine
 
 
@@ -325,13 +326,13 @@ class _Build:
         not_a_string(f"block {number} ids", ids, "ids")
         not_a_string(f"block {number} tokens", tokens, "token lists")
         if len(ids) != len(tokens):
-            raise ValueError(f"block {number}: got {len(ids)} ids for {len(tokens)} token lists; pass one id per text")
+            raise InputError(f"block {number}: got {len(ids)} ids for {len(tokens)} token lists; pass one id per text")
         for i, terms in enumerate(tokens):
             not_a_string(f"tokens[{len(self.ids) + i}]", terms, "terms")
         names = [str(i) for i in ids]
         for name in names:
             if name in self.seen:
-                raise ValueError(f"duplicate id {name!r}: every indexed text needs a unique id")
+                raise InputError(f"duplicate id {name!r}: every indexed text needs a unique id")
             self.seen.add(name)
         start, vocab = len(self.ids), self.vocab
         self.ids.extend(names)
@@ -575,7 +576,7 @@ class Postings:
                  term_max: np.ndarray | None = None, nonnegative: bool | None = None, *,
                  tf: np.ndarray | None = None, idf: np.ndarray | None = None, norms: np.ndarray | None = None) -> None:
         if data is None and (tf is None or idf is None or norms is None):
-            raise ValueError("Postings needs each posting's weight (data) or its term count with the idf and length norms (tf, idf, norms)")
+            raise InputError("Postings needs each posting's weight (data) or its term count with the idf and length norms (tf, idf, norms)")
         self.data, self.indices, self.indptr, self.n_docs = data, indices, indptr, int(n_docs)
         self.tf, self.idf, self.norms = tf, idf, norms
         if term_max is None or nonnegative is None:
@@ -727,7 +728,7 @@ def load_with_records(path: str | os.PathLike[str]) -> tuple[BM25Index, list[dic
     """What `save_with_records` wrote: (index, records, settings)."""
     path = Path(path)
     if not (path / _RECORDS_FILE).is_file():
-        raise FileNotFoundError(
+        raise NotFoundError(
             f"{path / _RECORDS_FILE} not found: {path} is not a saved BM25 retriever (write one with the retriever's save() / persist())"
         )
     index = BM25Index.load(path)
@@ -739,7 +740,7 @@ def load_with_records(path: str | os.PathLike[str]) -> tuple[BM25Index, list[dic
                 if line.strip():
                     record = json.loads(line)
                     if not isinstance(record, dict):
-                        raise ValueError(f"line {number} is a {type(record).__name__}, not a JSON object")
+                        raise InputError(f"line {number} is a {type(record).__name__}, not a JSON object")
                     records.append(record)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise IndexFileError(records_file, f"not readable ({exc})", "save the retriever again") from None

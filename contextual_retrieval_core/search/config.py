@@ -15,7 +15,7 @@ Example:
     >>> FusionConfig(depth=0)
     Traceback (most recent call last):
     ...
-    ValueError: depth must be a positive integer, got 0
+    contextual_retrieval_core.errors.InputError: depth must be a positive integer, got 0
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contextual_retrieval_core.checks import fusion_weights, non_negative_number, positive_int
+from contextual_retrieval_core.errors import InputError, InputTypeError
 from contextual_retrieval_core.rerank.base import ON_RERANK_ERROR, OnRerankError, Reranker
 from contextual_retrieval_core.search.feedback import DEFAULT_DENSE_PRF, DEFAULT_PRF_TOP, feedback_weight
 from contextual_retrieval_core.search.rank_fusion import DEFAULT_DEPTH, DEFAULT_RRF_K, FUSION_MODES, FusionMode
@@ -93,9 +94,9 @@ class FusionConfig:
         if self.weights is not None:
             set_(self, "weights", fusion_weights(self.weights))
             if not self.weights:
-                raise ValueError("weights is empty: pass one weight per source, or None for the defaults")
+                raise InputError("weights is empty: pass one weight per source, or None for the defaults")
         if self.mode not in FUSION_MODES:
-            raise ValueError(f"mode must be 'rrf' or 'relative_score', not {self.mode!r}")
+            raise InputError(f"mode must be 'rrf' or 'relative_score', not {self.mode!r}")
         set_(self, "rrf_k", non_negative_number("rrf_k", self.rrf_k))
         set_(self, "depth", positive_int("depth", self.depth))
         set_(self, "top_k", positive_int("top_k", self.top_k))
@@ -103,12 +104,12 @@ class FusionConfig:
         if self.reranker is not None and not (
             callable(getattr(self.reranker, "rerank", None)) and callable(getattr(self.reranker, "arerank", None))
         ):
-            raise TypeError(
+            raise InputTypeError(
                 f"reranker must be a contextual_retrieval_core Reranker (rerank and arerank methods), got "
                 f"{type(self.reranker).__name__}; e.g. CohereReranker(), VoyageReranker() or CrossEncoderReranker()"
             )
         if self.on_rerank_error not in ON_RERANK_ERROR:
-            raise ValueError(f"on_rerank_error must be 'raise' or 'fused', not {self.on_rerank_error!r}")
+            raise InputError(f"on_rerank_error must be 'raise' or 'fused', not {self.on_rerank_error!r}")
         set_(self, "dense_prf", feedback_weight(self.dense_prf))
         set_(self, "prf_top", positive_int("prf_top", self.prf_top))
 
@@ -122,10 +123,10 @@ class FusionConfig:
             60.0
         """
         if config is not None and not isinstance(config, FusionConfig):
-            raise TypeError(f"config must be a FusionConfig, got {type(config).__name__}")
+            raise InputTypeError(f"config must be a FusionConfig, got {type(config).__name__}")
         unknown = set(settings) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
-            raise TypeError(f"unknown fusion settings {sorted(unknown)}; FusionConfig takes {[f.name for f in dataclasses.fields(cls)]}")
+            raise InputTypeError(f"unknown fusion settings {sorted(unknown)}; FusionConfig takes {[f.name for f in dataclasses.fields(cls)]}")
         given = {name: value for name, value in settings.items() if value is not None}
         base = config if config is not None else cls()
         return dataclasses.replace(base, **given) if given else base
@@ -159,7 +160,7 @@ class FusionConfig:
         unknown = sorted(k for k in settings if k not in own)
         if unknown:
             taken = [next((k for k, v in names.items() if v == f), f) for f in fields]
-            raise TypeError(f"{owner} got unknown settings {unknown}; its fusion settings are {taken}")
+            raise InputTypeError(f"{owner} got unknown settings {unknown}; its fusion settings are {taken}")
         return cls.merged(config, **{names.get(k, k): v for k, v in settings.items()})
 
     def replace(self, **changes: Any) -> FusionConfig:

@@ -38,6 +38,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from contextual_retrieval_core._sdk import in_thread
 from contextual_retrieval_core.dense.server_errors import server_unavailable
+from contextual_retrieval_core.errors import InputError
 from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_core.search.feedback import FeedbackRows
 from contextual_retrieval_core.search.ranked import RankedHit, unique_names
@@ -205,9 +206,9 @@ class QueryFlow:
     def __init__(self, config: FusionConfig, sources: Sequence[Source]) -> None:
         names = [s.name for s in sources]
         if not sources:
-            raise ValueError("no sources to search: pass at least one")
+            raise InputError("no sources to search: pass at least one")
         if unique_names(names) != names:
-            raise ValueError(f"source names must be unique, got {names}")
+            raise InputError(f"source names must be unique, got {names}")
         self.sources = list(sources)
         self.config = config.replace(weights=config.weights_for(len(sources), per="source"))
         fed = config.feeds_back(len(sources))
@@ -294,4 +295,4 @@ class QueryFlow:
 
 
 def _no_text(item: Hashable) -> str:
-    raise ValueError("the config has a reranker: pass text_of= to QueryFlow.run so it can read each candidate")
+    raise InputError("the config has a reranker: pass text_of= to QueryFlow.run so it can read each candidate")

@@ -18,6 +18,7 @@ from contextual_retrieval_core.dense.hnsw import dense_index
 from contextual_retrieval_core.dense.window_rows import requested_windows
 from contextual_retrieval_core.dense.windows import WindowConfig, build_dense_rows
 from contextual_retrieval_core.embeddings.base import Embedder
+from contextual_retrieval_core.errors import InputError, InputTypeError
 from contextual_retrieval_core.search.bm25 import BM25Index
 from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_core.search.feedback import feedback_rows
@@ -105,14 +106,14 @@ class HybridSearcher:
         windows: WindowConfig | bool | None = True,
     ) -> None:
         if not chunks:
-            raise ValueError("no chunks to search: pass at least one ContextualChunk")
+            raise InputError("no chunks to search: pass at least one ContextualChunk")
         if embedder is None and not use_bm25:
-            raise ValueError("nothing to search with: pass an embedder, or keep use_bm25=True")
+            raise InputError("nothing to search with: pass an embedder, or keep use_bm25=True")
         self.config = FusionConfig.merged(config)
         self.weights = self.config.weights_for(2)  # (dense, bm25), whichever sides are used
         self.chunks = {c.id: c for c in chunks}
         if len(self.chunks) != len(chunks):
-            raise ValueError("duplicate chunk ids: every chunk needs a unique id")
+            raise InputError("duplicate chunk ids: every chunk needs a unique id")
         ids = list(self.chunks)
         texts = [c.indexed_text for c in chunks]
         self.embedder = embedder
@@ -137,7 +138,7 @@ class HybridSearcher:
                 vector_store.add(ids, vectors)
                 self.vectors = vector_store
             else:
-                raise ValueError(f"vector_store must be 'memory', 'chroma' or an index with add/search_many, not {vector_store!r}")
+                raise InputError(f"vector_store must be 'memory', 'chroma' or an index with add/search_many, not {vector_store!r}")
         self._feedback_rows: Any = None
         if self.vectors is not None and self.config.feeds_back(1 + int(use_bm25)):  # PRF from the fused ranking only
             # the in-process indexes hold the normalised rows in this order: read them, not a copy
@@ -173,7 +174,7 @@ class HybridSearcher:
         """The top `top_k` chunks for one query (default: the config's 20); a blank query finds
         nothing."""
         if not isinstance(query, str):
-            raise TypeError(f"query must be a str, got {type(query).__name__}; for several queries use search_many")
+            raise InputTypeError(f"query must be a str, got {type(query).__name__}; for several queries use search_many")
         return self.search_many([query], top_k)[0]
 
     def search_many(self, queries: Sequence[str], top_k: int | None = None) -> list[list[SearchHit]]:
@@ -203,7 +204,7 @@ def _check_bm25_ids(bm25: BM25Index, ids: list[str]) -> None:
         found.append(f"{len(missing)} chunk ids missing from it (e.g. {missing[0]!r})")
     if extra:
         found.append(f"{len(extra)} ids of no chunk (e.g. {extra[0]!r})")
-    raise ValueError(
+    raise InputError(
         f"bm25 does not index these chunks: {' and '.join(found)}; build it over the same chunks, "
         "BM25Index().index([c.id for c in chunks], [c.indexed_text for c in chunks]), or leave bm25=None"
     )

@@ -26,6 +26,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from contextual_retrieval_core.checks import fusion_weights, non_negative_number, not_a_string, positive_int
+from contextual_retrieval_core.errors import InputError, InputTypeError
 
 __all__ = [
     "FusedHit",
@@ -155,7 +156,7 @@ def fused_columns(
         return _rrf_columns(lists, weights, rrf, top_k)
     if mode == "relative_score":
         return _relative_columns(scored_lists, weights, depth, top_k)
-    raise ValueError(f"mode must be 'rrf' or 'relative_score', not {mode!r}")
+    raise InputError(f"mode must be 'rrf' or 'relative_score', not {mode!r}")
 
 
 def _rrf_columns(lists: list[list[Hashable]], weights: list[float], rrf_k: float, top_k: int | None) -> FusedColumns:
@@ -193,7 +194,7 @@ def _relative_columns(scored_lists: Any, weights: Any, depth: int | None, top_k:
             continue
         values = [float(s) for _, s in pairs]
         if not all(math.isfinite(v) for v in values):
-            raise ValueError(f"list {i} has a score that is not a finite number")
+            raise InputError(f"list {i} has a score that is not a finite number")
         lo, hi = min(values), max(values)
         span = hi - lo
         for (item, _), value in zip(pairs, values):
@@ -215,7 +216,7 @@ def _check(
 ) -> tuple[list[list[Hashable]], list[float]]:
     not_a_string("ranked_lists", lists, "ranked id lists")
     if not isinstance(lists, Sequence):
-        raise TypeError(f"ranked_lists must be a list of ranked id lists, got {type(lists).__name__}")
+        raise InputTypeError(f"ranked_lists must be a list of ranked id lists, got {type(lists).__name__}")
     for i, ids in enumerate(lists):
         not_a_string(f"ranked_lists[{i}]", ids, "ids")
     depth = positive_int("depth", depth, allow_none=True)
@@ -227,7 +228,7 @@ def _check(
         if len(set(ids)) != len(ids):
             seen: set[Hashable] = set()
             dup = next(x for x in ids if x in seen or seen.add(x))  # type: ignore[func-returns-value]
-            raise ValueError(f"ranked list {i} holds id {dup!r} twice; dedupe each list before fusing")
+            raise InputError(f"ranked list {i} holds id {dup!r} twice; dedupe each list before fusing")
         cut.append(ids)
     return cut, weights
 

@@ -20,6 +20,7 @@ from itertools import repeat
 from typing import Any, NamedTuple
 
 from contextual_retrieval_core.checks import positive_int
+from contextual_retrieval_core.errors import InputError
 from contextual_retrieval_core.rerank.base import ON_RERANK_ERROR, OnRerankError, Reranker, describe_error
 from contextual_retrieval_core.search.rank_fusion import DEFAULT_DEPTH, DEFAULT_RRF_K, FusionMode, fused_columns
 
@@ -101,7 +102,7 @@ class RankedHit(NamedTuple):
 def default_weights(n: int) -> list[float]:
     """(0.5, 0.5) for a dense + BM25 pair (`DEFAULT_WEIGHTS`), equal weights otherwise."""
     if n < 1:
-        raise ValueError("pass at least one source")
+        raise InputError("pass at least one source")
     return list(DEFAULT_WEIGHTS) if n == 2 else [1.0 / n] * n
 
 
@@ -136,7 +137,7 @@ def fuse_sources(
     """
     names = [name for name, _, _ in sources]
     if len(set(names)) != len(names):
-        raise ValueError(f"source names must be unique, got {names}")
+        raise InputError(f"source names must be unique, got {names}")
     lists = [_first_occurrences(hits, scored=mode != "rrf") for _, hits, _ in sources]
     columns = fused_columns(lists, [w for _, _, w in sources], mode=mode, rrf_k=rrf_k, depth=depth, top_k=top_k)
     new = tuple.__new__  # a fused query makes up to 2 x depth hits: no per-hit Python frame
@@ -220,7 +221,7 @@ def _rerank_args(
     top_k = positive_int("top_k", top_k, allow_none=True)
     rerank_depth = positive_int("rerank_depth", rerank_depth, allow_none=True)
     if on_rerank_error not in ON_RERANK_ERROR:
-        raise ValueError(f"on_rerank_error must be 'raise' or 'fused', not {on_rerank_error!r}")
+        raise InputError(f"on_rerank_error must be 'raise' or 'fused', not {on_rerank_error!r}")
     top_k = DEFAULT_TOP_K if top_k is None else top_k
     return top_k, (list(hits[: rerank_depth or len(hits)]) if reranker is not None else [])
 

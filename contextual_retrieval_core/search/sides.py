@@ -18,6 +18,7 @@ import numpy as np
 
 from contextual_retrieval_core.dense.windows import collapse_hits, fetch_sizes
 from contextual_retrieval_core.embeddings.base import Embedder
+from contextual_retrieval_core.errors import InputError
 from contextual_retrieval_core.search.bm25 import BM25Index
 from contextual_retrieval_core.search.feedback import FeedbackRows
 from contextual_retrieval_core.search.flow import Hits, SyncDenseSide, SyncSource
@@ -70,5 +71,5 @@ class InMemoryDenseSide(SyncDenseSide):
 
     def feedback_rows(self, top: Sequence[str]) -> FeedbackRows:
         if self.rows is None:
-            raise ValueError("this dense side keeps no rows for feedback (built with dense_prf=0)")
+            raise InputError("this dense side keeps no rows for feedback (built with dense_prf=0)")
         return self.rows

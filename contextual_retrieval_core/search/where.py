@@ -10,6 +10,8 @@ from collections.abc import Callable, Mapping
 from numbers import Real
 from typing import Any
 
+from contextual_retrieval_core.errors import InputError
+
 __all__ = ["where_predicate"]
 
 _COMPARE = {"$gt": lambda a, b: a > b, "$gte": lambda a, b: a >= b, "$lt": lambda a, b: a < b, "$lte": lambda a, b: a <= b}
@@ -18,25 +20,25 @@ _MISSING = object()
 
 def _check_where(where: Mapping[str, Any]) -> None:
     if not where:
-        raise ValueError("filter is an empty dict: pass e.g. {'team': 'web'}, or filter=None for no filter")
+        raise InputError("filter is an empty dict: pass e.g. {'team': 'web'}, or filter=None for no filter")
     for key, cond in where.items():
         if key in ("$and", "$or"):
             if not isinstance(cond, list) or not cond:
-                raise ValueError(f"filter: {key} takes a non-empty list of where dicts, got {cond!r}")
+                raise InputError(f"filter: {key} takes a non-empty list of where dicts, got {cond!r}")
             for sub in cond:
                 if not isinstance(sub, Mapping):
-                    raise ValueError(f"filter: {key} takes a list of where dicts, got an item {sub!r}")
+                    raise InputError(f"filter: {key} takes a list of where dicts, got an item {sub!r}")
                 _check_where(sub)
         elif key.startswith("$"):
-            raise ValueError(f"filter: unknown logical operator {key!r}; use $and or $or")
+            raise InputError(f"filter: unknown logical operator {key!r}; use $and or $or")
         elif isinstance(cond, Mapping):
             for op, value in cond.items():
                 if op in _COMPARE and not _number(value):
-                    raise ValueError(f"filter: {op} on {key!r} compares numbers, got {value!r}")
+                    raise InputError(f"filter: {op} on {key!r} compares numbers, got {value!r}")
                 if op in ("$in", "$nin") and not isinstance(value, list):
-                    raise ValueError(f"filter: {op} on {key!r} takes a list, got {value!r}")
+                    raise InputError(f"filter: {op} on {key!r} takes a list, got {value!r}")
                 if op not in _COMPARE and op not in ("$eq", "$ne", "$in", "$nin"):
-                    raise ValueError(f"filter: unknown operator {op!r} on {key!r}; use $eq $ne $gt $gte $lt $lte $in $nin")
+                    raise InputError(f"filter: unknown operator {op!r} on {key!r}; use $eq $ne $gt $gte $lt $lte $in $nin")
 
 
 def _matches(where: Mapping[str, Any], metadata: Mapping[str, Any]) -> bool:

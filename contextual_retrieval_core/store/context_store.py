@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import quote
 
+from contextual_retrieval_core.errors import InputError, InputTypeError, RunError
 from contextual_retrieval_core.store.batch_ledger import BatchLedger
 from contextual_retrieval_core.store.batch_ledger import now_iso as _now
 from contextual_retrieval_core.store.claim_ledger import CLAIMS_TABLE, ClaimLedger
@@ -78,7 +79,7 @@ CREATE TABLE IF NOT EXISTS batches (
 
 def _absorb(h: Any, part: str) -> None:
     if not isinstance(part, str):
-        raise TypeError(f"key parts must be str, got {type(part).__name__}")
+        raise InputTypeError(f"key parts must be str, got {type(part).__name__}")
     data = part.encode("utf-8", "surrogatepass")
     h.update(len(data).to_bytes(8, "big"))
     h.update(data)
@@ -128,7 +129,7 @@ class ContextStore(ClaimLedger, BatchLedger):
             self._open_when_unlocked(timeout)
         except sqlite3.DatabaseError as exc:
             self.close()
-            raise ValueError(f"{self.path}: not a usable context store: {exc}") from exc
+            raise InputError(f"{self.path}: not a usable context store: {exc}") from exc
         except BaseException:
             self.close()
             raise
@@ -210,7 +211,7 @@ class ContextStore(ClaimLedger, BatchLedger):
     def _check_schema(self, row: tuple | None) -> None:
         found = int(row[0]) if row is not None else SCHEMA_VERSION
         if found > SCHEMA_VERSION:
-            raise RuntimeError(
+            raise RunError(
                 f"{self.path}: this context store has schema version {found}, written by "
                 f"a newer contextual-retrieval; this version reads schema "
                 f"{SCHEMA_VERSION} at most. Upgrade contextual-retrieval "
@@ -249,7 +250,7 @@ class ContextStore(ClaimLedger, BatchLedger):
     @property
     def _db(self) -> sqlite3.Connection:
         if self._conn is None:
-            raise ValueError(f"ContextStore {self.path!r} is closed")
+            raise InputError(f"ContextStore {self.path!r} is closed")
         return self._conn
 
     # -- keys --------------------------------------------------------------------------------
@@ -342,9 +343,9 @@ class ContextStore(ClaimLedger, BatchLedger):
     ) -> None:
         """Store `context` under `key` (replacing any previous one), committed at once."""
         if not isinstance(key, str) or not key:
-            raise ValueError(f"key must be a non-empty string, got {key!r}")
+            raise InputError(f"key must be a non-empty string, got {key!r}")
         if not isinstance(context, str):
-            raise TypeError(f"context must be str, got {type(context).__name__}")
+            raise InputTypeError(f"context must be str, got {type(context).__name__}")
         row = (
             key,
             context,

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from contextual_retrieval_core._sdk import error_chain
-from contextual_retrieval_core.errors import ContextualRetrievalError
+from contextual_retrieval_core.errors import ContextualRetrievalError, InputError
 
 __all__ = ["ContextStoreError", "StoreFullError", "check_store_path", "explain", "is_disk_full", "unwritable_reason"]
 
@@ -83,12 +83,12 @@ def check_store_path(file: Path, read_only: bool) -> str | None:
     """
     path = str(file)
     if file.is_dir():
-        raise ValueError(
+        raise InputError(
             f"context store {path} is a folder, not a file; pass a file path such as {file / 'contexts.sqlite3'}"
         )
     if read_only:
         if not file.exists():
-            raise ValueError(f"context store {path} does not exist; nothing can be read from it")
+            raise InputError(f"context store {path} does not exist; nothing can be read from it")
         return "opened with read_only=True"
     if not file.exists():
         try:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
+from contextual_retrieval_core.errors import InputError
 from contextual_retrieval_core.store.batch_ledger import now_iso
 
 __all__ = ["ImportResult", "export_jsonl", "import_jsonl"]
@@ -59,15 +60,15 @@ def import_jsonl(
             try:
                 item = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}, line {lineno}: malformed JSON: {exc}") from exc
+                raise InputError(f"{path}, line {lineno}: malformed JSON: {exc}") from exc
             if not isinstance(item, dict) or not isinstance(item.get("context"), str):
-                raise ValueError(f"{path}, line {lineno}: expected a JSON object with a string 'context'")
+                raise InputError(f"{path}, line {lineno}: expected a JSON object with a string 'context'")
             key = resolve(item)
             if key is None:
                 skipped += 1
                 continue
             if not isinstance(key, str) or not key:
-                raise ValueError(f"{path}, line {lineno}: resolve returned {key!r}, not a key or None")
+                raise InputError(f"{path}, line {lineno}: resolve returned {key!r}, not a key or None")
             index = item.get("original_index")
             rows.append((
                 key, item["context"], item.get("generator") or generator, item.get("model") or model,

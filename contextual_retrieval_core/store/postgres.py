@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from contextual_retrieval_core.errors import InputError, MissingDependencyError
 from contextual_retrieval_core.store.claim_ledger import CLAIMS_TABLE, Claimed
 from contextual_retrieval_core.store.context_store import SCHEMA_VERSION, ContextStore, _now
 from contextual_retrieval_core.store.errors import ContextStoreError
@@ -99,7 +100,7 @@ class PostgresContextStore(ContextStore, schemes=("postgresql", "postgres")):
         try:
             import psycopg
         except ImportError as exc:
-            raise ImportError("a postgresql:// context store needs psycopg: pip install 'contextual-retrieval-kit[postgres]'") from exc
+            raise MissingDependencyError("a postgresql:// context store needs psycopg: pip install 'contextual-retrieval-kit[postgres]'") from exc
         self._psycopg = psycopg
         self._url = str(path)
         self.path = redact_url(self._url)
@@ -151,7 +152,7 @@ class PostgresContextStore(ContextStore, schemes=("postgresql", "postgres")):
     @property
     def _db(self) -> Any:
         if self._conn is None:
-            raise ValueError(f"ContextStore {self.path!r} is closed")
+            raise InputError(f"ContextStore {self.path!r} is closed")
         return self._conn
 
     def check_writable(self) -> None:

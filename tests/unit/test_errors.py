@@ -62,3 +62,19 @@ def test_the_base_is_exported_and_one_except_catches_a_damaged_index(tmp_path) -
     with pytest.raises(ValueError):  # the builtin base still catches it
         IndexManifest.read(tmp_path)
     assert "ContextualRetrievalError" in contextual_retrieval_core.__all__
+
+
+def test_the_library_raises_no_bare_builtin_error() -> None:
+    """Every `raise` of a builtin error class in the packages goes through one of ours (`InputError`
+    for ValueError, ...), so `except ContextualRetrievalError` catches everything raised on purpose."""
+    import ast
+
+    root = Path(__file__).resolve().parents[2]
+    bare = []
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and isinstance(node.exc.func, ast.Name) \
+                        and node.exc.func.id in ("ValueError", "TypeError", "RuntimeError", "FileNotFoundError", "ImportError", "OSError"):
+                    bare.append(f"{path.relative_to(root)}:{node.lineno}: {node.exc.func.id}")
+    assert bare == []
