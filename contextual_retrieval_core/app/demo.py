@@ -23,7 +23,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from contextual_retrieval_core.app.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES, DemoQuery
 from contextual_retrieval_core.checks import positive_int
@@ -199,21 +199,8 @@ def run_demo(
     gen_label = label_of(generator) + (f" / {generator.model}" if generator.model else "")
     documents, chunks = demo_chunks()
 
-    say("Contextual Retrieval demo")
-    say("=" * 25)
     vectors = "chroma" if installed("chromadb") else "memory"
-    say(f"contexts: {gen_label}; embedder: {embedder.model_name}; "
-        f"reranker: {reranker.model_name if reranker else 'none'}; "
-        f"vectors: {'embedded Chroma' if vectors == 'chroma' else 'in-process (pip install chromadb for Chroma)'}; "
-        "BM25 in-process")
-    if not offline:
-        for note in unused_keys():
-            say(f"note: {note}")
-    if generator.name == "structural":
-        say("(offline: set ANTHROPIC_API_KEY for contexts written by Claude, VOYAGE_API_KEY for Voyage "
-            "embeddings, COHERE_API_KEY for Cohere reranking)")
-    say(f"corpus: {len(documents)} documents with look-alikes (reports of several companies and quarters, "
-        f"two offices' handbooks, two products' manuals, three fuzzer executors), {len(chunks)} chunks")
+    _say_setup(say, gen_label, embedder, reranker, vectors, offline, generator.name == "structural", len(documents), len(chunks))
     if save_corpus:
         write_corpus(save_corpus)
         say(f"corpus written to {save_corpus}")
@@ -255,39 +242,9 @@ def run_demo(
             _file_rank(p_hits, q.path), _file_rank(c_hits, q.path),
         )
         outcomes.append(outcome)
-        verdict = ("plain MISSED it, contextual FOUND it" if outcome.only_contextual_found
-                   else "both found it" if outcome.plain_found and outcome.contextual_found
-                   else "contextual missed it" if outcome.plain_found else "both missed it")
-        say()
-        say(f"Q{n}. {q.query}   -> {verdict}")
-        say(f"    answer:     {q.path}: \"{_snippet(target.text)}\"")
-        say(f"    plain       {_fmt_rank(outcome.plain_rank, k, outcome.plain_file_rank)}   top {k}: "
-            + ", ".join(p for p, _ in outcome.plain_top))
-        say(f"    contextual  {_fmt_rank(outcome.contextual_rank, k, outcome.contextual_file_rank)}   top {k}: "
-            + ", ".join(p for p, _ in outcome.contextual_top))
-        say(labelled("    context:    ", target.context))
-        if outcome.added_words:
-            say(f"    why: the context supplies {', '.join(repr(w) for w in outcome.added_words)} — "
-                "words of the query the chunk never says")
-        if outcome.only_contextual_found:
-            look_alikes = sorted({p for p, _ in outcome.plain_top if p != q.path})
-            if look_alikes:
-                say(f"    without it, look-alike chunks from {', '.join(look_alikes)} ranked higher")
+        _say_outcome(say, n, q, outcome, target, k)
 
-    plain_n = sum(o.plain_found for o in outcomes)
-    ctx_n = sum(o.contextual_found for o in outcomes)
-    only = [n for n, o in enumerate(outcomes, 1) if o.only_contextual_found]
-    plain_first = sum(o.plain_rank == 1 for o in outcomes)
-    ctx_first = sum(o.contextual_rank == 1 for o in outcomes)
-    say()
-    plain_files = sum(o.plain_file_rank is not None and o.plain_file_rank <= k for o in outcomes)
-    ctx_files = sum(o.contextual_file_rank is not None and o.contextual_file_rank <= k for o in outcomes)
-    say(f"summary: answering chunks found in the top {k}: plain {plain_n}/{len(outcomes)}, contextual {ctx_n}/{len(outcomes)}"
-        f"; ranked first: plain {plain_first}/{len(outcomes)}, contextual {ctx_first}/{len(outcomes)}")
-    say(f"         a chunk of the answering file in the top {k}: plain {plain_files}/{len(outcomes)}, "
-        f"contextual {ctx_files}/{len(outcomes)}")
-    if only:
-        say(f"         plain retrieval missed and contextual retrieval found: {', '.join(f'Q{n}' for n in only)}")
+    _say_summary(say, outcomes, k)
     elapsed = time.perf_counter() - started
     say(f"({elapsed:.1f} s)")
     say()
@@ -298,3 +255,60 @@ def run_demo(
         outcomes, result.report, embedder.model_name, gen_label, reranker.model_name if reranker else None,
         len(documents), len(chunks), elapsed,
     )
+
+
+def _say_setup(say: Any, gen_label: str, embedder: Any, reranker: Any, vectors: str, offline: bool, structural: bool,
+               n_documents: int, n_chunks: int) -> None:
+    """The demo's first lines: what writes the contexts, embeds, reranks and holds the vectors."""
+    say("Contextual Retrieval demo")
+    say("=" * 25)
+    say(f"contexts: {gen_label}; embedder: {embedder.model_name}; "
+        f"reranker: {reranker.model_name if reranker else 'none'}; "
+        f"vectors: {'embedded Chroma' if vectors == 'chroma' else 'in-process (pip install chromadb for Chroma)'}; "
+        "BM25 in-process")
+    if not offline:
+        for note in unused_keys():
+            say(f"note: {note}")
+    if structural:
+        say("(offline: set ANTHROPIC_API_KEY for contexts written by Claude, VOYAGE_API_KEY for Voyage "
+            "embeddings, COHERE_API_KEY for Cohere reranking)")
+    say(f"corpus: {n_documents} documents with look-alikes (reports of several companies and quarters, "
+        f"two offices' handbooks, two products' manuals, three fuzzer executors), {n_chunks} chunks")
+
+
+def _say_outcome(say: Any, n: int, q: Any, outcome: QueryOutcome, target: ContextualChunk, k: int) -> None:
+    """One sample query: the verdict, the answer, both rankings, the context and why it helped."""
+    verdict = ("plain MISSED it, contextual FOUND it" if outcome.only_contextual_found
+               else "both found it" if outcome.plain_found and outcome.contextual_found
+               else "contextual missed it" if outcome.plain_found else "both missed it")
+    say()
+    say(f"Q{n}. {q.query}   -> {verdict}")
+    say(f"    answer:     {q.path}: \"{_snippet(target.text)}\"")
+    say(f"    plain       {_fmt_rank(outcome.plain_rank, k, outcome.plain_file_rank)}   top {k}: "
+        + ", ".join(p for p, _ in outcome.plain_top))
+    say(f"    contextual  {_fmt_rank(outcome.contextual_rank, k, outcome.contextual_file_rank)}   top {k}: "
+        + ", ".join(p for p, _ in outcome.contextual_top))
+    say(labelled("    context:    ", target.context))
+    if outcome.added_words:
+        say(f"    why: the context supplies {', '.join(repr(w) for w in outcome.added_words)} — "
+            "words of the query the chunk never says")
+    if outcome.only_contextual_found:
+        look_alikes = sorted({p for p, _ in outcome.plain_top if p != q.path})
+        if look_alikes:
+            say(f"    without it, look-alike chunks from {', '.join(look_alikes)} ranked higher")
+
+
+def _say_summary(say: Any, outcomes: list[QueryOutcome], k: int) -> None:
+    """The counts over the sample queries: found in the top `k`, ranked first, the answering file."""
+    n = len(outcomes)
+    plain_n, ctx_n = sum(o.plain_found for o in outcomes), sum(o.contextual_found for o in outcomes)
+    only = [i for i, o in enumerate(outcomes, 1) if o.only_contextual_found]
+    plain_first, ctx_first = sum(o.plain_rank == 1 for o in outcomes), sum(o.contextual_rank == 1 for o in outcomes)
+    plain_files = sum(o.plain_file_rank is not None and o.plain_file_rank <= k for o in outcomes)
+    ctx_files = sum(o.contextual_file_rank is not None and o.contextual_file_rank <= k for o in outcomes)
+    say()
+    say(f"summary: answering chunks found in the top {k}: plain {plain_n}/{n}, contextual {ctx_n}/{n}"
+        f"; ranked first: plain {plain_first}/{n}, contextual {ctx_first}/{n}")
+    say(f"         a chunk of the answering file in the top {k}: plain {plain_files}/{n}, contextual {ctx_files}/{n}")
+    if only:
+        say(f"         plain retrieval missed and contextual retrieval found: {', '.join(f'Q{i}' for i in only)}")
