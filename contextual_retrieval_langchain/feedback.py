@@ -5,8 +5,9 @@ holds: the query is embedded once with the store's embeddings, both dense search
 and the stored rows of the fused top chunks (a chunk's own row and, in a `WindowedVectorStore`,
 its window rows) are read back from the store under the Documents' store ids. Stores read:
 `InMemoryVectorStore` (its ``store`` dict), langchain-chroma's `Chroma` (its public
-``get(include=["embeddings"])``) and langchain-postgres' `PGVector` (one SELECT of the embedding
-column by id, in the store's own session: `pgvector`). Nothing is embedded again at query time: a chunk the
+``get(include=["embeddings"])``), langchain-postgres' `PGVector` (one SELECT of the embedding
+column by id, in the store's own session: `pgvector`) and any store that gives its vectors back
+itself (`StoredVectors`: `milvus.MilvusLeg`, one get by id). Nothing is embedded again at query time: a chunk the
 store gives no vector back for feeds nothing back, and on any other store feedback is skipped
 (the dense side is searched once), as on a `PGVector(async_mode=True)`, which refuses the sync
 calls the ensemble makes. The async path reads the store in a worker thread.
@@ -21,7 +22,7 @@ from langchain_core.documents import Document
 from langchain_core.runnables.config import run_in_executor
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
-from contextual_retrieval_core.search.feedback import FeedbackRows, StoreRead
+from contextual_retrieval_core.search.feedback import FeedbackRows, StoredVectors, StoreRead
 from contextual_retrieval_langchain.pgvector import is_pgvector, stored_vectors
 from contextual_retrieval_langchain.relevance import is_chroma
 from contextual_retrieval_langchain.windows import WindowedVectorStore
@@ -60,6 +61,8 @@ def _read(store: VectorStore, top: Sequence[str], docs: dict[str, Document]) -> 
         held = dict(zip(got["ids"], got["embeddings"]))
     elif is_pgvector(inner):
         held = stored_vectors(inner, wanted)
+    elif isinstance(inner, StoredVectors):  # a store that reads its vectors back itself (`milvus.MilvusLeg`)
+        held = dict(inner.stored_vectors(wanted))
     return StoreRead(top, rows, held)
 
 

@@ -5,7 +5,8 @@ store already holds: the query is embedded once with the retriever's own model, 
 of the fused top nodes (a node's own row and, for a windowed index, its window rows) are read
 back from the store, and the dense side is searched again with the moved vector
 (``QueryBundle(embedding=...)``). Stores read: `SimpleVectorStore` (its embedding dict),
-`ChromaVectorStore` (its collection) and `PGVectorStore` (its ``get_nodes``, `pgvector`). Nothing
+`ChromaVectorStore` (its collection), `PGVectorStore` (its ``get_nodes``, `pgvector`) and any store
+that gives its vectors back itself (`StoredVectors`: `milvus.ContextualMilvusVectorStore`). Nothing
 is embedded again at query time: a node the store gives no vector back for feeds nothing back,
 and on any other store feedback is skipped (the dense side is searched once). The async path
 reads a `PGVectorStore` through its async engine, the others in a worker thread.
@@ -25,7 +26,7 @@ from llama_index.core.schema import QueryBundle
 from llama_index.core.vector_stores.simple import SimpleVectorStore
 
 from contextual_retrieval_core.dense.window_rows import row_id
-from contextual_retrieval_core.search.feedback import FeedbackRows, StoreRead, stored_read
+from contextual_retrieval_core.search.feedback import FeedbackRows, StoredVectors, StoreRead, stored_read
 from contextual_retrieval_llamaindex._compat import searches_by_vector, vector_retriever_parts
 from contextual_retrieval_llamaindex.pgvector import astored_vectors, is_pgvector_store, stored_vectors
 
@@ -79,6 +80,8 @@ class VectorSide:
             held = store.data.embedding_dict
             rows = {node_id: _held_rows(node_id, held) for node_id in top}
             return StoreRead(top, rows, {row: held[row] for per in rows.values() for row in per if row in held})
+        if isinstance(store, StoredVectors):  # a store that reads its vectors back itself (`milvus`)
+            return StoreRead(top, {node_id: [node_id] for node_id in top}, dict(store.stored_vectors(list(top))))
         collection = _chroma_collection(store)
         return stored_read(collection, top) if collection is not None else StoreRead(top, {}, {})
 

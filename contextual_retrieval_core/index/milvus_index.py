@@ -167,6 +167,7 @@ class MilvusContextualIndex:
             "milvus"); a new index only, an existing one keeps its own.
         dense_index: the dense field's Milvus index (default: FLAT, exact; see `MilvusCollection`).
         batch_rows: rows per upsert request.
+        timeout: seconds a Milvus request may take, retries included (`MilvusCollection`).
 
     Threads: `search` may run in many threads at once (they share one pymilvus client and the
     embedder). A server that does not answer is `MilvusServerUnavailable` naming the URI; the
@@ -188,6 +189,7 @@ class MilvusContextualIndex:
         analysis: Analysis = "ours",
         dense_index: Mapping[str, Any] | None = None,
         batch_rows: int = 256,
+        timeout: float = 10.0,
     ) -> None:
         if collection is not None and not _COLLECTION_NAME.fullmatch(collection):
             raise ValueError(f"a Milvus collection name is letters, digits and underscores, not starting with a digit "
@@ -202,6 +204,7 @@ class MilvusContextualIndex:
         self.analysis = analysis
         self.dense_index = dense_index
         self.batch_rows = batch_rows
+        self.timeout = timeout
         self.record: MilvusIndexRecord | None = MilvusIndexRecord.read(self.path) if uses_milvus(self.path) else None
         self._collection: MilvusCollection | None = None
         self._checked = False
@@ -241,7 +244,7 @@ class MilvusContextualIndex:
                 self._collection_name = name
             analysis = cast("Analysis", self.record.analysis if self.record else self.analysis)
             self._collection = MilvusCollection(self.uri, name, token=self._token, analysis=analysis, dense_index=self.dense_index,
-                                                batch_rows=self.batch_rows)
+                                                batch_rows=self.batch_rows, timeout=self.timeout)
         return self._collection
 
     def __len__(self) -> int:

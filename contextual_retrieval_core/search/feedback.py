@@ -24,18 +24,26 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from contextual_retrieval_core.checks import non_negative_number
 
-__all__ = ["DEFAULT_DENSE_PRF", "DEFAULT_PRF_TOP", "FeedbackRows", "StoreRead", "feedback_rows", "stored_read",
+__all__ = ["DEFAULT_DENSE_PRF", "DEFAULT_PRF_TOP", "FeedbackRows", "StoreRead", "StoredVectors", "feedback_rows", "stored_read",
            "stored_feedback_rows", "feedback_weight"]
 
 #: the feedback weight beta, and how many fused chunks feed back (why these: benchmarks/RESULTS.md)
 DEFAULT_DENSE_PRF = 0.5
 DEFAULT_PRF_TOP = 3
+
+
+@runtime_checkable
+class StoredVectors(Protocol):
+    """A vector store that gives back the vectors it holds, by row id (a framework's Milvus store):
+    dense feedback reads the fused top chunks' rows through it."""
+
+    def stored_vectors(self, ids: Sequence[str]) -> Mapping[str, Any]: ...
 
 
 @dataclass(frozen=True)

@@ -35,9 +35,9 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -53,6 +53,9 @@ from contextual_retrieval_core.search.where import where_predicate
 
 __all__ = [
     "ANALYSES",
+    "ANALYZER",
+    "BM25_INDEX_PARAMS",
+    "TERMS",
     "BM25_B",
     "BM25_K1",
     "MilvusBM25Side",
@@ -62,17 +65,24 @@ __all__ = [
     "MilvusServerUnavailable",
     "Analysis",
     "collection_sides",
+    "milvus_call",
     "milvus_filter",
     "milvus_terms",
     "milvus_uri_name",
 ]
 
+T = TypeVar("T")
 Analysis = Literal["ours", "milvus"]
 ANALYSES: tuple[str, ...] = ("ours", "milvus")
 #: the in-process BM25's k1 and b (`BM25Index`), given to Milvus's BM25 index for ``analysis="ours"``
 BM25_K1, BM25_B = 1.2, 0.75
 #: the collection's fields
-ID, TEXT, TERMS, SPARSE, DENSE, METADATA = "id", "text", "terms", "sparse", "dense", "metadata"
+ID, TEXT, TERMS, SPARSE, DENSE, METADATA = "id", "text", "bm25_terms", "sparse", "dense", "metadata"
+#: the analyzer of the BM25 function's input field, and the BM25 index's k1 and b for ``"ours"``
+#: (a nested "params" entry: the form every Milvus reads, Milvus Lite no other; pymilvus would
+#: flatten a plain dict into top-level keys)
+ANALYZER = {"tokenizer": "standard"}
+BM25_INDEX_PARAMS = {"params": {"bm25_k1": BM25_K1, "bm25_b": BM25_B}}
 #: the collection property that records the settings (JSON)
 _SETTINGS = "contextual_retrieval.settings"
 #: a channel of our own that retries a server that went away within a second (gRPC's default
@@ -112,9 +122,12 @@ def _down(exc: BaseException) -> bool:
     UNAVAILABLE (refused, reset, gone) or DEADLINE_EXCEEDED, or pymilvus's own "server
     unavailable" (it raises that when a reconnect fails)."""
     for error in error_chain(exc):
-        code = getattr(error, "code", None)
-        status = code() if callable(code) and type(error).__module__.startswith("grpc") else None
-        if status is not None and getattr(status, "name", "") in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
+        code = getattr(error, "code", None)  # gRPC's code(), or what pymilvus copied of it after its retries
+        try:
+            status = code() if callable(code) else code
+        except Exception:  # not gRPC's
+            status = None
+        if type(status).__name__ == "StatusCode" and getattr(status, "name", "") in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
             return True
         text = str(getattr(error, "message", "") or error)
         if type(error).__module__.startswith("pymilvus") and ("server unavailable" in text or "Fail connecting" in text
@@ -137,6 +150,24 @@ def _unavailable(uri: str, exc: BaseException) -> MilvusServerUnavailable:
         "again (`milvus-lite server --data-dir DIR --port PORT` for Milvus Lite, or your Milvus standalone or "
         "cluster) or pass --milvus-uri with its address, then retry: the same index answers once the server is back"
     )
+
+
+def milvus_call(uri: str, client: Any, collection: str | None, call: Callable[[], T]) -> T:
+    """`call()` (a request to the Milvus server at `uri` through the pymilvus `client`); a server
+    that does not answer is `MilvusServerUnavailable` naming `uri`. When the server holds
+    `collection` released (a restarted Milvus Lite, or one an operator released) it is loaded and
+    the call made once more. Every Milvus request of the core and of both frameworks' Milvus
+    parts goes through here."""
+    for attempt in (1, 2):
+        try:
+            return call()
+        except Exception as exc:
+            if _down(exc):
+                raise _unavailable(uri, exc) from exc
+            if attempt == 2 or collection is None or not _released(exc):
+                raise
+        milvus_call(uri, client, None, lambda: client.load_collection(collection))
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def milvus_terms(tokenizer: Tokenizer, text: str) -> str:
@@ -231,7 +262,8 @@ class MilvusCollection:
         dense_index: the dense field's Milvus index (default: FLAT, exact inner product: what the
             in-process exact search returns; ``{"index_type": "HNSW", "params": {"M": 16,
             "efConstruction": 200}}`` past a few million rows).
-        timeout: seconds a request may take before the server counts as not answering.
+        timeout: seconds a request may take, retries included (pymilvus retries a server that
+            does not answer until then), before the server counts as not answering.
         batch_rows: rows per upsert request, and ids per read.
 
     Every method that reaches the server raises `MilvusServerUnavailable` (naming the URI) when it
@@ -247,7 +279,7 @@ class MilvusCollection:
 
     def __init__(
         self, uri: str, name: str, *, token: str | None = None, analysis: Analysis = "ours", tokenizer: Tokenizer | None = None,
-        dense_index: Mapping[str, Any] | None = None, timeout: float = 30.0, batch_rows: int = 256,
+        dense_index: Mapping[str, Any] | None = None, timeout: float = 10.0, batch_rows: int = 256,
     ) -> None:
         if not uri or not isinstance(uri, str):
             raise ValueError(f"a Milvus URI is needed (http://host:19530), got {uri!r}")
@@ -285,19 +317,9 @@ class MilvusCollection:
         return self._client
 
     def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """``client.method(*args, **kwargs)``; a server that does not answer is `MilvusServerUnavailable`.
-        A collection the server holds released (a restarted Milvus Lite, or one released by an
-        operator) is loaded and the call made once more."""
+        """``client.method(*args, **kwargs)`` through `milvus_call`."""
         client = self.client
-        try:
-            return getattr(client, method)(*args, timeout=self.timeout, **kwargs)
-        except Exception as exc:
-            if _down(exc):
-                raise _unavailable(self.uri, exc) from exc
-            if not _released(exc):
-                raise
-        self._call("load_collection", self.name)
-        return self._call(method, *args, **kwargs)
+        return milvus_call(self.uri, client, self.name, lambda: getattr(client, method)(*args, timeout=self.timeout, **kwargs))
 
     def exists(self) -> bool:
         """Whether the collection is on the server."""
@@ -321,7 +343,7 @@ class MilvusCollection:
         schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
         schema.add_field(ID, DataType.VARCHAR, is_primary=True, max_length=_MAX_VARCHAR)
         ours = self.analysis == "ours"
-        analyzer = {"enable_analyzer": True, "analyzer_params": {"tokenizer": "standard"}}
+        analyzer = {"enable_analyzer": True, "analyzer_params": dict(ANALYZER)}
         schema.add_field(TEXT, DataType.VARCHAR, max_length=_MAX_VARCHAR, **({} if ours else analyzer))
         if ours:
             schema.add_field(TERMS, DataType.VARCHAR, max_length=_MAX_VARCHAR, **analyzer)
@@ -332,10 +354,8 @@ class MilvusCollection:
                                      input_field_names=[TERMS if ours else TEXT], output_field_names=[SPARSE]))
         index = client.prepare_index_params()
         index.add_index(field_name=DENSE, **self.dense_index)
-        # k1 and b as a nested "params" entry, the form every Milvus reads (Lite reads no other;
-        # pymilvus would flatten a plain dict into top-level keys)
         index.add_index(field_name=SPARSE, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
-                        params={"params": {"bm25_k1": BM25_K1, "bm25_b": BM25_B}} if ours else {})
+                        params=dict(BM25_INDEX_PARAMS) if ours else {})
         self._call("create_collection", self.name, schema=schema, index_params=index,
                    properties={_SETTINGS: json.dumps(recorded, sort_keys=True)})
 

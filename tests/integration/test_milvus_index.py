@@ -160,7 +160,7 @@ def test_another_embedder_is_refused_by_the_folder_and_by_the_collection(tmp_pat
 
 def test_a_stopped_server_names_its_uri_and_queries_recover(tmp_path, pytestconfig):
     with milvus_lite(pytestconfig) as server:
-        index = MilvusContextualIndex(tmp_path / "ix", embedder=CountingEmbedder(), uri=server.uri)
+        index = MilvusContextualIndex(tmp_path / "ix", embedder=CountingEmbedder(), uri=server.uri, timeout=5)
         index.update([make_corpus(tmp_path)], show_progress=False, shared_contexts=False)
         want = [h.id for h in index.search("refunds within 14 days")]
         failed = 0
@@ -190,7 +190,8 @@ def test_an_index_run_whose_server_is_killed_completes_on_rerun_paying_nothing_t
                                          name="counting-llm", model="m1")
     embedder = CountingEmbedder()
     with milvus_lite(pytestconfig) as server:
-        index = MilvusContextualIndex(tmp_path / "ix", embedder=embedder, uri=server.uri, generator=generator, batch_rows=2)
+        index = MilvusContextualIndex(tmp_path / "ix", embedder=embedder, uri=server.uri, generator=generator, batch_rows=2,
+                                      timeout=5)
         watcher = MilvusCollection(server.uri, "unused")
 
         def kill_mid_write() -> None:  # the server dies once some rows of the run are on it
