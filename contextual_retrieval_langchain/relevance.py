@@ -4,15 +4,19 @@
 `ContextualEnsembleRetriever` reads a vector store's own scores through these (so fusion can use
 them, and relevance-score fusion scales them), and `WindowedVectorStore` collapses them per
 chunk. A store with no relevance function has its raw scores read by their order (`oriented`).
+A sync `PGVector` searched without a filter is searched by `pgvector.distances_by_vector` (by
+text: the query embedded with the store's embeddings first), the same search selecting only
+what is read.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.documents import Document
+from langchain_core.runnables.config import run_in_executor
 from langchain_core.vectorstores import VectorStore
 
 from contextual_retrieval_langchain._compat import arelevance_scores, relevance_function, relevance_scores
@@ -44,7 +48,9 @@ def relevance_scored(store: VectorStore, query: str, **kwargs: Any) -> list[tupl
     threshold applied to them, as `scored_by_vector` does."""
     threshold = kwargs.pop("score_threshold", None)
     pairs: list[tuple[Document, float | None]]
-    if _scores_by_order(store, "similarity_search_with_relevance_scores"):
+    if _lean(store, kwargs):  # the query embedded by the store's embeddings, then `scored_by_vector`'s search
+        pairs = scored_by_vector(store, store.embeddings.embed_query(query), **kwargs)  # type: ignore[union-attr]
+    elif _scores_by_order(store, "similarity_search_with_relevance_scores"):
         pairs = oriented(store.similarity_search_with_score(query, **kwargs))
     else:
         pairs = list(relevance_pairs(store, query, threshold, **kwargs))
@@ -55,7 +61,10 @@ async def arelevance_scored(store: VectorStore, query: str, **kwargs: Any) -> li
     """Async `relevance_scored`."""
     threshold = kwargs.pop("score_threshold", None)
     pairs: list[tuple[Document, float | None]]
-    if _scores_by_order(store, "asimilarity_search_with_relevance_scores"):
+    if _lean(store, kwargs):
+        vector = await store.embeddings.aembed_query(query)  # type: ignore[union-attr]
+        pairs = await run_in_executor(None, functools.partial(scored_by_vector, store, vector, **kwargs))
+    elif _scores_by_order(store, "asimilarity_search_with_relevance_scores"):
         pairs = oriented(await store.asimilarity_search_with_score(query, **kwargs))
     else:
         pairs = list(await arelevance_pairs(store, query, threshold, **kwargs))
@@ -98,31 +107,41 @@ def _at_or_above(pairs: list, threshold: float | None) -> list:
     return [(d, s) for d, s in pairs if s is not None and s >= threshold]
 
 
-def scored_by_vector(store: VectorStore, vector: Sequence[float], **kwargs: Any) -> list[tuple[Document, float | None]]:
+def scored_by_vector(store: VectorStore, vector: Sequence[float], known: Mapping[str, Document] | None = None,
+                     **kwargs: Any) -> list[tuple[Document, float | None]]:
     """(document, relevance or None) best first for a search by `vector`: the scores the store's
     ``similarity_search_with_relevance_scores`` gives for a search by text, its
-    ``score_threshold`` search kwarg applied the same way (relevance at or above it kept)."""
+    ``score_threshold`` search kwarg applied the same way (relevance at or above it kept).
+    `known`: the store's Documents by store id already at hand (a `PGVector` then reads only the
+    others)."""
     threshold = kwargs.pop("score_threshold", None)
     if isinstance(store, ScoresByVector):
         pairs = store.scored_by_vector(vector, **kwargs)
     else:
-        pairs = _scored_by_vector(store, [float(x) for x in vector], **kwargs)
+        pairs = _scored_by_vector(store, [float(x) for x in vector], known, **kwargs)
     return _at_or_above(pairs, threshold)
 
 
-def _scored_by_vector(store: VectorStore, vector: list[float], **kwargs: Any) -> list[tuple[Document, float | None]]:
+def _scored_by_vector(store: VectorStore, vector: list[float], known: Mapping[str, Document] | None = None,
+                      **kwargs: Any) -> list[tuple[Document, float | None]]:
     # langchain-chroma names its raw search by vector "..._with_relevance_scores" but returns
     # distances (as its similarity_search_with_score does); other stores give raw scores from
     # similarity_search_with_score_by_vector (InMemoryVectorStore, FAISS, ...)
     search = (store.similarity_search_by_vector_with_relevance_scores if is_chroma(store)  # type: ignore[attr-defined]
               else getattr(store, "similarity_search_with_score_by_vector", None))
-    if is_pgvector(store) and kwargs.keys() <= {"k"}:  # the same search, selecting only what is read (`pgvector`)
-        search = functools.partial(distances_by_vector, store)
+    if _lean(store, kwargs):
+        search = functools.partial(distances_by_vector, store, known=known)
     if callable(search):
         pairs = search(vector, **kwargs)
         convert = relevance_function(store)
         return [(d, convert(s)) for d, s in pairs] if convert is not None else oriented(pairs)
     return [(d, None) for d in store.similarity_search_by_vector(vector, **kwargs)]
+
+
+def _lean(store: VectorStore, kwargs: dict[str, Any]) -> bool:
+    """Whether a search of `store` runs as `pgvector.distances_by_vector` (a sync `PGVector`
+    searched without a filter): the store's own search, selecting only what is read."""
+    return is_pgvector(store) and kwargs.keys() <= {"k"}
 
 
 def oriented(pairs: list[tuple[Document, float]]) -> list[tuple[Document, float | None]]:

@@ -98,7 +98,7 @@ class SourceRun:
     async def asearch(self, queries: Sequence[str]) -> list[Hits]:
         return self._keep(await self._arun(None))
 
-    def _run(self, vector: list[float] | None) -> Scored:
+    def _run(self, vector: list[float] | None, known: dict[str, Document] | None = None) -> Scored:
         retriever = self.retriever
         if scored_vectorstore(retriever):
             # the store's scored search keeps the scores; a child run configured as
@@ -107,7 +107,7 @@ class SourceRun:
             run = _child_run(CallbackManager, retriever, self.query, self.config)
             try:
                 pairs = (relevance_scored(retriever.vectorstore, self.query, **kwargs) if vector is None
-                         else scored_by_vector(retriever.vectorstore, vector, **kwargs))
+                         else scored_by_vector(retriever.vectorstore, vector, known, **kwargs))
             except BaseException as exc:
                 run.on_retriever_error(exc)
                 raise
@@ -115,14 +115,14 @@ class SourceRun:
             return self._from_pairs(pairs)
         return self._from_docs(retriever.invoke(self.query, self.config, **self._invoke_kwargs()))
 
-    async def _arun(self, vector: list[float] | None) -> Scored:
+    async def _arun(self, vector: list[float] | None, known: dict[str, Document] | None = None) -> Scored:
         retriever = self.retriever
         if scored_vectorstore(retriever):
             kwargs = self._search_kwargs()
             run = await _child_run(AsyncCallbackManager, retriever, self.query, self.config)
             try:
                 pairs = (await arelevance_scored(retriever.vectorstore, self.query, **kwargs) if vector is None
-                         else await run_in_executor(None, lambda: scored_by_vector(retriever.vectorstore, vector, **kwargs)))
+                         else await run_in_executor(None, lambda: scored_by_vector(retriever.vectorstore, vector, known, **kwargs)))
             except BaseException as exc:
                 await run.on_retriever_error(exc)
                 raise
@@ -176,10 +176,18 @@ class VectorStoreSide(SourceRun):
         return [await self.retriever.vectorstore.embeddings.aembed_query(self.query)]
 
     def search_vectors(self, vectors: Sequence[Any]) -> list[Hits]:
-        return self._keep(self._run(_as_list(vectors[0])))
+        return self._keep(self._run(_as_list(vectors[0]), self._first()))
 
     async def asearch_vectors(self, vectors: Sequence[Any]) -> list[Hits]:
-        return self._keep(await self._arun(_as_list(vectors[0])))
+        return self._keep(await self._arun(_as_list(vectors[0]), self._first()))
+
+    def _first(self) -> dict[str, Document] | None:
+        """The Documents this invocation's sources returned, by id, this side's own first (dense
+        feedback's second search reads only the others from the store); None before its first
+        search."""
+        if not self.found:
+            return None
+        return {d.id: d for source in (*reversed(self.sources), self) for _, _, d in reversed(source.found) if d.id}
 
     def feedback_rows(self, top: Sequence[str]) -> FeedbackRows:
         return stored_rows(self.retriever.vectorstore, top, self._documents())

@@ -15,7 +15,12 @@ else in this package uses public API only.
   vectors of the fused top nodes from that store and embeds the query once with that model.
 - llama-index-vector-stores-postgres (0.5 - 0.9): `PGVectorStore` keeps its async engine only as
   ``_async_engine`` (its public ``client`` is the sync one); `pgvector.on_this_loop` closes that
-  engine's connections as an ``asyncio.run`` loop shuts down, so the next loop opens its own.
+  engine's connections as an ``asyncio.run`` loop shuts down, so the next loop opens its own. It
+  keeps its table model and query hook only as ``_table_class`` / ``_customize_query_fn``, and
+  `VectorIndexRetriever` what narrows its query only as ``_filters``, ``_node_ids``,
+  ``_doc_ids``, ``_vector_store_query_mode`` and ``_kwargs``: dense feedback's second search
+  (`pgvector.search_again`) selects row ids and distances from that table when nothing narrows
+  the query, the search the store runs.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = ["anthropic_llm_clients", "index_embed_model", "vector_retriever_parts", "searches_by_vector",
-           "pgvector_async_engine"]
+           "pgvector_async_engine", "pgvector_table", "plain_vector_query"]
 
 
 def anthropic_llm_clients(llm: Any) -> tuple[Any | None, Any | None]:
@@ -57,3 +62,22 @@ def pgvector_async_engine(store: Any) -> Any | None:
     """The SQLAlchemy `AsyncEngine` of a llama-index `PGVectorStore` (kept only as
     ``_async_engine``); None before the store has connected, or when kept elsewhere."""
     return getattr(store, "_async_engine", None)
+
+
+def pgvector_table(store: Any) -> Any | None:
+    """The SQLAlchemy model of a llama-index `PGVectorStore`'s table (``_table_class``); None when
+    a query hook (``_customize_query_fn``) changes the store's queries, or when kept elsewhere."""
+    if getattr(store, "_customize_query_fn", None) is not None:
+        return None
+    return getattr(store, "_table_class", None)
+
+
+def plain_vector_query(retriever: Any) -> bool:
+    """Whether a llama-index `VectorIndexRetriever` asks its store for the nearest rows and nothing
+    else (no filters, node or document ids, store kwargs; the default query mode)."""
+    from llama_index.core.vector_stores.types import VectorStoreQueryMode
+
+    unknown = object()  # kept elsewhere: not known to be plain
+    narrowing = [getattr(retriever, name, unknown) for name in ("_filters", "_node_ids", "_doc_ids", "_kwargs")]
+    mode = getattr(retriever, "_vector_store_query_mode", None)
+    return mode == VectorStoreQueryMode.DEFAULT and not any(v is unknown or v for v in narrowing)

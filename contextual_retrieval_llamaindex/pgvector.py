@@ -5,6 +5,12 @@
   its window rows, when the index has any, by their ``window_of`` metadata);
 - `server_address`: the server's ``host:port`` (from the store's connection URL; never its
   password), which `VectorServerUnavailable` names;
+- `search_again`: dense feedback's second search, the store's own (nearest rows by cosine
+  distance, similarity 1 - distance; a windowed index's rows collapsed to their nodes as
+  `WindowedVectorRetriever` does) selecting row ids and distances only. The nodes come from the
+  query's first lists, or from the store by id (one ``get_nodes``) for those new to it: the store's
+  own search rebuilds a node from its metadata for every row (300 on a windowed index), which made
+  the second search cost as much as the rest of the query;
 - `on_this_loop`: the store's async engine bound to the running event loop (the core's
   `LoopBinding`): its connections are closed as an ``asyncio.run`` loop shuts down, so one
   ``asyncio.run`` per query works; a use from a second loop while the first is still open raises
@@ -13,20 +19,28 @@
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.indices.vector_store.retrievers import VectorIndexRetriever
+from llama_index.core.schema import BaseNode, NodeWithScore
 from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
 
 from contextual_retrieval_core.dense import server_errors
 from contextual_retrieval_core.dense.event_loops import LoopBinding
-from contextual_retrieval_core.dense.window_rows import WINDOW_OF_KEY
-from contextual_retrieval_llamaindex._compat import pgvector_async_engine, vector_retriever_parts
+from contextual_retrieval_core.dense.window_rows import WINDOW_OF_KEY, collapse_rows, row_owner, row_window
+from contextual_retrieval_llamaindex._compat import (
+    pgvector_async_engine,
+    pgvector_table,
+    plain_vector_query,
+    vector_retriever_parts,
+)
 
-__all__ = ["is_pgvector_store", "pgvector_store", "stored_vectors", "astored_vectors", "server_address", "on_this_loop"]
+__all__ = ["is_pgvector_store", "pgvector_store", "stored_vectors", "astored_vectors", "server_address", "on_this_loop",
+           "LeanSearch", "lean_search"]
 
 #: one binding per async engine (a store's pool), for as long as the engine lives
 _BINDINGS: weakref.WeakKeyDictionary[Any, LoopBinding] = weakref.WeakKeyDictionary()
@@ -95,3 +109,72 @@ async def on_this_loop(store: Any) -> None:
     if binding is None:
         binding = _BINDINGS[engine] = LoopBinding(f"LlamaIndex's PGVectorStore (table {store.table_name!r})")
     await binding.enter(engine.dispose, lambda: engine.dispose(close=False))
+
+
+@dataclasses.dataclass(frozen=True)
+class LeanSearch:
+    """Dense feedback's second search on a `PGVectorStore` (`search_again`): the store, its table
+    model, the rows to fetch, the nodes to return, and the nodes of a windowed index by id."""
+
+    store: Any
+    table: Any
+    rows: int
+    depth: int
+    windowed: bool
+    nodes: Mapping[str, BaseNode]
+
+    def _statement(self, vector: Sequence[float]) -> Any:
+        from sqlalchemy import asc, select
+
+        distance = self.table.embedding.cosine_distance(list(vector)).label("distance")
+        return select(self.table.node_id, distance).order_by(asc("distance")).limit(self.rows)
+
+    def _hits(self, found: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
+        """(node id, similarity) best first; on a windowed index each node once, at its best row
+        (a window row stands for its node), as `WindowedVectorRetriever` returns them."""
+        rows = [(row, 1 - float(distance)) for row, distance in found]
+        if not self.windowed:
+            return rows
+        return collapse_rows([(r, s) for r, s in rows if row_window(r) == 0 or row_owner(r) in self.nodes], self.depth)
+
+    def _results(self, hits: list[tuple[str, float]], known: Mapping[str, BaseNode], fetched: Sequence[BaseNode]) -> list[NodeWithScore]:
+        nodes = {**{n.node_id: n for n in fetched}, **self.nodes, **known}
+        return [NodeWithScore(node=nodes[node_id], score=score) for node_id, score in hits if node_id in nodes]
+
+    def _missing(self, hits: list[tuple[str, float]], known: Mapping[str, BaseNode]) -> list[str]:
+        return [node_id for node_id, _ in hits if node_id not in known and node_id not in self.nodes]
+
+    def search_again(self, vector: Sequence[float], known: Mapping[str, BaseNode]) -> list[NodeWithScore]:
+        """The nodes nearest `vector` with their similarity, best first; `known`: nodes by id
+        already at hand (the rest are read from the store)."""
+        with self.store.client.connect() as connection:
+            hits = self._hits(connection.execute(self._statement(vector)).all())
+        missing = self._missing(hits, known)
+        return self._results(hits, known, self.store.get_nodes(node_ids=missing) if missing else [])
+
+    async def asearch_again(self, vector: Sequence[float], known: Mapping[str, BaseNode]) -> list[NodeWithScore]:
+        """`search_again` through the store's async engine."""
+        engine: Any = pgvector_async_engine(self.store)  # made with the sync one, when the store connected
+        async with engine.connect() as connection:
+            hits = self._hits((await connection.execute(self._statement(vector))).all())
+        missing = self._missing(hits, known)
+        return self._results(hits, known, await self.store.aget_nodes(node_ids=missing) if missing else [])
+
+
+def lean_search(retriever: BaseRetriever) -> LeanSearch | None:
+    """The `LeanSearch` of a vector retriever (or a `WindowedVectorRetriever` around one) over a
+    `PGVectorStore` whose query nothing narrows or changes (no filters, ids, HNSW settings or
+    query hook); None otherwise (the retriever's own search runs)."""
+    from contextual_retrieval_llamaindex.windows import WindowedVectorRetriever
+
+    store = pgvector_store(retriever)
+    if store is None or store.hnsw_kwargs is not None or store.client is None:
+        return None
+    table = pgvector_table(store)
+    if isinstance(retriever, WindowedVectorRetriever):
+        if table is None or not plain_vector_query(retriever.vector_retriever):
+            return None
+        return LeanSearch(store, table, retriever.depth + retriever.extra, retriever.depth, True, retriever.nodes_by_id)
+    if table is None or not isinstance(retriever, VectorIndexRetriever) or not plain_vector_query(retriever):
+        return None
+    return LeanSearch(store, table, retriever.similarity_top_k, retriever.similarity_top_k, False, {})

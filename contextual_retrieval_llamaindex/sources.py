@@ -3,8 +3,9 @@
 `HybridRetriever` wraps each of its retrievers for one `QueryBundle`: a `RetrieverSource` is
 searched with the bundle; a `VectorRetrieverSide` (a vector index retriever that dense feedback
 moves) is searched by the bundle's embedding, made once with the retriever's own model, and
-reads back its store's vectors of the fused top nodes. Every source keeps the nodes it returned
-(`found`), so the retriever can return the nodes the flow ranked.
+reads back its store's vectors of the fused top nodes; on a `PGVectorStore` its second search (dense
+feedback's) is `pgvector.search_again`. Every source keeps the nodes it returned (`found`), so the
+retriever can return the nodes the flow ranked.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from contextual_retrieval_core.search.feedback import FeedbackRows
 from contextual_retrieval_core.search.flow import Hits
 from contextual_retrieval_llamaindex._convert import scored_ids
 from contextual_retrieval_llamaindex.feedback import VectorSide
-from contextual_retrieval_llamaindex.pgvector import pgvector_store, server_address
+from contextual_retrieval_llamaindex.pgvector import lean_search, pgvector_store, server_address
 
 __all__ = ["RetrieverSource", "VectorRetrieverSide", "bound_sources", "first_nodes"]
 
@@ -65,19 +66,33 @@ class VectorRetrieverSide(RetrieverSource):
         return [(await self.side.awith_query_vector(self.bundle)).embedding]
 
     def _by(self, vector: Any) -> QueryBundle:
-        return dataclasses.replace(self.bundle, embedding=vector.tolist() if isinstance(vector, np.ndarray) else list(vector))
+        return dataclasses.replace(self.bundle, embedding=_floats(vector))
 
     def search_vectors(self, vectors: Sequence[Any]) -> list[Hits]:
+        lean = lean_search(self.retriever) if self.found else None  # feedback's second search
+        if lean is not None:
+            return self._keep(lean.search_again(_floats(vectors[0]), self._known()))
         return self._keep(self.retriever.retrieve(self._by(vectors[0])))
 
     async def asearch_vectors(self, vectors: Sequence[Any]) -> list[Hits]:
+        lean = lean_search(self.retriever) if self.found else None
+        if lean is not None:
+            return self._keep(await lean.asearch_again(_floats(vectors[0]), self._known()))
         return self._keep(await self.retriever.aretrieve(self._by(vectors[0])))
+
+    def _known(self) -> dict[str, BaseNode]:
+        """The nodes this query's sources returned, by id (the first source's first)."""
+        return {r.node.node_id: r.node for source in reversed(self.sources) for r in reversed(source.found)}
 
     def feedback_rows(self, top: Sequence[str]) -> FeedbackRows:
         return self.side.rows(top)
 
     async def afeedback_rows(self, top: Sequence[str]) -> FeedbackRows:
         return await self.side.arows(top)
+
+
+def _floats(vector: Any) -> list[float]:
+    return vector.tolist() if isinstance(vector, np.ndarray) else list(vector)
 
 
 def first_nodes(sources: Sequence[RetrieverSource]) -> dict[str, BaseNode]:

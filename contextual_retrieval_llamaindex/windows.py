@@ -95,6 +95,7 @@ class WindowedVectorRetriever(BaseRetriever):
     Attributes:
         vector_retriever: the index's `VectorIndexRetriever` over the rows (nodes and windows).
         extra: the number of window entries beyond one per node.
+        nodes_by_id: the nodes the windows belong to, by id.
     """
 
     def __init__(self, index: Any, nodes: Sequence[BaseNode], extra: int, depth: int,
@@ -106,6 +107,7 @@ class WindowedVectorRetriever(BaseRetriever):
         self._nodes: dict[str, BaseNode] = {n.node_id: n for n in nodes}
         self.depth = depth
         self.extra = extra
+        self.nodes_by_id = self._nodes
         super().__init__(**kwargs)
 
     def _collapse(self, results: list[NodeWithScore]) -> list[NodeWithScore]:

@@ -115,9 +115,29 @@ def test_langchain_search_by_vector_is_the_stores_own(langchain_retriever, core_
     assert np.allclose(held[contextual[0].id], core_embedder.embed_documents([contextual[0].indexed_text])[0], atol=1e-6)
 
 
-def test_llamaindex_feedback_reads_window_rows_back_as_the_in_memory_store_holds_them(pgvector_server, core_embedder) -> None:
+def dense_after_feedback(retriever: Any, query: str, run_async: bool = False) -> Any:
+    """{node id: similarity} of a `HybridRetriever`'s dense list after feedback (the flow's own)."""
+    from llama_index.core.schema import QueryBundle
+
+    from contextual_retrieval_core.search.flow import QueryFlow
+    from contextual_retrieval_llamaindex.sources import bound_sources
+
+    flow = QueryFlow(retriever.config, bound_sources(retriever.retrievers, retriever._feedback, QueryBundle(query)))
+
+    def dense(results: Any) -> dict[str, float]:
+        return {node_id: round(score, 5) for node_id, score in results[0].lists[0]}
+
+    if run_async:
+        async def run() -> dict[str, float]:
+            return dense(await flow.arun([query], rerank=False))
+        return run()
+    return dense(flow.run([query], rerank=False))
+
+
+async def test_llamaindex_windowed_feedback_on_pgvector_is_the_in_memory_stores(pgvector_server, core_embedder) -> None:
     """Windowed nodes: the rows read back from PGVectorStore (own row and window rows, in window
-    order) are SimpleVectorStore's, vector for vector."""
+    order) are SimpleVectorStore's, vector for vector, and the retriever's answers (its second
+    search selecting row ids and distances, `pgvector.search_again`) are the same, sync and async."""
     from urllib.parse import urlsplit
 
     from llama_index.core import StorageContext, VectorStoreIndex
@@ -127,11 +147,12 @@ def test_llamaindex_feedback_reads_window_rows_back_as_the_in_memory_store_holds
 
     from contextual_retrieval_core.dense.windows import WindowConfig
     from contextual_retrieval_llamaindex import CoreEmbedding, HybridRetriever
+    from contextual_retrieval_llamaindex.pgvector import lean_search
     from tests.pgvector_stores import sqlalchemy_url
 
     _, chunks = demo_chunks()
     nodes = [TextNode(id_=c.id, text=c.text) for c in chunks]
-    sides = []
+    sides, retrievers = [], []
     for store in (SimpleVectorStore(), PGVectorStore.from_params(
             connection_string=sqlalchemy_url(pgvector_server, "psycopg"), async_connection_string=sqlalchemy_url(pgvector_server, "asyncpg"),
             database=urlsplit(pgvector_server).path.lstrip("/"), table_name="windows", embed_dim=384)):
@@ -139,7 +160,13 @@ def test_llamaindex_feedback_reads_window_rows_back_as_the_in_memory_store_holds
                                  embed_model=CoreEmbedding(core_embedder))
         retriever = HybridRetriever.from_defaults(index, nodes=nodes, similarity_top_k=K, windows=WindowConfig(size=32))
         sides.append(retriever._feedback["dense"])
+        retrievers.append(retriever)
     assert sides[0].retriever.extra > 0  # some nodes have windows
+    assert lean_search(sides[0].retriever) is None and lean_search(sides[1].retriever) is not None
+    for query in QUERIES:  # the dense list after feedback: the same nodes at the same scores (ties in any order)
+        expected = dense_after_feedback(retrievers[0], query)
+        assert dense_after_feedback(retrievers[1], query) == expected, query
+        assert await dense_after_feedback(retrievers[1], query, run_async=True) == expected, query
     top = [n.node_id for n in nodes]
     memory, server = sides[0].rows(top), sides[1].rows(top)
     assert server.rows_of_chunk == memory.rows_of_chunk and max(map(len, server.rows_of_chunk.values())) > 1
