@@ -14,7 +14,8 @@ from typing import Any, Literal
 
 from langchain_core.documents import BaseDocumentTransformer
 from langchain_core.documents import Document as LCDocument
-from pydantic import ConfigDict, PrivateAttr, field_validator, model_validator
+from langchain_core.language_models import BaseChatModel
+from pydantic import ConfigDict, PrivateAttr, field_validator
 
 from contextual_retrieval_core.contextualize.contextualizer import (
     Contextualizer,
@@ -73,12 +74,12 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, ContextualizeFields
         embeddings: the embedding the chunks will get, for `fit_chunks` (`EmbedderEmbeddings` or
             any object exposing `max_tokens` and `count_tokens`; default: the library's offline
             MiniLM, 256 tokens).
-        generator: a core `ContextGenerator` (default: the offline `StructuralContextGenerator`).
-        llm: a LangChain chat model to write the contexts instead (`ChatAnthropic` gets prompt
-            caching); give `generator` or `llm`, not both.
-        prompt: the situating prompt for `llm` (default: the cookbook's).
-        prompt_caching: for `llm`: default True for `ChatAnthropic`, else False.
-        cache_ttl: prompt-cache TTL for `llm`: "5m" or "1h".
+        generator: who writes the contexts: a core `ContextGenerator` (default: the offline
+            `StructuralContextGenerator`) or a LangChain chat model (`ChatAnthropic` gets prompt
+            caching).
+        prompt: the situating prompt for a chat model (default: the cookbook's).
+        prompt_caching: for a chat model: default True for `ChatAnthropic`, else False.
+        cache_ttl: prompt-cache TTL for a chat model: "5m" or "1h".
         store: the context store (a path or a `ContextStore`); default: in memory for non-LLM
             generators, ~/.cache/contextual-retrieval/contexts.sqlite3 for LLMs.
         parent_id_key: the metadata key that names a chunk's parent document (and, failing
@@ -120,13 +121,12 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, ContextualizeFields
         (0, 2)
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")  # a misspelt or removed field is an error
 
     text_splitter: Any | None = None
     fit_chunks: bool = False
     embeddings: Any | None = None
     generator: Any | None = None
-    llm: Any | None = None
     prompt: ContextPrompt = DEFAULT_PROMPT
     prompt_caching: bool | None = None
     cache_ttl: Literal["5m", "1h"] = "5m"
@@ -149,11 +149,13 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, ContextualizeFields
             )
         return value
 
-    @model_validator(mode="after")
-    def _one_generator(self) -> ContextualDocumentTransformer:
-        if self.generator is not None and self.llm is not None:
-            raise InputError("pass generator= or llm=, not both")
-        return self
+    @field_validator("generator")
+    @classmethod
+    def _check_generator(cls, value: Any) -> Any:
+        if value is not None and not isinstance(value, BaseChatModel) and not callable(getattr(value, "generate", None)):
+            raise InputError(f"generator must be a core ContextGenerator or a LangChain chat model (e.g. ChatAnthropic), "
+                                 f"got {type(value).__name__}")
+        return value
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -162,9 +164,9 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, ContextualizeFields
         """The core `Contextualizer` (built on first use, then reused: one store per transformer)."""
         if self._contextualizer is None:
             generator = self.generator
-            if self.llm is not None:
+            if isinstance(generator, BaseChatModel):
                 generator = chat_model_generator(
-                    self.llm, prompt=self.prompt, prompt_caching=self.prompt_caching, cache_ttl=self.cache_ttl
+                    generator, prompt=self.prompt, prompt_caching=self.prompt_caching, cache_ttl=self.cache_ttl
                 )
             self._contextualizer = contextualizer_for(generator, self.store, self)
         return refresh_options(self._contextualizer, self)  # a field set later still counts

@@ -97,7 +97,7 @@ url, key, store, folder = sys.argv[1:5]
 import pathlib
 docs = [Document(page_content=p.read_text(), metadata={"source": p.name}) for p in sorted(pathlib.Path(folder).iterdir())]
 llm = ChatAnthropic(model="claude-haiku-4-5", api_key=key, base_url=url, max_tokens=300)
-part = ContextualDocumentTransformer(llm=llm, store=store, concurrency=2, show_progress=False,
+part = ContextualDocumentTransformer(generator=llm, store=store, concurrency=2, show_progress=False,
                                      text_splitter=RecursiveCharacterTextSplitter(chunk_size=300))
 if sys.argv[5] == "async":
     import asyncio

@@ -48,7 +48,7 @@ PROMPT = ChatPromptTemplate.from_messages(
 @pytest.fixture
 def chain_parts(tmp_path, lc_embeddings):
     llm = EchoChatModel(calls=[])
-    transformer = ContextualDocumentTransformer(llm=llm, store=tmp_path / "contexts.sqlite3", show_progress=False)
+    transformer = ContextualDocumentTransformer(generator=llm, store=tmp_path / "contexts.sqlite3", show_progress=False)
     docs = transformer.transform_documents(chunk_documents(), parents=whole_documents())
     assert len(llm.calls) == len(docs) == 8
     return transformer, docs, llm

@@ -121,8 +121,10 @@ def test_errors_name_the_fix() -> None:
         ContextualDocumentTransformer(show_progress=False).transform_documents([LCDocument("x")], parents={})
     with pytest.raises(ValueError, match="not in parents="):
         ContextualDocumentTransformer(show_progress=False).transform_documents([LCDocument("x", metadata={"source": "a"})], parents={})
-    with pytest.raises(ValueError, match="generator= or llm="):
-        ContextualDocumentTransformer(generator=context_generator(), llm=RecordingChatModel())
+    with pytest.raises(ValueError, match="llm"):  # a chat model is a generator= since 0.3
+        ContextualDocumentTransformer(llm=RecordingChatModel())
+    with pytest.raises(ValueError, match="generator must be a core ContextGenerator or a LangChain chat model"):
+        ContextualDocumentTransformer(generator="claude")
     with pytest.raises(TypeError, match="text splitter"):
         ContextualDocumentTransformer(text_splitter=object())
     with pytest.raises(ValueError, match="prompt_caching=False"):
@@ -131,7 +133,7 @@ def test_errors_name_the_fix() -> None:
 
 def test_any_chat_model_gets_plain_text_blocks(tmp_path) -> None:
     llm = RecordingChatModel(calls=[])
-    transformer = ContextualDocumentTransformer(structural_header=False, llm=llm, store=tmp_path / "c.sqlite3", show_progress=False, concurrency=1)
+    transformer = ContextualDocumentTransformer(structural_header=False, generator=llm, store=tmp_path / "c.sqlite3", show_progress=False, concurrency=1)
     out = transformer.transform_documents(chunk_documents()[:2], parents=whole_documents())
     assert [d.metadata["context"] for d in out] == ["Situating context."] * 2
     assert len(llm.calls) == 2
@@ -156,7 +158,7 @@ def test_chat_anthropic_caches_the_document_and_pays_once(tmp_path, use_async: b
         llm = ChatAnthropic(model=MODEL, api_key=server.api_key, base_url=server.url, max_retries=2, max_tokens=200)
         splitter = RecursiveCharacterTextSplitter(chunk_size=4000, chunk_overlap=0)
         doc = _long_document("long.md", 2600)  # ~16,000 characters: above Haiku 3's 2,048-token minimum
-        transformer = ContextualDocumentTransformer(text_splitter=splitter, llm=llm, store=tmp_path / "c.sqlite3", show_progress=False)
+        transformer = ContextualDocumentTransformer(text_splitter=splitter, generator=llm, store=tmp_path / "c.sqlite3", show_progress=False)
         run = (lambda: asyncio.run(transformer.atransform_documents([doc]))) if use_async else (lambda: transformer.transform_documents([doc]))
         out = run()
         n = len(out)
