@@ -112,8 +112,16 @@ def test_every_damaged_file_is_named_or_changes_nothing(folders):
     assert cases >= 40 and named >= 30, (cases, named, unchanged)
 
 
-def test_a_read_only_copy_answers_for_an_unprivileged_reader(folders):
-    ix, _ = folders
+@pytest.mark.parametrize("size", ["small", "25k"])
+def test_a_read_only_copy_answers_for_an_unprivileged_reader(folders, tmp_path_factory, size):
+    """Below the IVF threshold (exact search over the rows) and above it (the IVF index)."""
+    if size == "small":
+        root = tmp_path_factory.mktemp("small")
+        ix = root / "ix"
+        ContextualIndex(ix, embedder=CountingEmbedder()).update([corpus(root / "docs", 3, 10, 3)], show_progress=False)
+        assert not (ix / json.loads((ix / "manifest.json").read_text())["bm25"] / "ivf.faiss").exists()
+    else:
+        ix, _ = folders
     tmp_path = Path(tempfile.mkdtemp(prefix="read-only-index-"))  # outside pytest's folders, which only root may enter
     try:
         _read_only_answers(ix, tmp_path)
