@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -33,20 +34,27 @@ import numpy as np
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
-from langchain_milvus import BM25BuiltInFunction, Milvus
 
 from contextual_retrieval_core.chunking.tokenizer import Tokenizer
+from contextual_retrieval_core.errors import MissingDependencyError
 from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_core.search.milvus import (
     ANALYSES,
     ANALYZER,
     BM25_INDEX_PARAMS,
+    GRPC_OPTIONS,
     TERMS,
     milvus_call,
     milvus_filter,
     milvus_terms,
 )
 from contextual_retrieval_langchain.ensemble import ContextualEnsembleRetriever
+
+try:
+    from langchain_milvus import BM25BuiltInFunction, Milvus
+except ImportError as exc:  # pragma: no cover - the milvus extra is not installed
+    raise MissingDependencyError("contextual_retrieval_langchain.milvus needs langchain-milvus: "
+                                 "pip install 'contextual-retrieval-kit[milvus]'") from exc
 
 __all__ = ["ContextualMilvus", "MilvusLeg", "milvus_ensemble", "milvus_retrievers"]
 
@@ -84,15 +92,24 @@ class ContextualMilvus(Milvus):
         self.analysis = analysis
         self.tokenizer = tokenizer or Tokenizer()
         text_field = kwargs.get("text_field", "text")
+        kwargs["connection_args"] = {"grpc_options": dict(GRPC_OPTIONS), **(kwargs.get("connection_args") or {})}
         kwargs.setdefault("index_params", [{"index_type": "FLAT", "metric_type": "IP", "params": {}},
                                            {"index_type": "SPARSE_INVERTED_INDEX", "metric_type": "BM25",
                                             "params": dict(BM25_INDEX_PARAMS) if analysis == "ours" else {}}])
-        super().__init__(
-            embedding_function,
-            builtin_function=BM25BuiltInFunction(input_field_names=TERMS if analysis == "ours" else text_field,
-                                                 output_field_names=SPARSE, analyzer_params=dict(ANALYZER)),
-            vector_field=[DENSE, SPARSE], enable_dynamic_field=True, **kwargs,
-        )
+        # outside an event loop `Milvus` cannot open its async client and logs a warning saying so;
+        # the legs' async searches run the sync client in a worker thread and never need it
+        log = logging.getLogger("langchain_milvus.vectorstores.milvus")
+        level = log.level
+        log.setLevel(logging.ERROR)
+        try:
+            super().__init__(
+                embedding_function,
+                builtin_function=BM25BuiltInFunction(input_field_names=TERMS if analysis == "ours" else text_field,
+                                                     output_field_names=SPARSE, analyzer_params=dict(ANALYZER)),
+                vector_field=[DENSE, SPARSE], enable_dynamic_field=True, **kwargs,
+            )
+        finally:
+            log.setLevel(level)
 
     @property
     def uri(self) -> str:
@@ -161,11 +178,12 @@ class MilvusLeg(VectorStore):
 
     def _search(self, data: Any, k: int, filter: Mapping[str, Any] | None) -> list[tuple[Document, float]]:
         store = self.store
-        outputs = [f for f in store.fields if f not in (DENSE, SPARSE, TERMS)]
+        # the Documents' fields and metadata, not the vectors and terms ("*" would send those too)
+        outputs = [f for f in store.fields if f not in (DENSE, SPARSE, TERMS)] + (["$meta"] if store.enable_dynamic_field else [])
         params = {"metric_type": "IP"} if self.field == DENSE else {"metric_type": "BM25"}
         found = milvus_call(store.uri, store.client, store.collection_name, lambda: store.client.search(
             store.collection_name, data=[data], anns_field=self.field, limit=k, filter=milvus_filter(filter, "$meta"),
-            output_fields=outputs + (["*"] if store.enable_dynamic_field else []), search_params=params, timeout=self.timeout,
+            output_fields=outputs, search_params=params, timeout=self.timeout,
         ))
         return [(store.document_of(hit["entity"], hit[store.primary_field]), abs(float(hit["distance"])))
                 for hit in (found[0] if found else [])]

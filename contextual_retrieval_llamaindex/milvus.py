@@ -33,22 +33,33 @@ import numpy as np
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.types import MetadataFilters, VectorStoreQuery, VectorStoreQueryMode, VectorStoreQueryResult
-from llama_index.vector_stores.milvus import MilvusVectorStore
-from llama_index.vector_stores.milvus.utils import BM25BuiltInFunction
 
 from contextual_retrieval_core.chunking.tokenizer import Tokenizer
+from contextual_retrieval_core.errors import MissingDependencyError
 from contextual_retrieval_core.search.config import FusionConfig
-from contextual_retrieval_core.search.milvus import ANALYSES, ANALYZER, BM25_INDEX_PARAMS, TERMS, milvus_call, milvus_terms
+from contextual_retrieval_core.search.milvus import (
+    ANALYSES,
+    ANALYZER,
+    BM25_INDEX_PARAMS,
+    GRPC_OPTIONS,
+    TERMS,
+    milvus_call,
+    milvus_terms,
+)
 from contextual_retrieval_llamaindex._convert import indexed_text
 from contextual_retrieval_llamaindex.hybrid import HybridRetriever
+
+try:
+    from llama_index.vector_stores.milvus import MilvusVectorStore
+    from llama_index.vector_stores.milvus.utils import BM25BuiltInFunction
+except ImportError as exc:  # pragma: no cover - the milvus extra is not installed
+    raise MissingDependencyError("contextual_retrieval_llamaindex.milvus needs llama-index-vector-stores-milvus: "
+                                 "pip install 'contextual-retrieval-kit[milvus]'") from exc
 
 __all__ = ["ContextualMilvusVectorStore", "milvus_hybrid_retriever"]
 
 #: the modes that search the BM25 function by the query's text
 _TEXT_MODES = (VectorStoreQueryMode.TEXT_SEARCH, VectorStoreQueryMode.SPARSE)
-#: a client channel that retries a server that went away within a second (`search.milvus`)
-_GRPC_OPTIONS = {"grpc.use_local_subchannel_pool": 1, "grpc.initial_reconnect_backoff_ms": 100,
-                 "grpc.min_reconnect_backoff_ms": 100, "grpc.max_reconnect_backoff_ms": 1000}
 
 
 class ContextualMilvusVectorStore(MilvusVectorStore):
@@ -84,7 +95,7 @@ class ContextualMilvusVectorStore(MilvusVectorStore):
         ours = analysis == "ours"
         kwargs.setdefault("index_config", {"index_type": "FLAT"})
         kwargs.setdefault("similarity_metric", "IP")
-        kwargs.setdefault("grpc_options", _GRPC_OPTIONS)
+        kwargs.setdefault("grpc_options", dict(GRPC_OPTIONS))
         if ours:
             from pymilvus import DataType
 
@@ -135,6 +146,8 @@ class ContextualMilvusVectorStore(MilvusVectorStore):
             if not terms.strip():
                 return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
             query = dataclasses.replace(query, query_str=terms)
+        if query.output_fields is None and not self.output_fields:  # the nodes, not the vectors and terms ("*" sends those too)
+            query = dataclasses.replace(query, output_fields=["$meta", self.doc_id_field])
         result = self._call(lambda: MilvusVectorStore.query(self, query, **kwargs))
         for node in result.nodes or ():
             node.metadata.pop(TERMS, None)

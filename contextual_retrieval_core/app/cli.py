@@ -273,8 +273,9 @@ def _milvus_options(ix: argparse.ArgumentParser) -> None:
     group = ix.add_argument_group("Milvus", "keep both sides of the hybrid (the dense vectors and BM25) in a Milvus "
                                   "collection, for several query machines or a corpus past one machine")
     group.add_argument("--milvus-uri", metavar="URI", help="the Milvus server, e.g. http://127.0.0.1:19530 (Milvus Lite: "
-                       "`milvus-lite server --data-dir DIR --port PORT`; standalone or a cluster's proxy alike); the "
-                       "index folder remembers it and keeps only the update's state (record, contexts, embedding cache)")
+                       "`milvus-lite server --data-dir DIR --port PORT`; standalone or a cluster's proxy alike; credentials, if "
+                       "it asks for any, in $MILVUS_TOKEN, never written down); the index folder remembers it and keeps "
+                       "only the update's state (record, contexts, embedding cache)")
     group.add_argument("--collection", metavar="NAME", help="the collection (default: the one the folder records, "
                        "else a new unique name)")
 
@@ -643,7 +644,8 @@ def _milvus_index(folder: str, uri: str | None) -> Any:
 
     _quiet_pymilvus()
     record = MilvusIndexRecord.read(folder)
-    return MilvusContextualIndex(folder, embedder=choose_embedder(record.embedder["kind"], record.embedder["model"]), uri=uri)
+    return MilvusContextualIndex(folder, embedder=choose_embedder(record.embedder["kind"], record.embedder["model"]), uri=uri,
+                                 token=os.environ.get("MILVUS_TOKEN") or None)
 
 
 def _cmd_index_milvus(args: argparse.Namespace) -> int:
@@ -672,7 +674,8 @@ def _cmd_index_milvus(args: argparse.Namespace) -> int:
     embedder = choose_embedder(embedder_kind, old.embedder["model"] if old and embedder_kind == old.embedder["kind"] else None)
     generator = choose_generator(contexts, model)
     index = MilvusContextualIndex(
-        index_dir, embedder=embedder, uri=args.milvus_uri, collection=args.collection, generator=generator,
+        index_dir, embedder=embedder, uri=args.milvus_uri, collection=args.collection, token=os.environ.get("MILVUS_TOKEN") or None,
+        generator=generator,
         chunk_chars=args.chunk_chars or (old.chunk_chars if old else None) or DEFAULT_CHUNK_CHARS,
         weights=weights_for(embedder), concurrency=args.concurrency,
     )

@@ -25,8 +25,9 @@ then the record is written, then the rows no file lists any more are deleted. An
 at any point (the server killed, the process interrupted) leaves rows a rerun overwrites or
 deletes: the rerun upserts the same ids again (nothing is duplicated), redoes every file whose
 chunks are not all on the server (nothing is missing), reads the contexts from the store and the
-vectors from the cache (nothing is paid for twice). Each chunk is one row, its text embedded as
-the embedder takes it (truncated at its window). An update and a removal hold the folder's lock.
+vectors from the cache (nothing is paid for twice). An update ends by flushing what it wrote (sealed
+segments: Milvus Lite searches them much faster). Each chunk is one row, its text embedded as the
+embedder takes it (truncated at its window). An update and a removal hold the folder's lock.
 
 Example:
     >>> from contextual_retrieval_core.embeddings import LocalMiniLMEmbedder
@@ -168,6 +169,7 @@ class MilvusContextualIndex:
         dense_index: the dense field's Milvus index (default: FLAT, exact; see `MilvusCollection`).
         batch_rows: rows per upsert request.
         timeout: seconds a Milvus request may take, retries included (`MilvusCollection`).
+        client: a pymilvus `MilvusClient` to use (`MilvusCollection`).
 
     Threads: `search` may run in many threads at once (they share one pymilvus client and the
     embedder). A server that does not answer is `MilvusServerUnavailable` naming the URI; the
@@ -190,6 +192,7 @@ class MilvusContextualIndex:
         dense_index: Mapping[str, Any] | None = None,
         batch_rows: int = 256,
         timeout: float = 10.0,
+        client: Any = None,
     ) -> None:
         if collection is not None and not _COLLECTION_NAME.fullmatch(collection):
             raise ValueError(f"a Milvus collection name is letters, digits and underscores, not starting with a digit "
@@ -205,6 +208,7 @@ class MilvusContextualIndex:
         self.dense_index = dense_index
         self.batch_rows = batch_rows
         self.timeout = timeout
+        self._client = client
         self.record: MilvusIndexRecord | None = MilvusIndexRecord.read(self.path) if uses_milvus(self.path) else None
         self._collection: MilvusCollection | None = None
         self._checked = False
@@ -244,7 +248,7 @@ class MilvusContextualIndex:
                 self._collection_name = name
             analysis = cast("Analysis", self.record.analysis if self.record else self.analysis)
             self._collection = MilvusCollection(self.uri, name, token=self._token, analysis=analysis, dense_index=self.dense_index,
-                                                batch_rows=self.batch_rows, timeout=self.timeout)
+                                                batch_rows=self.batch_rows, timeout=self.timeout, client=self._client)
         return self._collection
 
     def __len__(self) -> int:
@@ -385,6 +389,8 @@ class MilvusContextualIndex:
         self.record, self._checked = record, True
         stale = (held | {c.id for c in chunks}) - wanted  # rows no file lists: gone files, old versions of changed ones
         collection.delete(sorted(stale))
+        if rows or stale:
+            collection.flush()
         report.chunks_removed = len(old_ids - wanted)
         report.chunks_total = len(wanted)
         report.elapsed_s = time.perf_counter() - started
@@ -411,6 +417,7 @@ class MilvusContextualIndex:
             record.files = {d: e for d, e in record.files.items() if d not in gone}
             record.write(self.path)
             self.collection.delete(dropped)
+            self.collection.flush()
         return IndexReport(files_removed=len(gone), chunks_removed=len(dropped), chunks_total=record.chunk_count,
                            elapsed_s=time.perf_counter() - started)
 

@@ -53,6 +53,7 @@ from contextual_retrieval_core.search.where import where_predicate
 
 __all__ = [
     "ANALYSES",
+    "GRPC_OPTIONS",
     "ANALYZER",
     "BM25_INDEX_PARAMS",
     "TERMS",
@@ -85,9 +86,10 @@ ANALYZER = {"tokenizer": "standard"}
 BM25_INDEX_PARAMS = {"params": {"bm25_k1": BM25_K1, "bm25_b": BM25_B}}
 #: the collection property that records the settings (JSON)
 _SETTINGS = "contextual_retrieval.settings"
-#: a channel of our own that retries a server that went away within a second (gRPC's default
-#: backoff waits up to 2 minutes, so a restarted server would go unanswered that long)
-_GRPC_OPTIONS = {"grpc.use_local_subchannel_pool": 1, "grpc.initial_reconnect_backoff_ms": 100,
+#: a client channel of its own that retries a server that went away within a second (gRPC's
+#: default backoff waits up to 2 minutes, so a restarted server would go unanswered that long);
+#: the core's client and both frameworks' Milvus stores are given it
+GRPC_OPTIONS = {"grpc.use_local_subchannel_pool": 1, "grpc.initial_reconnect_backoff_ms": 100,
                  "grpc.min_reconnect_backoff_ms": 100, "grpc.max_reconnect_backoff_ms": 1000}
 #: a VARCHAR field's longest value in Milvus (bytes, UTF-8)
 _MAX_VARCHAR = 65_535
@@ -265,6 +267,8 @@ class MilvusCollection:
         timeout: seconds a request may take, retries included (pymilvus retries a server that
             does not answer until then), before the server counts as not answering.
         batch_rows: rows per upsert request, and ids per read.
+        client: a pymilvus `MilvusClient` to use (default: one made on first use, with a channel
+            that retries a server that went away within a second).
 
     Every method that reaches the server raises `MilvusServerUnavailable` (naming the URI) when it
     does not answer. Thread-safe as pymilvus's client is: calls from many threads share one client.
@@ -280,6 +284,7 @@ class MilvusCollection:
     def __init__(
         self, uri: str, name: str, *, token: str | None = None, analysis: Analysis = "ours", tokenizer: Tokenizer | None = None,
         dense_index: Mapping[str, Any] | None = None, timeout: float = 10.0, batch_rows: int = 256,
+        client: Any = None,
     ) -> None:
         if not uri or not isinstance(uri, str):
             raise ValueError(f"a Milvus URI is needed (http://host:19530), got {uri!r}")
@@ -293,7 +298,7 @@ class MilvusCollection:
         self.timeout = float(timeout)
         self.batch_rows = positive_int("batch_rows", batch_rows)
         self._token = token
-        self._client: Any = None
+        self._client: Any = client
 
     def __repr__(self) -> str:
         return f"MilvusCollection({milvus_uri_name(self.uri)!r}, {self.name!r}, analysis={self.analysis!r})"
@@ -309,7 +314,7 @@ class MilvusCollection:
             except ImportError as exc:  # pragma: no cover - depends on the environment
                 raise ImportError("pymilvus is not installed; pip install 'contextual-retrieval-kit[milvus]'") from exc
             try:
-                self._client = MilvusClient(uri=self.uri, token=self._token or "", timeout=self.timeout, grpc_options=_GRPC_OPTIONS)
+                self._client = MilvusClient(uri=self.uri, token=self._token or "", timeout=self.timeout, grpc_options=GRPC_OPTIONS)
             except Exception as exc:
                 if _down(exc):
                     raise _unavailable(self.uri, exc) from exc
@@ -405,6 +410,12 @@ class MilvusCollection:
         """Write `rows` (a row with an id already there replaces it: a rerun writes nothing twice)."""
         for start in range(0, len(rows), self.batch_rows):
             self._call("upsert", self.name, [self._entity(r) for r in rows[start : start + self.batch_rows]])
+
+    def flush(self) -> None:
+        """Seal what was written into segments (Milvus does so by itself in time; Milvus Lite
+        searches rows still in memory by rebuilding their index for every search: 20 to 70 times
+        slower at 20,000 rows, `benchmarks/RESULTS.md`)."""
+        self._call("flush", self.name)
 
     def delete(self, ids: Sequence[str]) -> None:
         """Delete the rows of `ids` (ids it does not hold are ignored)."""
