@@ -6,7 +6,9 @@ context + chunk Documents). Query: `ContextualBM25Retriever`, `ContextualEnsembl
 local). `LocalMiniLMEmbeddings` / `ContextualVoyageEmbeddings` / `EmbedderEmbeddings` wrap the core
 embedders; `LateChunkingEmbeddings` late-chunks Documents grouped by parent (offline);
 `chroma_from_documents` builds an embedded Chroma; `format_docs_for_llm` marks context
-and source apart in prompts.
+and source apart in prompts. `ContextualMilvus`, `MilvusLeg`, `milvus_retrievers` and
+`milvus_ensemble` keep both sides of the hybrid in one Milvus collection (the ``milvus`` extra;
+imported on first use).
 
 Example:
     >>> from langchain_core.documents import Document
@@ -32,6 +34,9 @@ Example:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from contextual_retrieval_core._sdk import lazy_exports
 from contextual_retrieval_core.errors import MissingDependencyError
 
 try:
@@ -59,6 +64,9 @@ from contextual_retrieval_langchain.rerank import RerankCompressor
 from contextual_retrieval_langchain.transformer import ContextualDocumentTransformer
 from contextual_retrieval_langchain.vectorstores import chroma_from_documents
 
+if TYPE_CHECKING:  # pragma: no cover - typing only; imported on first use (the milvus extra)
+    from contextual_retrieval_langchain.milvus import ContextualMilvus, MilvusLeg, milvus_ensemble, milvus_retrievers
+
 __all__ = [
     "ContextPruningCompressor",
     "CHUNK_ID_KEY",
@@ -69,12 +77,20 @@ __all__ = [
     "ContextualBM25Retriever",
     "ContextualDocumentTransformer",
     "ContextualEnsembleRetriever",
+    "ContextualMilvus",
     "ContextualVoyageEmbeddings",
     "EmbedderEmbeddings",
     "LateChunkingEmbeddings",
     "LocalMiniLMEmbeddings",
+    "MilvusLeg",
     "RerankCompressor",
     "chat_model_generator",
     "chroma_from_documents",
     "format_docs_for_llm",
+    "milvus_ensemble",
+    "milvus_retrievers",
 ]
+
+__getattr__, __dir__ = lazy_exports(globals(), {
+    name: "contextual_retrieval_langchain.milvus" for name in ("ContextualMilvus", "MilvusLeg", "milvus_ensemble", "milvus_retrievers")
+})

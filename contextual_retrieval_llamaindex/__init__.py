@@ -11,8 +11,13 @@
 - `LateChunkingEmbedding`: late-chunked node vectors (nodes of one document embedded together) in
   an `IngestionPipeline`, offline.
 - `chroma_vector_store`: embedded Chroma holding our embeddings.
+- `ContextualMilvusVectorStore`, `milvus_hybrid_retriever`: both sides of the hybrid in one Milvus
+  collection (the ``milvus`` extra; imported on first use).
 """
 
+from typing import TYPE_CHECKING
+
+from contextual_retrieval_core._sdk import lazy_exports
 from contextual_retrieval_core.errors import MissingDependencyError
 
 try:
@@ -33,9 +38,13 @@ from contextual_retrieval_llamaindex.pruning import ContextPruningPostprocessor,
 from contextual_retrieval_llamaindex.rerank import ContextualRerank
 from contextual_retrieval_llamaindex.splitter import FittedSplitter, StructureSplitter
 
+if TYPE_CHECKING:  # pragma: no cover - typing only; imported on first use (the milvus extra)
+    from contextual_retrieval_llamaindex.milvus import ContextualMilvusVectorStore, milvus_hybrid_retriever
+
 __all__ = [
     "ContextPruningPostprocessor",
     "ContextualBM25Retriever",
+    "ContextualMilvusVectorStore",
     "ContextualNodeParser",
     "ContextualRerank",
     "ContextualVoyageEmbedding",
@@ -48,4 +57,10 @@ __all__ = [
     "LocalMiniLMEmbedding",
     "chroma_vector_store",
     "llm_context_generator",
+    "milvus_hybrid_retriever",
 ]
+
+__getattr__, __dir__ = lazy_exports(globals(), {
+    "ContextualMilvusVectorStore": "contextual_retrieval_llamaindex.milvus",
+    "milvus_hybrid_retriever": "contextual_retrieval_llamaindex.milvus",
+})

@@ -15,10 +15,11 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from contextual_retrieval_core.search.config import FusionConfig
     from contextual_retrieval_core.search.flow import FlowResult, QueryFlow
     from contextual_retrieval_core.search.hybrid import HybridSearcher, SearchHit
+    from contextual_retrieval_core.search.milvus import MilvusCollection, MilvusServerUnavailable
     from contextual_retrieval_core.search.rank_fusion import FusedHit, fuse, reciprocal_rank_fusion, relative_score_fusion
     from contextual_retrieval_core.search.ranked import RankedHit
 
-__all__ = ["BM25Index", "FlowResult", "FusedHit", "FusionConfig", "HybridSearcher", "QueryFlow", "RankedHit", "SearchHit", "fuse", "reciprocal_rank_fusion", "relative_score_fusion"]
+__all__ = ["BM25Index", "FlowResult", "FusedHit", "FusionConfig", "HybridSearcher", "MilvusCollection", "MilvusServerUnavailable", "QueryFlow", "RankedHit", "SearchHit", "fuse", "reciprocal_rank_fusion", "relative_score_fusion"]
 
 __getattr__, __dir__ = lazy_exports(globals(), {
     "BM25Index": "contextual_retrieval_core.search.bm25",
@@ -26,6 +27,8 @@ __getattr__, __dir__ = lazy_exports(globals(), {
     "FusedHit": "contextual_retrieval_core.search.rank_fusion",
     "FusionConfig": "contextual_retrieval_core.search.config",
     "HybridSearcher": "contextual_retrieval_core.search.hybrid",
+    "MilvusCollection": "contextual_retrieval_core.search.milvus",
+    "MilvusServerUnavailable": "contextual_retrieval_core.search.milvus",
     "QueryFlow": "contextual_retrieval_core.search.flow",
     "RankedHit": "contextual_retrieval_core.search.ranked",
     "SearchHit": "contextual_retrieval_core.search.hybrid",
