@@ -10,6 +10,8 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from contextual_retrieval_core.errors import ContextualRetrievalError
+
 __all__ = ["error_classes", "LIBRARY_ERRORS", "SDK_ERRORS", "LOCAL_ENGINES", "ENGINE_ERRORS", "local_engine", "gathered_warnings", "warnings_line", "quiet_broken_pipe", "describe"]
 
 
@@ -51,11 +53,11 @@ def _loaded(names: tuple[tuple[str, str], ...]) -> list[type[BaseException]]:
 
 def error_classes() -> tuple[type[BaseException], ...]:
     """What a run reports as "error:" and exit 2: bad input, damaged or unreadable files, missing
-    extras, locks, the library's own errors (`ContextStoreError`, `IndexDamagedError`,
+    extras, locks, every `ContextualRetrievalError` (an `InputTypeError` too), the library's own errors (`ContextStoreError`, `IndexDamagedError`,
     `IndexFileError`, `FatalGenerationError`, ...: subclasses of the builtins here, or in
     `LIBRARY_ERRORS`), the local engines' errors (`ENGINE_ERRORS`) and the hosted services' SDK
     errors. A bug (TypeError, AttributeError, KeyError, ...) keeps its traceback."""
-    return (ValueError, OSError, ImportError, RuntimeError, sqlite3.Error, *_loaded(LIBRARY_ERRORS),
+    return (ContextualRetrievalError, ValueError, OSError, ImportError, RuntimeError, sqlite3.Error, *_loaded(LIBRARY_ERRORS),
             *_loaded(ENGINE_ERRORS), *_loaded(SDK_ERRORS))
 
 
