@@ -5,7 +5,7 @@ files, a server or a paid API, and nothing else (a bug in your code or ours keep
 Besides the specific classes (`IndexDamagedError`, `ContextStoreError`, ...), the general ones
 here carry the checks on arguments and inputs: `InputError` (a `ValueError`), `InputTypeError`
 (a `TypeError`), `NotFoundError` (a `FileNotFoundError`), `MissingDependencyError` (an
-`ImportError`) and `RunError` (a `RuntimeError`).
+`ImportError`), `RunError` (a `RuntimeError`) and `DiskError` (an `OSError`).
 Each error also keeps the builtin base users already catch (`ValueError` for bad input and damaged
 files, `RuntimeError` for a run that could not finish, `OSError` for a full disk,
 `ConnectionError` for a server that does not answer), so existing ``except ValueError`` code goes
@@ -21,7 +21,7 @@ Example:
 
 from __future__ import annotations
 
-__all__ = ["ContextualRetrievalError", "InputError", "InputTypeError", "NotFoundError", "MissingDependencyError", "RunError"]
+__all__ = ["ContextualRetrievalError", "InputError", "InputTypeError", "NotFoundError", "MissingDependencyError", "RunError", "DiskError"]
 
 
 class ContextualRetrievalError(Exception):
@@ -51,3 +51,8 @@ class MissingDependencyError(ContextualRetrievalError, ImportError):
 class RunError(ContextualRetrievalError, RuntimeError):
     """A call that cannot go on in the state it found (a closed object, an event loop it may not
     use, a run already stopped); the message says what to do instead."""
+
+
+class DiskError(ContextualRetrievalError, OSError):
+    """A file the library writes cannot be written (a full disk, no permission); the message names
+    the folder and where to find room."""

@@ -36,7 +36,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 
 from contextual_retrieval_core.chunking.tokenizer import Tokenizer
-from contextual_retrieval_core.errors import MissingDependencyError
+from contextual_retrieval_core.errors import InputError, MissingDependencyError
 from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_core.search.milvus import (
     ANALYSES,
@@ -88,7 +88,7 @@ class ContextualMilvus(Milvus):
         **kwargs: Any,
     ) -> None:
         if analysis not in ANALYSES:
-            raise ValueError(f"analysis must be one of {ANALYSES}, got {analysis!r}")
+            raise InputError(f"analysis must be one of {ANALYSES}, got {analysis!r}")
         self.analysis = analysis
         self.tokenizer = tokenizer or Tokenizer()
         text_field = kwargs.get("text_field", "text")
@@ -165,7 +165,7 @@ class MilvusLeg(VectorStore):
 
     def __init__(self, store: ContextualMilvus, field: Field = DENSE, *, timeout: float = 10.0) -> None:
         if field not in (DENSE, SPARSE):
-            raise ValueError(f"field must be 'dense' or 'sparse', got {field!r}")
+            raise InputError(f"field must be 'dense' or 'sparse', got {field!r}")
         self.store, self.field, self.timeout = store, field, float(timeout)
 
     @property
@@ -199,7 +199,7 @@ class MilvusLeg(VectorStore):
     def similarity_search_with_score_by_vector(self, embedding: Sequence[float], k: int = 4,
                                                filter: Mapping[str, Any] | None = None, **kwargs: Any) -> list[tuple[Document, float]]:
         if self.field != DENSE:
-            raise ValueError("the BM25 leg searches by text, not by vector")
+            raise InputError("the BM25 leg searches by text, not by vector")
         return self._search([float(x) for x in embedding], k, filter)
 
     def scored_by_vector(self, vector: Sequence[float], k: int = 4, **kwargs: Any) -> list[tuple[Document, float | None]]:

@@ -35,7 +35,7 @@ from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.types import MetadataFilters, VectorStoreQuery, VectorStoreQueryMode, VectorStoreQueryResult
 
 from contextual_retrieval_core.chunking.tokenizer import Tokenizer
-from contextual_retrieval_core.errors import MissingDependencyError
+from contextual_retrieval_core.errors import InputError, MissingDependencyError
 from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_core.search.milvus import (
     ANALYSES,
@@ -90,7 +90,7 @@ class ContextualMilvusVectorStore(MilvusVectorStore):
     def __init__(self, uri: str = "http://127.0.0.1:19530", *, analysis: Literal["ours", "milvus"] = "ours",
                  tokenizer: Tokenizer | None = None, timeout: float = 10.0, **kwargs: Any) -> None:
         if analysis not in ANALYSES:
-            raise ValueError(f"analysis must be one of {ANALYSES}, got {analysis!r}")
+            raise InputError(f"analysis must be one of {ANALYSES}, got {analysis!r}")
         text_key = kwargs.get("text_key", "text")
         ours = analysis == "ours"
         kwargs.setdefault("index_config", {"index_type": "FLAT"})

@@ -23,6 +23,7 @@ from llama_index.core.vector_stores.types import MetadataFilters
 
 from contextual_retrieval_core.dense.window_rows import WINDOW_OF_KEY, max_pooling_only, plan_rows, row_owner, windowable
 from contextual_retrieval_core.dense.windows import WindowConfig, fetch_sizes, first_per_owner
+from contextual_retrieval_core.errors import InputError, InputTypeError
 from contextual_retrieval_llamaindex._compat import index_embed_model
 from contextual_retrieval_llamaindex._convert import indexed_text
 
@@ -37,7 +38,7 @@ def add_windows(index: Any, nodes: Sequence[BaseNode], windows: WindowConfig) ->
     windows = checked
     model = index_embed_model(index)  # the model the index embedded the nodes (and embeds queries) with
     if model is None:
-        raise TypeError(f"windows= needs a VectorStoreIndex (its embedding model embeds the windows), got {type(index).__name__}")
+        raise InputTypeError(f"windows= needs a VectorStoreIndex (its embedding model embeds the windows), got {type(index).__name__}")
     chunks = [windowable(n.node_id, indexed_text(n), n.get_content(metadata_mode=MetadataMode.NONE)) for n in nodes]
     long = [(n, rows) for n, rows in zip(nodes, plan_rows(model, chunks, windows)) if len(rows) > 1]
     if not long:
@@ -74,7 +75,7 @@ def index_nodes(index: Any) -> list[BaseNode]:
     """The nodes of `index`'s docstore, without window entries; ValueError when it keeps none."""
     nodes = [n for n in index.docstore.docs.values() if WINDOW_OF_KEY not in n.metadata]
     if not nodes:
-        raise ValueError("windows= needs the nodes: the index's docstore holds none (a vector store that keeps "
+        raise InputError("windows= needs the nodes: the index's docstore holds none (a vector store that keeps "
                          "the text, such as Chroma); pass nodes=... from your pipeline")
     return nodes
 

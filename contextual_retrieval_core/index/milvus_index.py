@@ -54,6 +54,7 @@ from contextual_retrieval_core.checks import is_blank, positive_int, string_list
 from contextual_retrieval_core.chunking.split import DEFAULT_CHUNK_CHARS
 from contextual_retrieval_core.dense.window_rows import embed_rows
 from contextual_retrieval_core.embeddings.base import Embedder
+from contextual_retrieval_core.errors import InputError, InputTypeError, NotFoundError
 from contextual_retrieval_core.factories import embedder_kind
 from contextual_retrieval_core.generators.base import ContextGenerator
 from contextual_retrieval_core.index.files import MAX_FILE_BYTES, collect_files
@@ -116,15 +117,15 @@ class MilvusIndexRecord:
         `IndexDamagedError` when it cannot be read."""
         file = Path(folder) / MILVUS_FILE
         if not file.is_file():
-            raise FileNotFoundError(f"{folder} is not an index on Milvus (no {MILVUS_FILE}); build one with: "
+            raise NotFoundError(f"{folder} is not an index on Milvus (no {MILVUS_FILE}); build one with: "
                                     f"contextual-retrieval index PATH... --index-dir {folder} --milvus-uri URI")
         fix = f"re-run `contextual-retrieval index PATH... --index-dir {folder} --milvus-uri URI` to rewrite it"
         try:
             data = json.loads(file.read_text(encoding="utf-8"))
             if data.get("format") != _FORMAT:
-                raise ValueError(f"format is {data.get('format')!r}, not {_FORMAT!r}")
+                raise InputError(f"format is {data.get('format')!r}, not {_FORMAT!r}")
             if int(data.get("format_version", 0)) > _FORMAT_VERSION:
-                raise ValueError("written by a newer contextual-retrieval; upgrade it")
+                raise InputError("written by a newer contextual-retrieval; upgrade it")
             return cls(
                 uri=str(data["uri"]), collection=str(data["collection"]), embedder=dict(data["embedder"]),
                 dimension=positive_int("dimension", data["dimension"]), generator=dict(data["generator"]),
@@ -195,7 +196,7 @@ class MilvusContextualIndex:
         client: Any = None,
     ) -> None:
         if collection is not None and not _COLLECTION_NAME.fullmatch(collection):
-            raise ValueError(f"a Milvus collection name is letters, digits and underscores, not starting with a digit "
+            raise InputError(f"a Milvus collection name is letters, digits and underscores, not starting with a digit "
                              f"(at most 255), got {collection!r}")
         self.path = Path(path)
         self.embedder = embedder
@@ -235,7 +236,7 @@ class MilvusContextualIndex:
     def uri(self) -> str:
         uri = self._uri or (self.record.uri if self.record else None)
         if not uri:
-            raise ValueError(f"no Milvus server for {self.path}: pass --milvus-uri http://host:19530 (uri=...)")
+            raise InputError(f"no Milvus server for {self.path}: pass --milvus-uri http://host:19530 (uri=...)")
         return uri
 
     @property
@@ -305,7 +306,7 @@ class MilvusContextualIndex:
         from contextual_retrieval_core.index.lock import folder_lock
 
         if isinstance(paths, (str, os.PathLike)):
-            raise ValueError("pass a list of paths: update([path, ...])")
+            raise InputError("pass a list of paths: update([path, ...])")
         check_not_nested(self.path, paths)
         with folder_lock(self.path, lock_wait):
             self.record = MilvusIndexRecord.read(self.path) if uses_milvus(self.path) else None
@@ -327,7 +328,7 @@ class MilvusContextualIndex:
         scan = collect_files(paths, skip=[self.path], max_file_bytes=max_file_bytes)
         report.skipped = [(str(s.path), s.reason) for s in scan.skipped]
         if not scan.files:
-            raise ValueError(f"nothing to index under {', '.join(map(str, paths))}: no text, markdown or code file "
+            raise InputError(f"nothing to index under {', '.join(map(str, paths))}: no text, markdown or code file "
                              f"({scan.describe()}); `contextual-retrieval index --help` lists the indexed extensions")
         collection = self.collection
         exists = collection.exists()
@@ -401,7 +402,7 @@ class MilvusContextualIndex:
         from contextual_retrieval_core.index.lock import folder_lock
 
         if isinstance(paths, (str, os.PathLike)) or not paths:
-            raise ValueError("pass a non-empty list of paths: remove([path, ...])")
+            raise InputError("pass a non-empty list of paths: remove([path, ...])")
         started = time.perf_counter()
         with folder_lock(self.path, lock_wait):
             record = self.record = MilvusIndexRecord.read(self.path)
@@ -411,7 +412,7 @@ class MilvusContextualIndex:
                     if any(e.file == t or e.file.startswith(t.rstrip(os.sep) + os.sep) for t in targets)
                     or any(d == n or d.startswith(n + "/") for n in names)]
             if not gone:
-                raise ValueError(f"nothing indexed in {self.path} is at or under {', '.join(map(str, paths))}; "
+                raise InputError(f"nothing indexed in {self.path} is at or under {', '.join(map(str, paths))}; "
                                  "`contextual-retrieval query INDEX ... --json` shows the indexed paths")
             dropped = [c for d in gone for c in record.files[d].chunks]
             record.files = {d: e for d, e in record.files.items() if d not in gone}
@@ -431,7 +432,7 @@ class MilvusContextualIndex:
         dense feedback from the vectors read back, reranked when `config` has a reranker (the
         one `QueryFlow`). A blank query returns no results."""
         if not isinstance(query, str):
-            raise TypeError(f"query must be str, got {type(query).__name__}")
+            raise InputTypeError(f"query must be str, got {type(query).__name__}")
         return self.search_many([query], top_k, config=config, where=where)[0]
 
     def search_many(self, queries: Sequence[str], top_k: int | None = None, *, config: FusionConfig | None = None,
@@ -440,7 +441,7 @@ class MilvusContextualIndex:
         queries = string_list("queries", queries, "query strings")
         fusion = (config or FusionConfig()).replace(weights=self.weights, **({"top_k": positive_int("top_k", top_k)} if top_k else {}))
         if self.record is None:
-            raise FileNotFoundError(f"{self.path} is not an index on Milvus (no {MILVUS_FILE}); build one with: "
+            raise NotFoundError(f"{self.path} is not an index on Milvus (no {MILVUS_FILE}); build one with: "
                                     f"contextual-retrieval index PATH... --index-dir {self.path} --milvus-uri URI")
         asked = [i for i, q in enumerate(queries) if not is_blank(q)]
         out: list[list[IndexHit]] = [[] for _ in queries]

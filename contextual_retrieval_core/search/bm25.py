@@ -34,7 +34,7 @@ import numpy as np
 
 from contextual_retrieval_core.checks import IndexFileError, not_a_string, positive_int, read_blocks, read_json, string_list
 from contextual_retrieval_core.chunking.tokenizer import Tokenizer, TokenizerConfig
-from contextual_retrieval_core.errors import InputError, NotFoundError, RunError
+from contextual_retrieval_core.errors import DiskError, InputError, NotFoundError, RunError
 
 __all__ = ["BM25Index", "Postings", "save_with_records", "load_with_records", "BM25Method"]
 
@@ -366,7 +366,7 @@ class _Build:
                     array.tofile(self.spill)
                 self.spilled.append((len(triple[0]), triple[1].dtype))
         except OSError as exc:
-            raise OSError(f"building the BM25 index: could not write its temporary file in {tempfile.gettempdir()} ({exc}); "
+            raise DiskError(f"building the BM25 index: could not write its temporary file in {tempfile.gettempdir()} ({exc}); "
                           "free space there or point TMPDIR at a disk with room") from None
         self.pairs, self.held = [], 0
 

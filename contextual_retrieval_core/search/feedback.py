@@ -29,6 +29,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from contextual_retrieval_core.checks import non_negative_number
+from contextual_retrieval_core.errors import InputError, InputTypeError
 
 __all__ = ["DEFAULT_DENSE_PRF", "DEFAULT_PRF_TOP", "FeedbackRows", "StoreRead", "StoredVectors", "feedback_rows", "stored_read",
            "stored_feedback_rows", "feedback_weight"]
@@ -160,8 +161,8 @@ def stored_feedback_rows(collection: Any, chunk_ids: Sequence[str]) -> FeedbackR
 def feedback_weight(beta: Any) -> float:
     """A checked dense PRF weight: a number in [0, 10] (0: off); errors name the fix."""
     if beta is None:
-        raise TypeError("dense_prf must be a number in [0, 10] (0.5 is the default, 0 turns it off), got None")
+        raise InputTypeError("dense_prf must be a number in [0, 10] (0.5 is the default, 0 turns it off), got None")
     beta = non_negative_number("dense_prf", beta)
     if beta > 10:
-        raise ValueError(f"dense_prf must be a number in [0, 10] (0.5 is the default, 0 turns it off), got {beta!r}")
+        raise InputError(f"dense_prf must be a number in [0, 10] (0.5 is the default, 0 turns it off), got {beta!r}")
     return beta

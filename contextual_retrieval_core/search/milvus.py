@@ -47,6 +47,7 @@ from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.chunking.tokenizer import Tokenizer, TokenizerConfig
 from contextual_retrieval_core.dense.server_errors import VectorServerUnavailable
 from contextual_retrieval_core.embeddings.base import Embedder
+from contextual_retrieval_core.errors import InputError, MissingDependencyError
 from contextual_retrieval_core.search.feedback import FeedbackRows, StoreRead
 from contextual_retrieval_core.search.flow import Hits, SyncDenseSide, SyncSource
 from contextual_retrieval_core.search.where import where_predicate
@@ -189,11 +190,11 @@ def _literal(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, (int, float)):
         if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"filter: {value!r} is not a finite number")
+            raise InputError(f"filter: {value!r} is not a finite number")
         return repr(value)
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
-    raise ValueError(f"filter: Milvus compares strings, numbers and booleans, got {type(value).__name__} {value!r}")
+    raise InputError(f"filter: Milvus compares strings, numbers and booleans, got {type(value).__name__} {value!r}")
 
 
 def _expression(where: Mapping[str, Any], field: str) -> str:
@@ -287,11 +288,11 @@ class MilvusCollection:
         client: Any = None,
     ) -> None:
         if not uri or not isinstance(uri, str):
-            raise ValueError(f"a Milvus URI is needed (http://host:19530), got {uri!r}")
+            raise InputError(f"a Milvus URI is needed (http://host:19530), got {uri!r}")
         if not name or not isinstance(name, str):
-            raise ValueError(f"a Milvus collection name is needed, got {name!r}")
+            raise InputError(f"a Milvus collection name is needed, got {name!r}")
         if analysis not in ANALYSES:
-            raise ValueError(f"analysis must be one of {ANALYSES}, got {analysis!r}")
+            raise InputError(f"analysis must be one of {ANALYSES}, got {analysis!r}")
         self.uri, self.name, self.analysis = uri, name, analysis
         self.tokenizer = tokenizer or Tokenizer()
         self.dense_index = dict(dense_index or {"index_type": "FLAT", "metric_type": "IP", "params": {}})
@@ -312,7 +313,7 @@ class MilvusCollection:
             try:
                 from pymilvus import MilvusClient
             except ImportError as exc:  # pragma: no cover - depends on the environment
-                raise ImportError("pymilvus is not installed; pip install 'contextual-retrieval-kit[milvus]'") from exc
+                raise MissingDependencyError("pymilvus is not installed; pip install 'contextual-retrieval-kit[milvus]'") from exc
             try:
                 self._client = MilvusClient(uri=self.uri, token=self._token or "", timeout=self.timeout, grpc_options=GRPC_OPTIONS)
             except Exception as exc:
@@ -370,7 +371,7 @@ class MilvusCollection:
         info = self._call("describe_collection", self.name)
         text = (info.get("properties") or {}).get(_SETTINGS)
         if not text:
-            raise ValueError(f"the Milvus collection {self.name!r} at {milvus_uri_name(self.uri)} was not written by "
+            raise InputError(f"the Milvus collection {self.name!r} at {milvus_uri_name(self.uri)} was not written by "
                              f"contextual-retrieval (no {_SETTINGS} property); pass another collection name")
         return dict(json.loads(text))
 
@@ -380,10 +381,10 @@ class MilvusCollection:
         recorded = self.settings()
         for key, value in expected.items():
             if key in recorded and recorded[key] != value:
-                raise ValueError(f"the Milvus collection {self.name!r} at {milvus_uri_name(self.uri)} was written with "
+                raise InputError(f"the Milvus collection {self.name!r} at {milvus_uri_name(self.uri)} was written with "
                                  f"{key} {recorded[key]!r}, not {value!r}; use the same settings, or another collection")
         if recorded.get("analysis") != self.analysis:
-            raise ValueError(f"the Milvus collection {self.name!r} analyzes BM25 text as {recorded.get('analysis')!r}, "
+            raise InputError(f"the Milvus collection {self.name!r} analyzes BM25 text as {recorded.get('analysis')!r}, "
                              f"not {self.analysis!r}; open it with analysis={recorded.get('analysis')!r}")
         if self.analysis == "ours" and "tokenizer" in recorded:
             self.tokenizer = Tokenizer(TokenizerConfig.from_dict(recorded["tokenizer"]))  # its queries as its rows
@@ -402,7 +403,7 @@ class MilvusCollection:
             entity[TERMS] = milvus_terms(self.tokenizer, row.text)
         for field in (ID, TEXT, TERMS):
             if field in entity and len(str(entity[field]).encode("utf-8")) > _MAX_VARCHAR:
-                raise ValueError(f"chunk {row.id[:200]!r}: its {field} is over Milvus's {_MAX_VARCHAR}-byte limit for a "
+                raise InputError(f"chunk {row.id[:200]!r}: its {field} is over Milvus's {_MAX_VARCHAR}-byte limit for a "
                                  "text field; cut the text into smaller chunks (a smaller chunk size)")
         return entity
 
