@@ -657,10 +657,10 @@ def _cmd_index_milvus(args: argparse.Namespace) -> int:
 
     _quiet_pymilvus()
     index_dir = Path(args.index_dir)
-    for flag, given in (("--check", args.check), ("--chroma-url", args.chroma_url), ("--windows/--no-windows", args.windows is not None),
-                        ("--fit-chunks/--no-fit-chunks", args.fit_chunks is not None)):
+    for flag, given in (("--check", args.check), ("--chroma-url", args.chroma_url), ("--windows/--no-windows", args.windows is not None)):
         if given:
-            raise InputError(f"{flag} is for an index of its own files; an index on Milvus keeps one row a chunk on the server")
+            raise InputError(f"{flag} is for an index of its own files; an index on Milvus keeps one row a chunk on the server "
+                             "(--fit-chunks cuts chunks that fit the embedder's window)")
     if not args.paths:
         raise InputError("pass the files or folders to index: contextual-retrieval index PATH... --milvus-uri URI")
     if not args.max_file_size > 0:
@@ -677,7 +677,7 @@ def _cmd_index_milvus(args: argparse.Namespace) -> int:
         index_dir, embedder=embedder, uri=args.milvus_uri, collection=args.collection, token=os.environ.get("MILVUS_TOKEN") or None,
         generator=generator,
         chunk_chars=args.chunk_chars or (old.chunk_chars if old else None) or DEFAULT_CHUNK_CHARS,
-        weights=weights_for(embedder), concurrency=args.concurrency,
+        weights=weights_for(embedder), concurrency=args.concurrency, fit_chunks=args.fit_chunks,
     )
     for note in unused_keys():
         print(f"note: {note}", file=sys.stderr)

@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from contextual_retrieval_core.checks import is_blank, positive_int, string_list
+from contextual_retrieval_core.chunking.budget import window_of
 from contextual_retrieval_core.chunking.split import DEFAULT_CHUNK_CHARS
 from contextual_retrieval_core.dense.window_rows import embed_rows
 from contextual_retrieval_core.embeddings.base import Embedder
@@ -91,6 +92,8 @@ class MilvusIndexRecord:
         chunk_chars: the chunk size. weights: (dense, BM25) fusion weights used by queries.
         analysis: what Milvus's BM25 function reads ("ours" or "milvus").
         files: doc id -> `FileEntry` (size, mtime, SHA-256, chunk ids).
+        chunk_tokens: the embedder window chunks were fitted to with their contexts (None: cut by
+            `chunk_chars` alone).
     """
 
     uri: str
@@ -102,6 +105,7 @@ class MilvusIndexRecord:
     weights: list[float]
     analysis: str = "ours"
     files: dict[str, FileEntry] = field(default_factory=dict)
+    chunk_tokens: int | None = None
 
     def chunk_ids(self) -> list[str]:
         """Every chunk id, file by file."""
@@ -132,6 +136,7 @@ class MilvusIndexRecord:
                 chunk_chars=int(data["chunk_chars"]), weights=[float(w) for w in data["weights"]],
                 analysis=str(data.get("analysis", "ours")),
                 files={k: FileEntry(**v) for k, v in dict(data["files"]).items()},
+                chunk_tokens=None if data.get("chunk_tokens") is None else positive_int("chunk_tokens", data["chunk_tokens"]),
             )
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
             raise IndexDamagedError(f"{file} is damaged ({type(exc).__name__}: {exc}); {fix}") from exc
@@ -171,6 +176,10 @@ class MilvusContextualIndex:
         batch_rows: rows per upsert request.
         timeout: seconds a Milvus request may take, retries included (`MilvusCollection`).
         client: a pymilvus `MilvusClient` to use (`MilvusCollection`).
+        fit_chunks: cut chunks so that each, with its context, fits the embedder's window (as
+            `ContextualIndex`'s: no chunk is truncated when embedded; more chunks, so more LLM
+            requests); None (default): as recorded, off for a new index. Changing it re-chunks
+            every file.
 
     Threads: `search` may run in many threads at once (they share one pymilvus client and the
     embedder). A server that does not answer is `MilvusServerUnavailable` naming the URI; the
@@ -194,6 +203,7 @@ class MilvusContextualIndex:
         batch_rows: int = 256,
         timeout: float = 10.0,
         client: Any = None,
+        fit_chunks: bool | None = None,
     ) -> None:
         if collection is not None and not _COLLECTION_NAME.fullmatch(collection):
             raise InputError(f"a Milvus collection name is letters, digits and underscores, not starting with a digit "
@@ -210,6 +220,9 @@ class MilvusContextualIndex:
         self.batch_rows = batch_rows
         self.timeout = timeout
         self._client = client
+        if fit_chunks is not None and not isinstance(fit_chunks, bool):
+            raise InputTypeError(f"fit_chunks must be True, False or None (as recorded), got {fit_chunks!r}")
+        self.fit_chunks = fit_chunks
         self.record: MilvusIndexRecord | None = MilvusIndexRecord.read(self.path) if uses_milvus(self.path) else None
         self._collection: MilvusCollection | None = None
         self._checked = False
@@ -311,7 +324,10 @@ class MilvusContextualIndex:
         with folder_lock(self.path, lock_wait):
             self.record = MilvusIndexRecord.read(self.path) if uses_milvus(self.path) else None
             self._collection, self._checked = None, False
-            if rebuild:
+            if rebuild:  # the same server and collection, emptied
+                if self.record is not None:
+                    self._uri = self._uri or self.record.uri
+                    self._collection_name = self._collection_name or self.record.collection
                 self.collection.drop()
                 self.record = None
             return self._update(paths, show_progress, batch_size, max_file_bytes, prune_missing, shared_contexts, rebuild)
@@ -335,18 +351,23 @@ class MilvusContextualIndex:
         if exists:
             self._check_embedder()  # before anything is paid for
         generator = generator_identity(self.generator)
-        redo_all = old is not None and (old.generator != generator or old.chunk_chars != self.chunk_chars)
+        fit = self.fit_chunks if self.fit_chunks is not None else (old is not None and old.chunk_tokens is not None)
+        window = window_of(self.embedder) if fit else None
+        chunk_tokens = window.size if window is not None else None
+        redo_all = old is not None and (old.generator != generator or old.chunk_chars != self.chunk_chars
+                                        or old.chunk_tokens != chunk_tokens)
         if redo_all:
             assert old is not None
-            report.note = ("contexts or chunk size changed since the last run "
-                           f"({old.generator.get('label')!r}, {old.chunk_chars} chars -> {generator['label']!r}, "
-                           f"{self.chunk_chars} chars): every file is re-chunked and re-situated")
+            report.note = ("contexts or chunking changed since the last run "
+                           f"({old.generator.get('label')!r}, {old.chunk_chars} chars, fitted to {old.chunk_tokens} tokens -> "
+                           f"{generator['label']!r}, {self.chunk_chars} chars, fitted to {chunk_tokens} tokens): "
+                           "every file is re-chunked and re-situated")
         held = collection.ids() if exists else set()
         # a file whose chunks are not all on the server (an update stopped before they were written,
         # a collection emptied) is done again
         old_files = {d: e for d, e in (old.files if old else {}).items() if all(c in held for c in e.chunks)}
         new_files, documents, chunks, spans = read_changes(scan.files, old_files, redo_all, self.chunk_chars, report,
-                                                           show_progress, generator=self.generator)
+                                                           show_progress, window=window, generator=self.generator)
         roots = {str(f.root) for f in scan.files} | {str(Path(p).expanduser().resolve()) for p in paths}
         for doc_id, entry in (old.files if old else {}).items():
             if doc_id in new_files:
@@ -381,7 +402,7 @@ class MilvusContextualIndex:
         record = MilvusIndexRecord(
             uri=self.uri, collection=collection.name, embedder=self._settings()["embedder"], dimension=dimension,
             generator=generator, chunk_chars=self.chunk_chars, weights=list(self.weights), analysis=collection.analysis,
-            files=new_files,
+            files=new_files, chunk_tokens=chunk_tokens,
         )
         wanted = set(record.chunk_ids())
         old_ids = set(old.chunk_ids()) if old else set()

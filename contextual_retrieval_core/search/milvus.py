@@ -91,7 +91,10 @@ _SETTINGS = "contextual_retrieval.settings"
 #: default backoff waits up to 2 minutes, so a restarted server would go unanswered that long);
 #: the core's client and both frameworks' Milvus stores are given it
 GRPC_OPTIONS = {"grpc.use_local_subchannel_pool": 1, "grpc.initial_reconnect_backoff_ms": 100,
-                 "grpc.min_reconnect_backoff_ms": 100, "grpc.max_reconnect_backoff_ms": 1000}
+                 "grpc.min_reconnect_backoff_ms": 100, "grpc.max_reconnect_backoff_ms": 1000,
+                 # no keepalive pings on an idle channel (pymilvus pings every 10 s; a server with gRPC's
+                 # default policy, Milvus Lite's, answers that with GOAWAY "too_many_pings", logged to stderr)
+                 "grpc.keepalive_permit_without_calls": 0, "grpc.keepalive_time_ms": 60_000}
 #: a VARCHAR field's longest value in Milvus (bytes, UTF-8)
 _MAX_VARCHAR = 65_535
 

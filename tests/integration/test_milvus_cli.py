@@ -67,6 +67,18 @@ def test_index_and_query_on_milvus_incrementally(tmp_path, capsys, milvus_server
     assert sorted(_rows(index_dir)) == sorted(MilvusIndexRecord.read(index_dir).chunk_ids())
     assert all(h["path"] != "notes/faq.md" for h in _query(capsys, str(index_dir), "office opens at nine"))
 
+    # a rebuild empties the same collection on the same server and fills it again, from the caches
+    assert main(["index", str(notes), "--index-dir", str(index_dir), "--rebuild", "--no-progress", "--store", "none"]) == 0
+    out = capsys.readouterr().out
+    assert "collection: cli_notes" in out and "0 computed" in out
+    assert sorted(_rows(index_dir)) == sorted(MilvusIndexRecord.read(index_dir).chunk_ids())
+    # chunks fitted to the embedder's window: recorded, and every file re-chunked once
+    assert main(["index", str(notes), "--index-dir", str(index_dir), "--fit-chunks", "--no-progress", "--store", "none"]) == 0
+    assert "fitted to 256 tokens" in capsys.readouterr().out and MilvusIndexRecord.read(index_dir).chunk_tokens == 256
+    assert main(["index", str(notes), "--index-dir", str(index_dir), "--no-progress", "--store", "none"]) == 0
+    assert "0 changed, 3 unchanged" in capsys.readouterr().out  # as recorded: still fitted
+    assert sorted(_rows(index_dir)) == sorted(MilvusIndexRecord.read(index_dir).chunk_ids())
+
     # an index of its own files is not turned into one on Milvus
     local = tmp_path / "local"
     assert main(["index", str(notes), "--index-dir", str(local), "--embedder", "local", "--no-progress", "--store", "none"]) == 0
