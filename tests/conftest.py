@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 # the real servers' session fixtures, defined here once so that each server starts once per run
+from tests.milvus_server import milvus_server  # noqa: F401, E402
 from tests.servers import chroma_server, pgvector_server, postgres_server  # noqa: F401, E402
 
 #: the user's cache (the shared context store, the eval embedding cache) is never the tester's own:

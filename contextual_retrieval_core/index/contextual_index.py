@@ -562,24 +562,11 @@ class ContextualIndex:
 
     def _situate(self, documents: Sequence[Document], chunks: Sequence[Chunk], shared: str | os.PathLike[str] | bool,
                  show_progress: bool) -> ContextualizeResult:
-        """The chunks' contexts: an LLM's from the index's own store, else from the shared store
-        (copied in), else generated (each stored in the index's store as it arrives, then copied
-        to the shared store); structural ones are computed, never stored."""
-        from contextual_retrieval_core.contextualize.contextualizer import Contextualizer, store_keys
-        from contextual_retrieval_core.index.shared_contexts import share, shared_store
-        from contextual_retrieval_core.store.context_store import ContextStore
+        """The chunks' contexts through the folder's store and the shared one (`index.situate`)."""
+        from contextual_retrieval_core.index.situate import situate
 
-        if not self.generator.is_llm:
-            return Contextualizer(self.generator, None, config=self.contextualize.replace(show_progress=show_progress)).contextualize(documents, chunks)
-        with ContextStore(self.path / "contexts.sqlite3") as own, shared_store(shared) as pool:
-            keys = list(store_keys(self.generator, {d.id: d for d in documents}, chunks).values())
-            if pool is not None:
-                share(pool, own, keys)
-            try:
-                return Contextualizer(self.generator, own, config=self.contextualize.replace(show_progress=show_progress)).contextualize(documents, chunks)
-            finally:
-                if pool is not None:
-                    share(own, pool, keys)
+        return situate(self.path, self.generator, documents, chunks, shared=shared,
+                       concurrency=self.contextualize.concurrency, show_progress=show_progress)
 
     def _commit(self, manifest: IndexManifest, report: IndexReport, texts: dict[str, str], fresh: Sequence[str] = (),
                 written: dict[str, np.ndarray] | None = None, shown: dict[str, dict] | None = None) -> None:

@@ -15,7 +15,7 @@ from contextual_retrieval_core.app.cli import main
 from contextual_retrieval_core.index.milvus_index import MilvusIndexRecord
 from contextual_retrieval_core.search.milvus import MilvusCollection
 from tests.fakes.anthropic_server import FakeAnthropicServer
-from tests.milvus_server import milvus_lite, milvus_server  # noqa: F401
+from tests.milvus_server import milvus_lite  # noqa: F401
 from tests.notes_corpus import change_corpus, make_corpus
 
 pytestmark = pytest.mark.timeout(300)

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_docs_snippets import page_blocks
-from tests.milvus_server import milvus_server  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "scaling-out.md"

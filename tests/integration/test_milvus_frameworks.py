@@ -24,7 +24,7 @@ from contextual_retrieval_langchain.feedback import stored_rows
 from contextual_retrieval_langchain.milvus import ContextualMilvus, MilvusLeg, milvus_ensemble
 from contextual_retrieval_llamaindex import ContextualNodeParser, LocalMiniLMEmbedding
 from contextual_retrieval_llamaindex.milvus import ContextualMilvusVectorStore, milvus_hybrid_retriever
-from tests.milvus_server import milvus_lite, milvus_server  # noqa: F401
+from tests.milvus_server import milvus_lite  # noqa: F401
 
 pytestmark = pytest.mark.timeout(300)
 

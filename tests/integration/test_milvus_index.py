@@ -19,7 +19,7 @@ from contextual_retrieval_core.index.milvus_index import MilvusContextualIndex, 
 from contextual_retrieval_core.search.bm25 import BM25Index
 from contextual_retrieval_core.search.milvus import MilvusCollection, MilvusRow, MilvusServerUnavailable
 from contextual_retrieval_core.search.where import where_predicate
-from tests.milvus_server import MilvusLite, milvus_lite, milvus_server  # noqa: F401
+from tests.milvus_server import MilvusLite, milvus_lite  # noqa: F401
 from tests.notes_corpus import CountingEmbedder, change_corpus, make_corpus
 
 pytestmark = pytest.mark.timeout(300)
