@@ -15,7 +15,7 @@ calls the ensemble makes. The async path reads the store in a worker thread.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.documents import Document
@@ -30,19 +30,21 @@ from contextual_retrieval_langchain.windows import WindowedVectorStore
 __all__ = ["stored_rows", "astored_rows"]
 
 
-def stored_rows(store: VectorStore, top: Sequence[str], docs: dict[str, Document]) -> FeedbackRows:
+def stored_rows(store: VectorStore, top: Sequence[str], docs: dict[str, Document], brought: Mapping[str, Any] | None = None) -> FeedbackRows:
     """The stored rows of the `top` chunk ids (own row, then window rows), read from the store
     under each Document's store id (`Document.id`; the chunk id when it has none, `docs`); a chunk
-    the store gives no vector back for has none."""
-    return _read(store, top, docs).rows()
+    the store gives no vector back for has none. `brought`: vectors by store id a `PGVector`'s
+    search already brought back (`pgvector.Reads`), not read again."""
+    return _read(store, top, docs, brought or {}).rows()
 
 
-async def astored_rows(store: VectorStore, top: Sequence[str], docs: dict[str, Document]) -> FeedbackRows:
+async def astored_rows(store: VectorStore, top: Sequence[str], docs: dict[str, Document],
+                       brought: Mapping[str, Any] | None = None) -> FeedbackRows:
     """`stored_rows` without blocking the event loop: the store read in a worker thread."""
-    return (await run_in_executor(None, _read, store, top, docs)).rows()
+    return (await run_in_executor(None, _read, store, top, docs, brought or {})).rows()
 
 
-def _read(store: VectorStore, top: Sequence[str], docs: dict[str, Document]) -> StoreRead:
+def _read(store: VectorStore, top: Sequence[str], docs: dict[str, Document], brought: Mapping[str, Any]) -> StoreRead:
     """The vectors the store gives back for the `top` chunks' rows (InMemoryVectorStore, Chroma
     and PGVector; none from any other store)."""
     # Any: which stores can be read back is decided below by class (langchain-chroma is optional)
@@ -60,7 +62,8 @@ def _read(store: VectorStore, top: Sequence[str], docs: dict[str, Document]) -> 
         got = inner.get(ids=wanted, include=["embeddings"])
         held = dict(zip(got["ids"], got["embeddings"]))
     elif is_pgvector(inner):
-        held = stored_vectors(inner, wanted)
+        held = {row: brought[row] for row in wanted if row in brought}
+        held |= stored_vectors(inner, [row for row in wanted if row not in held])
     elif isinstance(inner, StoredVectors):  # a store that reads its vectors back itself (`milvus.MilvusLeg`)
         held = dict(inner.stored_vectors(wanted))
     return StoreRead(top, rows, held)

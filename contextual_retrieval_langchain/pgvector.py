@@ -1,14 +1,16 @@
 """langchain-postgres' `PGVector` under `ContextualEnsembleRetriever`.
 
-- `stored_vectors`: the stored vectors of the fused top chunks, for dense feedback: one SELECT of
-  the embedding column by id, on the store's own engine with its table models (what its public
+- `stored_vectors`: the stored vectors of the fused top chunks the first search did not bring,
+  for dense feedback: one SELECT of the embedding column by id, on the store's own engine with its table models (what its public
   ``session_maker``, ``EmbeddingStore`` and ``CollectionStore`` hold);
 - `distances_by_vector`: a search by vector that selects what the ensemble reads (id, text,
   metadata, distance) in one statement. The store's own search also selects and parses every
   hit's vector (150 vectors of 384 numbers, sent as text), looks its collection up first and
-  builds ORM objects. Ranking, order and scores are the same. Dense feedback's second search
-  selects ids and distances only, taking the Documents of the first search and reading the
-  others by id;
+  builds ORM objects. Ranking, order and scores are the same. Each server round trip a query
+  makes weighs on a shared machine, so a query's searches read in one statement what dense
+  feedback needs (`Reads`): the first also the vectors of its nearest rows (the fused top chunks
+  are most often among them: no read by id then), the second the text and metadata of the rows
+  the query has not seen yet only;
 - `server_address`: the server's ``host:port`` (from the store's engine URL; never its
   password), which `VectorServerUnavailable` names.
 
@@ -17,6 +19,7 @@ A `PGVector(async_mode=True)` refuses the sync calls the ensemble makes; these r
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,7 +27,7 @@ from langchain_core.documents import Document
 
 from contextual_retrieval_core.dense import server_errors
 
-__all__ = ["is_pgvector", "stored_vectors", "distances_by_vector", "server_address"]
+__all__ = ["is_pgvector", "stored_vectors", "distances_by_vector", "Reads", "VECTOR_ROWS", "server_address"]
 
 
 def is_pgvector(store: Any) -> bool:
@@ -55,29 +58,54 @@ def stored_vectors(store: Any, ids: Sequence[str]) -> dict[str, Any]:
         return {row_id: vector for row_id, vector in connection.execute(statement).all()}
 
 
-def distances_by_vector(store: Any, vector: Sequence[float], k: int = 4,
-                        known: Mapping[str, Document] | None = None) -> list[tuple[Document, float]]:
-    """(Document, distance) of the `k` rows nearest `vector`, nearest first: what the store's
-    ``similarity_search_with_score_by_vector`` returns without a filter. `known`: Documents by
-    store id already at hand (a query's first search): then the search selects ids and distances
-    only, and reads the Documents of the other rows by id."""
-    from sqlalchemy import asc
+#: the nearest rows of a first search whose vectors come with it (`Reads.vectors`): dense feedback
+#: moves the query toward the fused top chunks, most often among them, so it reads no more
+VECTOR_ROWS = 10
 
+
+@dataclasses.dataclass
+class Reads:
+    """What a search of a `PGVector` reads besides each row's id and distance.
+
+    Attributes:
+        known: Documents by store id already at hand (the query's first lists): their text and
+            metadata are not read again.
+        vectors: when given, filled with the vectors of the first `VECTOR_ROWS` rows (a query's
+            first search: dense feedback reads the fused top chunks' vectors there).
+    """
+
+    known: Mapping[str, Document] = dataclasses.field(default_factory=dict)
+    vectors: dict[str, Any] | None = None
+
+
+def distances_by_vector(store: Any, vector: Sequence[float], k: int = 4, reads: Reads | None = None) -> list[tuple[Document, float]]:
+    """(Document, distance) of the `k` rows nearest `vector`, nearest first: what the store's
+    ``similarity_search_with_score_by_vector`` returns without a filter, in one statement that
+    reads what `reads` asks for."""
+    from sqlalchemy import ARRAY, String, any_, asc, bindparam, case, func, null
+
+    reads = reads or Reads()
     rows = store.EmbeddingStore
-    distance = store.distance_strategy(list(vector)).label("distance")
-    columns = (rows.id,) if known is not None else (rows.id, rows.document, rows.cmetadata)
-    statement = _rows_of_collection(store, *columns, distance).order_by(asc("distance")).limit(k)
+    distance = store.distance_strategy(list(vector))
+    columns = [rows.id, distance.label("distance")]
+    if reads.known:  # text and metadata of the rows not at hand
+        at_hand = rows.id == any_(bindparam("known", list(reads.known), type_=ARRAY(String)))
+        columns += [case((at_hand, null()), else_=rows.document), case((at_hand, null()), else_=rows.cmetadata)]
+    else:
+        columns += [rows.document, rows.cmetadata]
+    if reads.vectors is not None:
+        columns.append(case((func.row_number().over(order_by=distance) <= VECTOR_ROWS, rows.embedding), else_=null()))
+    statement = _rows_of_collection(store, *columns).order_by(asc("distance")).limit(k)
     with _engine(store).connect() as connection:
         found = connection.execute(statement).all()
-        if known is None:
-            return [(Document(id=str(row_id), page_content=text, metadata=meta), score) for row_id, text, meta, score in found]
-        missing = [str(row_id) for row_id, _ in found if str(row_id) not in known]
-        read = dict(known)
-        if missing:
-            wanted = _rows_of_collection(store, rows.id, rows.document, rows.cmetadata).where(rows.id.in_(missing))
-            read.update((str(i), Document(id=str(i), page_content=text, metadata=meta))
-                        for i, text, meta in connection.execute(wanted).all())
-    return [(read[str(row_id)], score) for row_id, score in found if str(row_id) in read]
+    out = []
+    for row in found:
+        row_id = str(row[0])
+        doc = reads.known.get(row_id) or Document(id=row_id, page_content=row[2], metadata=row[3])
+        out.append((doc, row[1]))
+        if reads.vectors is not None and row[4] is not None:
+            reads.vectors[row_id] = row[4]
+    return out
 
 
 def _engine(store: Any) -> Any:

@@ -12,7 +12,7 @@ what is read.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.documents import Document
@@ -20,7 +20,7 @@ from langchain_core.runnables.config import run_in_executor
 from langchain_core.vectorstores import VectorStore
 
 from contextual_retrieval_langchain._compat import arelevance_scores, relevance_function, relevance_scores
-from contextual_retrieval_langchain.pgvector import distances_by_vector, is_pgvector
+from contextual_retrieval_langchain.pgvector import Reads, distances_by_vector, is_pgvector
 
 __all__ = ["ScoresByVector", "relevance_scored", "arelevance_scored", "relevance_pairs", "arelevance_pairs",
            "scored_by_vector", "oriented", "is_chroma"]
@@ -107,22 +107,21 @@ def _at_or_above(pairs: list, threshold: float | None) -> list:
     return [(d, s) for d, s in pairs if s is not None and s >= threshold]
 
 
-def scored_by_vector(store: VectorStore, vector: Sequence[float], known: Mapping[str, Document] | None = None,
+def scored_by_vector(store: VectorStore, vector: Sequence[float], reads: Reads | None = None,
                      **kwargs: Any) -> list[tuple[Document, float | None]]:
     """(document, relevance or None) best first for a search by `vector`: the scores the store's
     ``similarity_search_with_relevance_scores`` gives for a search by text, its
     ``score_threshold`` search kwarg applied the same way (relevance at or above it kept).
-    `known`: the store's Documents by store id already at hand (a `PGVector` then reads only the
-    others)."""
+    `reads`: what a `PGVector` reads besides ids and distances (`pgvector.Reads`)."""
     threshold = kwargs.pop("score_threshold", None)
     if isinstance(store, ScoresByVector):
         pairs = store.scored_by_vector(vector, **kwargs)
     else:
-        pairs = _scored_by_vector(store, [float(x) for x in vector], known, **kwargs)
+        pairs = _scored_by_vector(store, [float(x) for x in vector], reads, **kwargs)
     return _at_or_above(pairs, threshold)
 
 
-def _scored_by_vector(store: VectorStore, vector: list[float], known: Mapping[str, Document] | None = None,
+def _scored_by_vector(store: VectorStore, vector: list[float], reads: Reads | None = None,
                       **kwargs: Any) -> list[tuple[Document, float | None]]:
     # langchain-chroma names its raw search by vector "..._with_relevance_scores" but returns
     # distances (as its similarity_search_with_score does); other stores give raw scores from
@@ -130,7 +129,7 @@ def _scored_by_vector(store: VectorStore, vector: list[float], known: Mapping[st
     search = (store.similarity_search_by_vector_with_relevance_scores if is_chroma(store)  # type: ignore[attr-defined]
               else getattr(store, "similarity_search_with_score_by_vector", None))
     if _lean(store, kwargs):
-        search = functools.partial(distances_by_vector, store, known=known)
+        search = functools.partial(distances_by_vector, store, reads=reads)
     if callable(search):
         pairs = search(vector, **kwargs)
         convert = relevance_function(store)

@@ -41,7 +41,7 @@ from contextual_retrieval_langchain._compat import retriever_ls_params
 from contextual_retrieval_langchain._documents import chunk_id_of
 from contextual_retrieval_langchain.bm25 import BM25_SCORE_KEY, ContextualBM25Retriever, MetadataFilter, metadata_predicate
 from contextual_retrieval_langchain.feedback import astored_rows, stored_rows
-from contextual_retrieval_langchain.pgvector import is_pgvector, server_address
+from contextual_retrieval_langchain.pgvector import Reads, is_pgvector, server_address
 from contextual_retrieval_langchain.relevance import arelevance_scored, relevance_scored, scored_by_vector
 from contextual_retrieval_langchain.rerank import RELEVANCE_SCORE_KEY
 from contextual_retrieval_langchain.windows import WindowedVectorStore
@@ -98,7 +98,7 @@ class SourceRun:
     async def asearch(self, queries: Sequence[str]) -> list[Hits]:
         return self._keep(await self._arun(None))
 
-    def _run(self, vector: list[float] | None, known: dict[str, Document] | None = None) -> Scored:
+    def _run(self, vector: list[float] | None, reads: Reads | None = None) -> Scored:
         retriever = self.retriever
         if scored_vectorstore(retriever):
             # the store's scored search keeps the scores; a child run configured as
@@ -107,7 +107,7 @@ class SourceRun:
             run = _child_run(CallbackManager, retriever, self.query, self.config)
             try:
                 pairs = (relevance_scored(retriever.vectorstore, self.query, **kwargs) if vector is None
-                         else scored_by_vector(retriever.vectorstore, vector, known, **kwargs))
+                         else scored_by_vector(retriever.vectorstore, vector, reads, **kwargs))
             except BaseException as exc:
                 run.on_retriever_error(exc)
                 raise
@@ -115,14 +115,14 @@ class SourceRun:
             return self._from_pairs(pairs)
         return self._from_docs(retriever.invoke(self.query, self.config, **self._invoke_kwargs()))
 
-    async def _arun(self, vector: list[float] | None, known: dict[str, Document] | None = None) -> Scored:
+    async def _arun(self, vector: list[float] | None, reads: Reads | None = None) -> Scored:
         retriever = self.retriever
         if scored_vectorstore(retriever):
             kwargs = self._search_kwargs()
             run = await _child_run(AsyncCallbackManager, retriever, self.query, self.config)
             try:
                 pairs = (await arelevance_scored(retriever.vectorstore, self.query, **kwargs) if vector is None
-                         else await run_in_executor(None, lambda: scored_by_vector(retriever.vectorstore, vector, known, **kwargs)))
+                         else await run_in_executor(None, lambda: scored_by_vector(retriever.vectorstore, vector, reads, **kwargs)))
             except BaseException as exc:
                 await run.on_retriever_error(exc)
                 raise
@@ -169,6 +169,9 @@ class SourceRun:
 class VectorStoreSide(SourceRun):
     """A vector-store source dense feedback moves, as a flow `DenseSide`."""
 
+    #: the vectors a `PGVector`'s first search brought back, by store id (`pgvector.Reads`)
+    vectors: dict[str, Any] | None = None
+
     def embed_queries(self, queries: Sequence[str]) -> list[Any]:
         return [self.retriever.vectorstore.embeddings.embed_query(self.query)]
 
@@ -176,24 +179,25 @@ class VectorStoreSide(SourceRun):
         return [await self.retriever.vectorstore.embeddings.aembed_query(self.query)]
 
     def search_vectors(self, vectors: Sequence[Any]) -> list[Hits]:
-        return self._keep(self._run(_as_list(vectors[0]), self._first()))
+        return self._keep(self._run(_as_list(vectors[0]), self._reads()))
 
     async def asearch_vectors(self, vectors: Sequence[Any]) -> list[Hits]:
-        return self._keep(await self._arun(_as_list(vectors[0]), self._first()))
+        return self._keep(await self._arun(_as_list(vectors[0]), self._reads()))
 
-    def _first(self) -> dict[str, Document] | None:
-        """The Documents this invocation's sources returned, by id, this side's own first (dense
-        feedback's second search reads only the others from the store); None before its first
-        search."""
+    def _reads(self) -> Reads:
+        """What a `PGVector` search reads besides ids and distances: the first, also the vectors
+        of its nearest rows (kept for `feedback_rows`); dense feedback's second, the text and
+        metadata only of the rows this invocation's sources did not return."""
         if not self.found:
-            return None
-        return {d.id: d for source in (*reversed(self.sources), self) for _, _, d in reversed(source.found) if d.id}
+            self.vectors = {}
+            return Reads(vectors=self.vectors)
+        return Reads(known={d.id: d for source in (*reversed(self.sources), self) for _, _, d in reversed(source.found) if d.id})
 
     def feedback_rows(self, top: Sequence[str]) -> FeedbackRows:
-        return stored_rows(self.retriever.vectorstore, top, self._documents())
+        return stored_rows(self.retriever.vectorstore, top, self._documents(), self.vectors)
 
     async def afeedback_rows(self, top: Sequence[str]) -> FeedbackRows:
-        return await astored_rows(self.retriever.vectorstore, top, self._documents())
+        return await astored_rows(self.retriever.vectorstore, top, self._documents(), self.vectors)
 
     def _documents(self) -> dict[str, Document]:
         # its own list first: its Documents carry the store ids its vectors are read back under

@@ -1,16 +1,17 @@
 """LlamaIndex's `PGVectorStore` (llama-index-vector-stores-postgres) under `HybridRetriever`.
 
 - `stored_vectors` / `astored_vectors`: the stored vectors of the fused top nodes, for dense
-  feedback, through the store's public ``get_nodes`` / ``aget_nodes`` (a node's own row by id;
-  its window rows, when the index has any, by their ``window_of`` metadata);
+  feedback, in one SELECT on the store's table (a node's own row by id; its window rows, when
+  the index has any, by their ``window_of`` metadata); the store's ``get_nodes`` where a query
+  hook changes its queries;
 - `server_address`: the server's ``host:port`` (from the store's connection URL; never its
   password), which `VectorServerUnavailable` names;
 - `search_again`: dense feedback's second search, the store's own (nearest rows by cosine
   distance, similarity 1 - distance; a windowed index's rows collapsed to their nodes as
-  `WindowedVectorRetriever` does) selecting row ids and distances only. The nodes come from the
-  query's first lists, or from the store by id (one ``get_nodes``) for those new to it: the store's
-  own search rebuilds a node from its metadata for every row (300 on a windowed index), which made
-  the second search cost as much as the rest of the query;
+  `WindowedVectorRetriever` does) in one SELECT that reads the text and metadata of the rows
+  whose node the query has not seen yet only: the store's own search makes a node from the
+  metadata of every row (300 on a windowed index), which made the second search cost as much as
+  the rest of the query;
 - `on_this_loop`: the store's async engine bound to the running event loop (the core's
   `LoopBinding`): its connections are closed as an ``asyncio.run`` loop shuts down, so one
   ``asyncio.run`` per query works; a use from a second loop while the first is still open raises
@@ -71,10 +72,26 @@ def _window_filter(node_ids: Sequence[str]) -> MetadataFilters:
     return MetadataFilters(filters=[MetadataFilter(key=WINDOW_OF_KEY, value=list(node_ids), operator=FilterOperator.IN)])
 
 
+def _vectors_statement(table: Any, node_ids: Sequence[str], windows: bool) -> Any:
+    """SELECT node_id, embedding of the `node_ids`' rows (and their window rows, with `windows`)."""
+    from sqlalchemy import or_, select
+
+    ids = list(node_ids)
+    where = table.node_id.in_(ids)
+    if windows:
+        where = or_(where, table.metadata_[WINDOW_OF_KEY].astext.in_(ids))
+    return select(table.node_id, table.embedding).where(where)
+
+
 def stored_vectors(store: Any, node_ids: Sequence[str], windows: bool) -> dict[str, Any]:
-    """{row id: vector} of the `node_ids`' rows in `store` (their window rows too with `windows`)."""
+    """{row id: vector} of the `node_ids`' rows in `store` (their window rows too with `windows`):
+    one SELECT on its table (or, where its queries are changed by a hook, its ``get_nodes``)."""
     if not node_ids:
         return {}
+    table = pgvector_table(store)
+    if table is not None and store.client is not None:
+        with store.client.connect() as connection:
+            return {row: vector for row, vector in connection.execute(_vectors_statement(table, node_ids, windows)).all()}
     nodes = store.get_nodes(node_ids=list(node_ids))
     if windows:
         nodes += store.get_nodes(filters=_window_filter(node_ids))
@@ -85,6 +102,11 @@ async def astored_vectors(store: Any, node_ids: Sequence[str], windows: bool) ->
     """`stored_vectors` through the store's async engine."""
     if not node_ids:
         return {}
+    table, engine = pgvector_table(store), pgvector_async_engine(store)
+    if table is not None and engine is not None:
+        async with engine.connect() as connection:
+            found = (await connection.execute(_vectors_statement(table, node_ids, windows))).all()
+        return {row: vector for row, vector in found}
     nodes = await store.aget_nodes(node_ids=list(node_ids))
     if windows:
         nodes += await store.aget_nodes(filters=_window_filter(node_ids))
@@ -123,42 +145,56 @@ class LeanSearch:
     windowed: bool
     nodes: Mapping[str, BaseNode]
 
-    def _statement(self, vector: Sequence[float]) -> Any:
-        from sqlalchemy import asc, select
+    def _statement(self, vector: Sequence[float], known: Mapping[str, BaseNode]) -> Any:
+        """The nearest rows' ids and distances, and the text and metadata of those whose node is
+        not at hand (`known`, or the windowed index's nodes)."""
+        from sqlalchemy import ARRAY, String, any_, asc, bindparam, case, null, select
 
-        distance = self.table.embedding.cosine_distance(list(vector)).label("distance")
-        return select(self.table.node_id, distance).order_by(asc("distance")).limit(self.rows)
+        table = self.table
+        at_hand = table.node_id == any_(bindparam("known", [*known, *self.nodes], type_=ARRAY(String)))
+        distance = table.embedding.cosine_distance(list(vector)).label("distance")
+        return (select(table.node_id, distance, case((at_hand, null()), else_=table.text),
+                       case((at_hand, null()), else_=table.metadata_))
+                .order_by(asc("distance")).limit(self.rows))
 
-    def _hits(self, found: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
-        """(node id, similarity) best first; on a windowed index each node once, at its best row
-        (a window row stands for its node), as `WindowedVectorRetriever` returns them."""
-        rows = [(row, 1 - float(distance)) for row, distance in found]
-        if not self.windowed:
-            return rows
-        return collapse_rows([(r, s) for r, s in rows if row_window(r) == 0 or row_owner(r) in self.nodes], self.depth)
-
-    def _results(self, hits: list[tuple[str, float]], known: Mapping[str, BaseNode], fetched: Sequence[BaseNode]) -> list[NodeWithScore]:
-        nodes = {**{n.node_id: n for n in fetched}, **self.nodes, **known}
+    def _results(self, found: Sequence[Any], known: Mapping[str, BaseNode]) -> list[NodeWithScore]:
+        """(node, similarity) best first; on a windowed index each node once, at its best row (a
+        window row stands for its node), as `WindowedVectorRetriever` returns them. A node not at
+        hand is made from its row as the store makes it."""
+        nodes = {**self.nodes, **known}
+        for row, _, text, metadata in found:
+            if row not in nodes and text is not None:
+                nodes[row] = _node(row, text, metadata)
+        hits = [(row, 1 - float(distance)) for row, distance, _, _ in found]
+        if self.windowed:
+            hits = collapse_rows([(r, s) for r, s in hits if row_window(r) == 0 or row_owner(r) in self.nodes], self.depth)
         return [NodeWithScore(node=nodes[node_id], score=score) for node_id, score in hits if node_id in nodes]
-
-    def _missing(self, hits: list[tuple[str, float]], known: Mapping[str, BaseNode]) -> list[str]:
-        return [node_id for node_id, _ in hits if node_id not in known and node_id not in self.nodes]
 
     def search_again(self, vector: Sequence[float], known: Mapping[str, BaseNode]) -> list[NodeWithScore]:
         """The nodes nearest `vector` with their similarity, best first; `known`: nodes by id
-        already at hand (the rest are read from the store)."""
+        already at hand (the others are made from their rows). One SELECT."""
         with self.store.client.connect() as connection:
-            hits = self._hits(connection.execute(self._statement(vector)).all())
-        missing = self._missing(hits, known)
-        return self._results(hits, known, self.store.get_nodes(node_ids=missing) if missing else [])
+            return self._results(connection.execute(self._statement(vector, known)).all(), known)
 
     async def asearch_again(self, vector: Sequence[float], known: Mapping[str, BaseNode]) -> list[NodeWithScore]:
         """`search_again` through the store's async engine."""
         engine: Any = pgvector_async_engine(self.store)  # made with the sync one, when the store connected
         async with engine.connect() as connection:
-            hits = self._hits((await connection.execute(self._statement(vector))).all())
-        missing = self._missing(hits, known)
-        return self._results(hits, known, await self.store.aget_nodes(node_ids=missing) if missing else [])
+            found = (await connection.execute(self._statement(vector, known))).all()
+        return self._results(found, known)
+
+
+def _node(node_id: str, text: str, metadata: Any) -> BaseNode:
+    """A node from its row, as `PGVectorStore` makes one from a query's row."""
+    from llama_index.core.schema import TextNode
+    from llama_index.core.vector_stores.utils import metadata_dict_to_node
+
+    try:
+        node = metadata_dict_to_node(metadata)
+        node.set_content(str(text))
+    except Exception:  # a row written without LlamaIndex's node metadata: the store's own fallback
+        node = TextNode(id_=node_id, text=text, metadata=metadata)
+    return node
 
 
 def lean_search(retriever: BaseRetriever) -> LeanSearch | None:

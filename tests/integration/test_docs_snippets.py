@@ -7,6 +7,8 @@ The rules the pages follow (checked here, so a new block cannot slip by untested
 - ``<!-- needs: anthropic -->`` on the line above a block runs it against the loopback Anthropic
   server (`tests/fakes/anthropic_server.py`) through the real SDK, with ANTHROPIC_API_KEY and
   ANTHROPIC_BASE_URL pointing there.
+- ``<!-- needs: pgvector -->`` runs it with PGVECTOR_URL naming a PostgreSQL server with pgvector,
+  started for the block as the page starts one (`contextual_retrieval_core.app.pgvector_server`).
 - A ```bash block runs here when it is the "Index your own files" commands; any other bash or
   python block that does not run here says why on the line above it: ``<!-- run by: PATH -->``
   (a test that runs it; the path must exist) or ``<!-- not run: REASON -->``.
@@ -16,8 +18,10 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,7 +79,7 @@ def offline_env(tmp_path: Path) -> dict[str, str]:
 
 def test_the_pages_have_blocks_that_run():
     pages = {b.page for b in RUN_HERE}
-    assert {"index.md", "core.md", "llamaindex.md", "langchain.md", "cost-model.md", "pruning.md"} <= pages
+    assert {"index.md", "core.md", "llamaindex.md", "langchain.md", "cost-model.md", "pruning.md", "scaling-out.md"} <= pages
     assert len(INDEX_COMMANDS) == 1
 
 
@@ -101,14 +105,17 @@ def test_blocks_the_readme_test_runs_are_the_readmes():
 
 
 @pytest.mark.parametrize("block", RUN_HERE, ids=lambda b: b.name)
-def test_python_block_runs_as_pasted_and_prints_what_the_page_shows(block, tmp_path):
+def test_python_block_runs_as_pasted_and_prints_what_the_page_shows(block, tmp_path, pytestconfig):
     env = offline_env(tmp_path)
     server = None
+    pgdata = None
     if block.marker == ("needs", "anthropic"):
         from tests.fakes.anthropic_server import FakeAnthropicServer
 
         server = FakeAnthropicServer().start()
         env.update(ANTHROPIC_API_KEY=server.api_key, ANTHROPIC_BASE_URL=server.url)
+    elif block.marker == ("needs", "pgvector"):
+        pgdata, env["PGVECTOR_URL"] = start_pgvector(pytestconfig)
     else:
         assert block.marker is None, f"{block.name}: unknown need {block.marker}"
     try:
@@ -117,11 +124,36 @@ def test_python_block_runs_as_pasted_and_prints_what_the_page_shows(block, tmp_p
     finally:
         if server is not None:
             server.stop()
+        if pgdata is not None:
+            stop_pgvector(pgdata)
     assert result.returncode == 0, result.stderr[-3000:]
     if block.expected is not None:
         assert result.stdout.strip() == block.expected.strip()
     if server is not None:  # it really talked to the (fake) API, with the document cached
         assert server.requests_to("/v1/messages") and "cache read" in result.stdout
+
+
+def start_pgvector(pytestconfig) -> tuple[Path, str]:
+    """A PostgreSQL server with pgvector, started as docs/scaling-out.md starts one (its cluster
+    folder, reachable by the server's own user when the tests run as root)."""
+    from contextual_retrieval_core.app import pgvector_server
+    from tests.servers import require
+
+    for module in ("pgserver", "langchain_postgres", "llama_index.vector_stores.postgres"):
+        try:
+            __import__(module)
+        except ImportError:
+            require(pytestconfig, False, f"no {module}: pip install 'contextual-retrieval-kit[pgvector,pgserver]'")
+    folder = Path(tempfile.mkdtemp(prefix="docs-pgvector-"))
+    folder.chmod(0o755)
+    return folder / "pgdata", pgvector_server.start(folder / "pgdata")
+
+
+def stop_pgvector(pgdata: Path) -> None:
+    from contextual_retrieval_core.app import pgvector_server
+
+    pgvector_server.stop(pgdata)
+    shutil.rmtree(pgdata.parent, ignore_errors=True)
 
 
 def test_index_your_own_files_commands_print_what_the_page_shows(tmp_path):
