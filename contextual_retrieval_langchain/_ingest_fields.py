@@ -8,8 +8,7 @@ as in a core `Contextualizer`.
 
 from __future__ import annotations
 
-import dataclasses
-from typing import TYPE_CHECKING, Any, get_type_hints
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field, create_model, model_validator
 
@@ -19,9 +18,7 @@ __all__ = ["ContextualizeFields"]
 
 
 def _config_fields() -> dict[str, Any]:
-    hints = get_type_hints(ContextualizeConfig)
-    return {f.name: (hints[f.name], Field(default=f.default, description=ContextualizeConfig.field_doc(f.name)))
-            for f in dataclasses.fields(ContextualizeConfig)}
+    return {name: (kind, Field(default=default, description=doc)) for name, kind, default, doc in ContextualizeConfig.field_specs()}
 
 
 class _Checked(BaseModel):

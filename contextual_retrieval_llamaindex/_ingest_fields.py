@@ -9,8 +9,7 @@ saves them); the values are validated by the core (a run builds its config from 
 
 from __future__ import annotations
 
-import dataclasses
-from typing import TYPE_CHECKING, Any, get_type_hints
+from typing import TYPE_CHECKING, Any
 
 from llama_index.core.bridge.pydantic import Field, create_model, model_validator
 from llama_index.core.node_parser import NodeParser
@@ -21,9 +20,7 @@ __all__ = ["ContextualizeFields"]
 
 
 def _config_fields() -> dict[str, Any]:
-    hints = get_type_hints(ContextualizeConfig)
-    return {f.name: (hints[f.name], Field(default=f.default, description=ContextualizeConfig.field_doc(f.name)))
-            for f in dataclasses.fields(ContextualizeConfig)}
+    return {name: (kind, Field(default=default, description=doc)) for name, kind, default, doc in ContextualizeConfig.field_specs()}
 
 
 class _Checked(NodeParser):

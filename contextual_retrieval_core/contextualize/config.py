@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.errors import InputError, InputTypeError
+from contextual_retrieval_core.settings import Settings, setting
 from contextual_retrieval_core.types import ContextPosition
 
 __all__ = ["ContextualizeConfig", "BATCH_MAX_REQUESTS", "BATCH_MAX_BYTES"]
@@ -30,11 +31,6 @@ __all__ = ["ContextualizeConfig", "BATCH_MAX_REQUESTS", "BATCH_MAX_BYTES"]
 #: the Message Batches API's limits per batch: 100,000 requests, 256 MB (200 MB leaves room for the JSON envelope)
 BATCH_MAX_REQUESTS = 100_000
 BATCH_MAX_BYTES = 200 * 1024 * 1024
-
-
-def _setting(default: Any, doc: str) -> Any:
-    """A field with its one-line description (what the frameworks' flat fields show)."""
-    return dataclasses.field(default=default, metadata={"doc": doc})
 
 
 def _seconds(name: str, value: Any, *, allow_none: bool = False) -> float | None:
@@ -46,7 +42,7 @@ def _seconds(name: str, value: Any, *, allow_none: bool = False) -> float | None
 
 
 @dataclass(frozen=True)
-class ContextualizeConfig:
+class ContextualizeConfig(Settings):
     """How a `Contextualizer` runs (frozen; validated when built).
 
     Args:
@@ -74,21 +70,21 @@ class ContextualizeConfig:
     one out of range.
     """
 
-    concurrency: int = _setting(8, "generation requests in flight at once (realtime mode)")
-    mode: Literal["realtime", "batch"] = _setting("realtime", '"realtime", or "batch" (Message Batches: 50% off, within 24 h)')
-    grouped: bool = _setting(False, "situate a document below the cache minimum in one request for all its chunks")
-    position: ContextPosition = _setting("before", 'where the context goes in the indexed text: "before", "after" or "none"')
-    separator: str = _setting("\n\n", "what joins context and chunk in the indexed text")
-    show_progress: bool = _setting(True, "a progress bar over the contexts to generate")
-    batch_poll_interval: float = _setting(30.0, "seconds between Message Batch status checks")
-    batch_max_requests: int = _setting(BATCH_MAX_REQUESTS, "the most requests a Message Batch holds")
-    batch_max_bytes: int = _setting(BATCH_MAX_BYTES, "the most bytes a Message Batch holds")
-    give_up_after_rate_limited_s: float | None = _setting(120.0, "stop after this many seconds of nothing but rate limits (None: never)")
-    retry_backoff_s: float = _setting(1.0, "seconds before the first retry round of transient failures (doubles while rounds bring nothing)")
-    claim_lease_s: float = _setting(60.0, "seconds a worker's claim on a document's chunks lasts")
-    claim_renew_s: float | None = _setting(None, "seconds between claim renewals (None: a third of the lease)")
-    claim_poll_s: float = _setting(1.0, "seconds between looks at the store while other workers hold claims")
-    structural_header: bool = _setting(True, "put the structural context on a line before an LLM's context")
+    concurrency: int = setting(8, "generation requests in flight at once (realtime mode)")
+    mode: Literal["realtime", "batch"] = setting("realtime", '"realtime", or "batch" (Message Batches: 50% off, within 24 h)')
+    grouped: bool = setting(False, "situate a document below the cache minimum in one request for all its chunks")
+    position: ContextPosition = setting("before", 'where the context goes in the indexed text: "before", "after" or "none"')
+    separator: str = setting("\n\n", "what joins context and chunk in the indexed text")
+    show_progress: bool = setting(True, "a progress bar over the contexts to generate")
+    batch_poll_interval: float = setting(30.0, "seconds between Message Batch status checks")
+    batch_max_requests: int = setting(BATCH_MAX_REQUESTS, "the most requests a Message Batch holds")
+    batch_max_bytes: int = setting(BATCH_MAX_BYTES, "the most bytes a Message Batch holds")
+    give_up_after_rate_limited_s: float | None = setting(120.0, "stop after this many seconds of nothing but rate limits (None: never)")
+    retry_backoff_s: float = setting(1.0, "seconds before the first retry round of transient failures (doubles while rounds bring nothing)")
+    claim_lease_s: float = setting(60.0, "seconds a worker's claim on a document's chunks lasts")
+    claim_renew_s: float | None = setting(None, "seconds between claim renewals (None: a third of the lease)")
+    claim_poll_s: float = setting(1.0, "seconds between looks at the store while other workers hold claims")
+    structural_header: bool = setting(True, "put the structural context on a line before an LLM's context")
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalise once, here
@@ -110,16 +106,6 @@ class ContextualizeConfig:
         if self.claim_renew_s is not None and self.claim_renew_s >= self.claim_lease_s:
             raise InputError(f"claim_renew_s ({self.claim_renew_s!r}) must be shorter than claim_lease_s "
                              f"({self.claim_lease_s!r}), or leases lapse")
-
-    @classmethod
-    def field_names(cls) -> tuple[str, ...]:
-        """The settings, in declaration order: the one list every flat signature derives from."""
-        return tuple(f.name for f in dataclasses.fields(cls))
-
-    @classmethod
-    def field_doc(cls, name: str) -> str:
-        """The one-line description of setting `name`."""
-        return next(f.metadata["doc"] for f in dataclasses.fields(cls) if f.name == name)
 
     @classmethod
     def of(cls, part: Any) -> ContextualizeConfig:

@@ -38,6 +38,7 @@ from contextual_retrieval_core.search.ranked import (
     fuse_sources,
     rerank_hits,
 )
+from contextual_retrieval_core.settings import Settings, setting
 
 __all__ = ["FusionConfig"]
 
@@ -45,13 +46,8 @@ __all__ = ["FusionConfig"]
 NamedList = tuple[str, Sequence[tuple[Hashable, float | None]]]
 
 
-def _setting(default: Any, doc: str) -> Any:
-    """A `FusionConfig` field with its one-line description (what flat framework fields show)."""
-    return dataclasses.field(default=default, metadata={"doc": doc})
-
-
 @dataclass(frozen=True)
-class FusionConfig:
+class FusionConfig(Settings):
     """How ranked lists are fused and reranked (frozen; validated when built).
 
     Args:
@@ -78,16 +74,16 @@ class FusionConfig:
     one out of range.
     """
 
-    weights: tuple[float, ...] | None = _setting(None, "one fusion weight per source (None: 0.5 / 0.5 for two, equal otherwise)")
-    mode: FusionMode = _setting("rrf", '"rrf" (weighted reciprocal-rank fusion) or "relative_score"')
-    rrf_k: float = _setting(DEFAULT_RRF_K, "the RRF constant (0: the cookbook's w / rank; 60: classic RRF)")
-    depth: int = _setting(DEFAULT_DEPTH, "candidates taken from each source before fusion")
-    top_k: int = _setting(DEFAULT_TOP_K, "results returned")
-    rerank_depth: int | None = _setting(None, "fused candidates the reranker sees (None: depth)")
-    reranker: Reranker | None = _setting(None, "a reranker applied to the fused candidates, or None")
-    on_rerank_error: OnRerankError = _setting("raise", '"raise", or "fused" to keep the fused order when the reranker fails')
-    dense_prf: float = _setting(DEFAULT_DENSE_PRF, "dense pseudo-relevance feedback weight (0: off)")
-    prf_top: int = _setting(DEFAULT_PRF_TOP, "fused chunks that feed back")
+    weights: tuple[float, ...] | None = setting(None, "one fusion weight per source (None: 0.5 / 0.5 for two, equal otherwise)")
+    mode: FusionMode = setting("rrf", '"rrf" (weighted reciprocal-rank fusion) or "relative_score"')
+    rrf_k: float = setting(DEFAULT_RRF_K, "the RRF constant (0: the cookbook's w / rank; 60: classic RRF)")
+    depth: int = setting(DEFAULT_DEPTH, "candidates taken from each source before fusion")
+    top_k: int = setting(DEFAULT_TOP_K, "results returned")
+    rerank_depth: int | None = setting(None, "fused candidates the reranker sees (None: depth)")
+    reranker: Reranker | None = setting(None, "a reranker applied to the fused candidates, or None")
+    on_rerank_error: OnRerankError = setting("raise", '"raise", or "fused" to keep the fused order when the reranker fails')
+    dense_prf: float = setting(DEFAULT_DENSE_PRF, "dense pseudo-relevance feedback weight (0: off)")
+    prf_top: int = setting(DEFAULT_PRF_TOP, "fused chunks that feed back")
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalise once, here
@@ -130,16 +126,6 @@ class FusionConfig:
         given = {name: value for name, value in settings.items() if value is not None}
         base = config if config is not None else cls()
         return dataclasses.replace(base, **given) if given else base
-
-    @classmethod
-    def field_names(cls) -> tuple[str, ...]:
-        """The settings, in declaration order: the one list every flat signature derives from."""
-        return tuple(f.name for f in dataclasses.fields(cls))
-
-    @classmethod
-    def field_doc(cls, name: str) -> str:
-        """The one-line description of setting `name`."""
-        return next(f.metadata["doc"] for f in dataclasses.fields(cls) if f.name == name)
 
     @classmethod
     def from_settings(

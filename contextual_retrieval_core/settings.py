@@ -1,0 +1,34 @@
+"""What `FusionConfig` and `ContextualizeConfig` share: a field with a one-line description, and
+the class methods the frameworks' flat fields are generated from."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, get_type_hints
+
+__all__ = ["setting", "Settings"]
+
+
+def setting(default: Any, doc: str) -> Any:
+    """A settings field with its one-line description (what flat framework fields show)."""
+    return dataclasses.field(default=default, metadata={"doc": doc})
+
+
+class Settings:
+    """A mixin for frozen settings dataclasses: their field names, descriptions and specs."""
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        """The settings, in declaration order: the one list every flat signature derives from."""
+        return tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+
+    @classmethod
+    def field_doc(cls, name: str) -> str:
+        """The one-line description of setting `name`."""
+        return next(f.metadata["doc"] for f in dataclasses.fields(cls) if f.name == name)  # type: ignore[arg-type]
+
+    @classmethod
+    def field_specs(cls) -> list[tuple[str, Any, Any, str]]:
+        """(name, type, default, description) of every setting: what a framework turns into fields."""
+        hints = get_type_hints(cls)
+        return [(f.name, hints[f.name], f.default, f.metadata["doc"]) for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
