@@ -279,3 +279,25 @@ def test_index_folder_figures_are_the_scripts():
     assert f"took {chroma['build_s']} s, {chroma['query_p50_ms']} ms and {chroma['dense_recall_at_150']:.3f}" in page
     assert files["build_s"] < chroma["build_s"] and files["query_p50_ms"] < chroma["query_p50_ms"]
     assert files["dense_recall_at_150"] >= chroma["dense_recall_at_150"] and files["build_peak_rss_mb"] < chroma["build_peak_rss_mb"]
+
+
+def test_pgvector_query_figures_are_the_scripts():
+    """Issue 42: RESULTS.md's pgvector query table and docs/scaling-out.md's figures are
+    pgvector_queries.json's, and no chunk text was embedded while querying."""
+    data = load("pgvector_queries.json")
+    section = RESULTS.split("## pgvector queries in a fresh process (issue 42)")[1].split("\n## ")[0]
+    page = " ".join(ALL_PAGES["scaling-out.md"].split())
+    configs = {c["name"]: c for c in data["configs"]}
+    for c in configs.values():
+        medians = " / ".join(f"{m:.1f}" for m in c["process_medians_ms"])
+        row = (f"| {c['name']} | {c['median_ms']:.1f} | {c['p90_ms']:.1f} | {c['mean_ms']:.1f} | {medians} | "
+               f"{c['chunk_texts_embedded_while_querying']} |")
+        assert row in section, row
+        assert c["chunk_texts_embedded_while_querying"] == 0 and c["queries"] == 248
+    ratios = data["ratio_default_over_prf0"]
+    assert f"LangChain {ratios['langchain']:.2f}x, LlamaIndex {ratios['llamaindex']:.2f}x" in " ".join(section.split())
+    for framework in ("langchain", "llamaindex"):
+        on, off = (configs[f"{framework}, dense_prf=0.5 (default)"], configs[f"{framework}, dense_prf=0"])
+        assert round(on["median_ms"] / off["median_ms"], 2) == ratios[framework]
+        assert f"{on['median_ms']:.1f} ms" in page and f"{off['median_ms']:.1f} ms" in page
+        assert f"({ratios[framework]:.2f}x)" in page
