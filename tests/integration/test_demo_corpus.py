@@ -35,10 +35,20 @@ def demo_index(tmp_path, windows, embedder):
         (folder / path).write_text(text, encoding="utf-8")
     index = ContextualIndex(tmp_path / "ix", embedder=embedder, chunk_chars=400, windows=windows)
     index.update([folder], show_progress=False)
-    got = index._chroma().get(ids=index.manifest.chunk_ids(), include=["metadatas"])
-    chunks = [ContextualChunk(Chunk(cid, m["path"], m["text"], m["chunk_index"]), m["context"])
-              for cid, m in zip(got["ids"], got["metadatas"])]
-    return index, chunks, embedder
+    return index, stored_chunks(index), embedder
+
+
+def stored_chunks(index: ContextualIndex) -> list[ContextualChunk]:
+    """The index's chunks in manifest order, as its version's chunk table holds them."""
+    import sqlite3
+    from contextlib import closing
+
+    from contextual_retrieval_core.index.snapshot import CHUNKS_FILE
+
+    with closing(sqlite3.connect(index.path / index.manifest.bm25 / CHUNKS_FILE)) as db:
+        metas = {cid: json.loads(meta) for cid, meta in db.execute("SELECT id, metadata FROM chunks")}
+    return [ContextualChunk(Chunk(cid, metas[cid]["path"], metas[cid]["text"], metas[cid]["chunk_index"]), metas[cid]["context"])
+            for cid in index.manifest.chunk_ids()]
 
 
 def test_same_top_20_as_the_core_searcher_on_the_same_chunks(tmp_path, offline_embedder):

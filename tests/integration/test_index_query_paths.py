@@ -53,13 +53,11 @@ def test_a_failing_reranker_raises_by_default(built, cohere_server) -> None:
         index.search("refunds", top_k=2, config=FusionConfig(reranker=cohere_server.reranker()))
 
 
-@pytest.mark.parametrize("how", ["keyword", "config"])
-def test_on_rerank_error_fused_keeps_the_fused_order_and_each_hit_says_why(built, cohere_server, how) -> None:
+def test_on_rerank_error_fused_keeps_the_fused_order_and_each_hit_says_why(built, cohere_server) -> None:
     index = ContextualIndex(built, embedder=CountingEmbedder())
     fused = index.search("how many days until refunds", top_k=3)
     assert fused and all(h.rerank_error is None and h.rerank_score is None for h in fused)
-    settings = ({"reranker": cohere_server.reranker(), "on_rerank_error": "fused"} if how == "keyword"
-                else {"config": FusionConfig(reranker=cohere_server.reranker(), on_rerank_error="fused")})
+    settings = {"config": FusionConfig(reranker=cohere_server.reranker(), on_rerank_error="fused")}
     reranked = index.search("how many days until refunds", top_k=3, **settings)
     assert all(h.rerank_error is None and h.rerank_score is not None for h in reranked)
 
