@@ -1,16 +1,13 @@
 """`HNSWIndex`: approximate dense search for large corpora, and `dense_index`, which picks it.
 
-Exact search (`VectorIndex`) reads every vector for every query: at 100,000 MiniLM chunks that
-is one 100k x 384 matrix product per query, and its cost grows linearly with the corpus. Above
-`ANN_THRESHOLD` chunks `dense_index` builds a calibrated `IVFIndex` (dense/ivf.py) instead; below it, exact search is
-cheap (well under the fusion and BM25 costs) and stays the default, with no extra dependency.
+Exact search (`VectorIndex`) reads every vector for every query (one n x d matrix product), so
+its cost grows linearly with the corpus. From `ANN_THRESHOLD` chunks on, `dense_index` builds a
+calibrated `IVFIndex` (dense/ivf.py) instead; below it, exact search is used, with no extra
+dependency. Where the threshold comes from: benchmarks/RESULTS.md, "Scale: 10k, 100k and 1M chunks".
 
-Why FAISS (`faiss-cpu`): chromadb 1.x no longer ships Python HNSW bindings (its HNSW lives in
-its Rust core), and `hnswlib`'s last release is from 2023. `usearch` was tried first: its
-2.26 wheel crashes the process (segfault) when onnxruntime, which the local MiniLM embedder
-uses, is imported after it. `faiss-cpu` is maintained (Meta, MIT), ships wheels for every
-platform we support, needs only numpy, writes its indexes in its own binary format (no
-pickle) and can read them memory-mapped (``IO_FLAG_MMAP``). Install it with the ``ann`` extra.
+Both approximate indexes use FAISS (`faiss-cpu`, the ``ann`` extra): it needs only numpy, writes
+its indexes in its own binary format (no pickle) and can read them memory-mapped
+(``IO_FLAG_MMAP``).
 
 How it searches: the graph (``IndexHNSWSQ``) holds float16 copies of the L2-normalised vectors;
 a query walks it (beam ef = max(`expansion_search`, candidates)) for max(2k, 64) candidates,
@@ -40,8 +37,8 @@ from contextual_retrieval_core.errors import InputError, NotFoundError
 
 __all__ = ["ANN_THRESHOLD", "HNSWIndex", "HNSWParams", "dense_index", "load_dense_index"]
 
-#: Corpus size (chunks) from which `dense_index` builds an HNSW graph instead of exact search
-#: (below it exact search is fast enough and needs no extra dependency: benchmarks/RESULTS.md).
+#: Corpus size (chunks) from which `dense_index` builds an `IVFIndex` instead of exact search
+#: (below it exact search needs no extra dependency; why this size: benchmarks/RESULTS.md).
 ANN_THRESHOLD = 20_000
 
 _FORMAT = 1
@@ -55,8 +52,8 @@ class HNSWParams:
         connectivity: edges per node (HNSW's M).
         expansion_add: candidate list size while building (ef_construction).
         expansion_search: candidate list size while searching (ef); raised to the number of
-            candidates a query asks for when that is larger (512: about 3x the default
-            candidate depth of 150).
+            candidates a query asks for when that is larger (default 512, above the query
+            flow's candidate depth of 150).
     """
 
     connectivity: int = 16
@@ -215,7 +212,7 @@ def dense_index(
     show_progress: bool = False,
 ) -> VectorIndex | IVFIndex:
     """Exact `VectorIndex` below `threshold` rows, the calibrated `IVFIndex` from it on
-    (`HNSWIndex` stays available, built by hand, and loads).
+    (an `HNSWIndex` is built only by hand; `load_dense_index` opens all three kinds).
 
     Without faiss-cpu installed, exact search at every size, with a warning naming the extra.
     `vectors` may be a memory-mapped ``.npy``: the IVF build reads it a block at a time.

@@ -15,7 +15,7 @@ reference is the same index probing every cluster. The chosen value and the reca
 are saved with the index; `calibrate` repeats the choice on real queries when a caller has them.
 A query asking for more than `depth` candidates probes proportionally more clusters.
 
-Memory: the float16 lists are 2 bytes a dimension (768 MB at 1M x 384); `load` maps the saved
+Memory: the float16 lists take 2 bytes a dimension of every vector; `load` maps the saved
 file (FAISS ``IO_FLAG_MMAP``), so a query process reads only the clusters its queries probe.
 Saved as ``ivf.faiss`` (FAISS's own binary format, no pickle) and ``ivf.json`` (ids, parameters,
 calibration). Install FAISS with the ``ann`` extra.
@@ -115,7 +115,7 @@ class IVFIndex:
 
     The same interface as `VectorIndex` (``search``, ``search_many``, ``save``, ``load``,
     ``add``), so either can sit behind `HybridSearcher`. Building holds the float16 lists and one
-    64 MB block of float32 rows at a time (0.8 GB at 1M x 384); `vectors` may be a memory-mapped
+    64 MB block of float32 rows at a time; `vectors` may be a memory-mapped
     ``.npy`` (``np.load(path, mmap_mode="r")``), which is read through its file, so vectors that do
     not fit in memory can be indexed.
 
@@ -319,7 +319,7 @@ def _check_centroids(file: Path, graph: Any) -> None:
     """`IndexFileError` naming `file` unless every centroid is unit length: FAISS trains the
     clusters of an inner-product IVF index spherically (each centroid normalised), so a zero, NaN
     or overwritten centroid is damage (it would send queries to the wrong clusters). Reads the
-    ``nlist`` x ``dim`` centroids, held in memory (1.5 MB at 1M x 384)."""
+    ``nlist`` x ``dim`` float32 centroids, held in memory."""
     quantizer = _faiss().downcast_index(graph.quantizer)
     centroids = quantizer.reconstruct_n(0, quantizer.ntotal) if quantizer.ntotal else np.zeros((0, graph.d), np.float32)
     bad = non_unit_rows(centroids, unit_tolerance(np.dtype(np.float32)))

@@ -104,8 +104,7 @@ class VectorIndex:
     def load(cls, path: str | Path) -> VectorIndex:
         """Load what `save` wrote; a missing, truncated, corrupted or inconsistent file is an
         `IndexFileError` naming it, and so is a row that is not unit length (a zero row, NaN, or a
-        row part of which was zeroed or overwritten): every row is read once, a block at a time
-        (about 0.1 s a GB of rows from the page cache)."""
+        row part of which was zeroed or overwritten): every row is read once, a block at a time."""
         from contextual_retrieval_core.checks import read_json
 
         path = Path(path)
