@@ -8,10 +8,9 @@
   password), which `VectorServerUnavailable` names;
 - `search_again`: dense feedback's second search, the store's own (nearest rows by cosine
   distance, similarity 1 - distance; a windowed index's rows collapsed to their nodes as
-  `WindowedVectorRetriever` does) in one SELECT that reads the text and metadata of the rows
-  whose node the query has not seen yet only: the store's own search makes a node from the
-  metadata of every row (300 on a windowed index), which made the second search cost as much as
-  the rest of the query;
+  `WindowedVectorRetriever` does) in one SELECT that reads the text and metadata only of the
+  rows whose node the query has not seen yet (the store's own search makes a node from the
+  metadata of every row it returns);
 - `on_this_loop`: the store's async engine bound to the running event loop (the core's
   `LoopBinding`): its connections are closed as an ``asyncio.run`` loop shuts down, so one
   ``asyncio.run`` per query works; a use from a second loop while the first is still open raises

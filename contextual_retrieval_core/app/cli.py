@@ -459,8 +459,8 @@ def _index_folder(source: str) -> Any:
 
 
 def _adopt_index_contexts(path: Path, store: Any, generator: Any, corpus: Any) -> None:
-    """The contexts an index folder's own store holds for `corpus`, copied into `store` (an index
-    built before indexes shared their contexts)."""
+    """The contexts an index folder's own store holds for `corpus`, copied into `store`, so that
+    none the index paid for is paid again (also when the index shared them with another store)."""
     from contextual_retrieval_core.contextualize.contextualizer import store_keys
     from contextual_retrieval_core.index.shared_contexts import share
     from contextual_retrieval_core.store.context_store import ContextStore

@@ -48,7 +48,7 @@ def _mark_class() -> str:
 
     Python's `\\w` matches letters and digits but not marks, so without them "हिन्दी" would fall
     apart at every vowel sign. The ranges come from `unicode_marks.MARK_RANGES` for this Python's
-    Unicode version, else from a scan of the database (about 30 ms).
+    Unicode version, else from a scan of the Unicode database.
     """
     table = MARK_RANGES.get(unicodedata.unidata_version) or scan_marks()
     ranges = []

@@ -131,8 +131,8 @@ class Contextualizer:
             definitions: what `StructuralContextGenerator` writes, free and offline) on a line
             before the generator's context, for every generator but `StructuralContextGenerator`
             itself (default True; the store keeps the generated context as written, so switching it
-            never costs a request). On the cookbook set it lifts contextual-hybrid from
-            85.93 / 90.12 / 94.25 to 87.17 / 92.37 / 95.06 (Pass@5/10/20, benchmarks/structural_header.py).
+            never costs a request). Its effect on retrieval: benchmarks/RESULTS.md, "The structural
+            header on LLM contexts".
         give_up_after_rate_limited_s: stop the run (`RateLimitedTooLong`) once the API has answered
             nothing but 429 rate-limit errors, SDK retries included, for this many seconds
             (default 120; None: never). Everything generated before is stored.
@@ -471,8 +471,8 @@ def _serve(loop: asyncio.AbstractEventLoop, executor: ThreadPoolExecutor) -> Non
 
 
 def _stored(found: dict[str, str], key: str) -> str | None:
-    """A stored context, or None. A blank one (written by an earlier version) counts as missing:
-    it is generated again and replaced."""
+    """A stored context, or None. A blank one counts as missing: it is generated again and
+    replaced."""
     hit = found.get(key)
     return hit if hit is not None and hit.strip() else None
 

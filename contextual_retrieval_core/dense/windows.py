@@ -161,7 +161,7 @@ def build_dense_rows(
     batch_size: int = 64,
     show_progress: bool = False,
 ) -> DenseRows:
-    """Embed `chunks` (windowed per `windows`; None: one vector per chunk, as before)."""
+    """Embed `chunks` (windowed per `windows`; None: one vector per chunk)."""
     texts_per_chunk = window_texts(embedder, chunks, windows)
     flat = [t for texts in texts_per_chunk for t in texts]
     owners = [c.id for c, texts in zip(chunks, texts_per_chunk) for _ in texts]

@@ -80,8 +80,8 @@ class AnthropicContextGenerator:
             cached document block.
         cache_ttl: "5m" (default) or "1h" (2x write price; what batches want).
         max_tokens: the answer budget per chunk (contexts are 50-100 tokens).
-        max_retries: the SDK's retries for clients built here (default 6: a 10% failure rate
-            then loses one request in a million).
+        max_retries: the SDK's retries for clients built here (default 6: at a 10% failure rate
+            per attempt, seven attempts lose one request in ten million).
         timeout: per-request timeout in seconds for clients built here.
         count_tokens: how to tell, for a document near the cache minimum, whether it reaches it:
             "probe" (default; its first request carries cache_control and the usage settles it),

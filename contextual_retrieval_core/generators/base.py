@@ -226,7 +226,7 @@ class ContextGenerator(Protocol):
 
 
 def label_of(generator: Any) -> str:
-    """The generator's `label`; its `name` for a generator written before `label` was declared."""
+    """The generator's `label`; its `name` for a generator that declares no `label`."""
     return str(getattr(generator, "label", None) or generator.name)
 
 

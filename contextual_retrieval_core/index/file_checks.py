@@ -3,7 +3,7 @@
 At commit, an update records the size and CRC-32 of every file in the new version folder in the
 manifest (`IndexManifest.checks`). Before a query answers from a version, its files are checked
 against the record: every size always, and every checksum while the folder is at most
-`FULL_CHECK_BYTES` (reading it costs about 0.1 s at 1.6 GB/s); a larger folder has its small files
+`FULL_CHECK_BYTES`; a larger folder has its small files
 (metadata, ids, BM25 statistics) checked in full and its large arrays by size, and the range
 checks of the loaders (norms, term maxima, unit rows) cover the rest. `index` checks every byte
 before it reuses a version, and `index --check` does so on request. A file that is missing, has

@@ -47,8 +47,8 @@ class UnitCache:
     """Units, vectors, BM25 terms and token counts by text, bounded, shared safely between threads.
 
     Args:
-        max_texts: entries kept per kind of value; the oldest are dropped beyond it (default 200,000:
-            about 300 MB of 384-dimension float32 vectors at most).
+        max_texts: entries kept per kind of value; the oldest are dropped beyond it (default
+            200,000; the vectors then take at most `max_texts` x dimension x 4 bytes as float32).
         dtype: how vectors are held: numpy.float32 (default: as embedded) or numpy.float16 (half
             the memory, rounded); they are handed out as float32 either way.
 

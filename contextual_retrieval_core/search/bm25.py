@@ -113,9 +113,8 @@ class BM25Index:
     def index_token_blocks(self, blocks: Iterable[tuple[Sequence[str], Sequence[Sequence[str]]]]) -> BM25Index:
         """`index_blocks` for already-tokenized texts: blocks of (ids, token lists). Memory while
         building: the ids, the vocabulary, one block's work and the finished postings (12 bytes a
-        distinct (term, text) pair: float64 weights, int32 document numbers; 0.9 GB for a million
-        120-token chunks); the (term, text, count) triples wait in a temporary file (TMPDIR) once
-        they pass 128 MB."""
+        distinct (term, text) pair: float64 weights, int32 document numbers); the (term, text,
+        count) triples wait in a temporary file (TMPDIR) once they pass 128 MB."""
         build = _Build()
         for number, (ids, tokens) in enumerate(blocks):
             build.add(ids, tokens, number)

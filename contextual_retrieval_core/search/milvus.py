@@ -417,8 +417,8 @@ class MilvusCollection:
 
     def flush(self) -> None:
         """Seal what was written into segments (Milvus does so by itself in time; Milvus Lite
-        searches rows still in memory by rebuilding their index for every search: 20 to 70 times
-        slower at 20,000 rows, `benchmarks/RESULTS.md`)."""
+        searches rows still in memory by rebuilding their index for every search, so flush after
+        a bulk write: benchmarks/RESULTS.md, "Both sides of the hybrid on Milvus")."""
         self._call("flush", self.name)
 
     def delete(self, ids: Sequence[str]) -> None:

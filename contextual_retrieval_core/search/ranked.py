@@ -141,7 +141,7 @@ def fuse_sources(
     lists = [_first_occurrences(hits, scored=mode != "rrf") for _, hits, _ in sources]
     columns = fused_columns(lists, [w for _, _, w in sources], mode=mode, rrf_k=rrf_k, depth=depth, top_k=top_k)
     new = tuple.__new__  # a fused query makes up to 2 x depth hits: no per-hit Python frame
-    if len(names) == 2:  # dense + BM25, the common case: a dict display is 4x faster than dict(zip())
+    if len(names) == 2:  # dense + BM25, the common case: a dict display, cheaper than dict(zip())
         first, second = names
         return [new(RankedHit, (item, score, {first: a, second: b}, score, None, None))
                 for item, score, a, b in zip(columns.ids, columns.scores, *columns.ranks)]
