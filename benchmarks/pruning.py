@@ -114,9 +114,9 @@ def load_cases(dataset_dir: str, contexts_path: str, embedder) -> list[Case]:
 
 def ours(embedder, counter, unit_cache=None, **settings) -> Callable:
     """Ours; with a prepared `unit_cache`, the query vector retrieval computed is passed in too."""
-    from contextual_retrieval_core.pruning import ContextPruner
+    from contextual_retrieval_core.pruning import ContextPruner, PruningConfig
 
-    pruner = ContextPruner(embedder, token_counter=counter, unit_cache=unit_cache, **settings)
+    pruner = ContextPruner(embedder, config=PruningConfig(**settings), token_counter=counter, unit_cache=unit_cache)
 
     def run(query, chunks, query_vector=None):
         qv = query_vector if unit_cache is not None else None

@@ -24,7 +24,7 @@ import numpy as np
 
 from contextual_retrieval_core.errors import ContextualRetrievalError, InputError, InputTypeError
 
-__all__ = ["IndexFileError", "positive_int", "non_negative_number", "fusion_weights", "string_list", "not_a_string", "finite_vectors", "unit_tolerance", "non_unit_rows", "is_blank"]
+__all__ = ["IndexFileError", "positive_int", "non_negative_number", "positive_seconds", "fusion_weights", "string_list", "not_a_string", "finite_vectors", "unit_tolerance", "non_unit_rows", "is_blank"]
 
 
 def positive_int(name: str, value: Any, *, allow_none: bool = False, what: str = "a positive integer") -> Any:
@@ -104,6 +104,21 @@ def non_negative_number(name: str, value: Any) -> float:
         raise InputTypeError(f"{name} must be a finite number >= 0, got {type(value).__name__} {value!r}")
     if not np.isfinite(value) or value < 0:
         raise InputError(f"{name} must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def positive_seconds(name: str, value: Any, *, allow_none: bool = False) -> float | None:
+    """`value` as a float when it is a number of seconds > 0 (None too when `allow_none`); else
+    ValueError naming `name`.
+
+    Example:
+        >>> positive_seconds("timeout", 10)
+        10.0
+    """
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise InputError(f"{name} must be a positive number of seconds{' or None' if allow_none else ''}, got {value!r}")
     return float(value)
 
 

@@ -1,12 +1,16 @@
-"""What `FusionConfig` and `ContextualizeConfig` share: a field with a one-line description, and
-the class methods the frameworks' flat fields are generated from."""
+"""What the settings homes (`FusionConfig`, `ContextualizeConfig`, `PruningConfig`, `VoyageBatching`,
+`MilvusConfig`) share: a field with a one-line description, the class methods the frameworks' flat
+fields are generated from, and a validated copy (`replace`) or a config read from a part's flat
+fields (`of`)."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, get_type_hints
+from typing import Any, TypeVar, get_type_hints
 
 __all__ = ["setting", "Settings"]
+
+S = TypeVar("S", bound="Settings")
 
 
 def setting(default: Any, doc: str) -> Any:
@@ -32,3 +36,13 @@ class Settings:
         """(name, type, default, description) of every setting: what a framework turns into fields."""
         hints = get_type_hints(cls)
         return [(f.name, hints[f.name], f.default, f.metadata["doc"]) for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+
+    @classmethod
+    def of(cls: type[S], part: Any) -> S:
+        """The config a framework part's flat fields hold (every `field_names` attribute of `part`),
+        validated as any other."""
+        return cls(**{name: getattr(part, name) for name in cls.field_names()})
+
+    def replace(self: S, **changes: Any) -> S:
+        """A copy with `changes` (validated again)."""
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]

@@ -7,20 +7,25 @@ chunk) the copy's ``original_content`` is the kept source text and its page_cont
 plus that text, so `format_docs_for_llm` still shows context and source apart; any other
 Document's page_content becomes the kept text. ``metadata["pruned_spans"]`` holds
 [start, end, start_line, end_line] per kept piece of the original text.
+
+Every `PruningConfig` setting is a pydantic field of the compressor, with the config's name, type,
+default and description; the values are validated by the core (the pruner is built from
+`PruningConfig.of(compressor)`), so a setting means the same and fails the same way as in a core
+`ContextPruner`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor
 from langchain_core.documents import Document as LCDocument
-from pydantic import ConfigDict, Field, PrivateAttr
+from pydantic import ConfigDict, Field, PrivateAttr, create_model, model_validator
 
-from contextual_retrieval_core.errors import InputTypeError
-from contextual_retrieval_core.pruning import PRUNED_SPANS_KEY, ContextPruner, PruningResult, kind_for_path
+from contextual_retrieval_core.errors import InputError, InputTypeError
+from contextual_retrieval_core.pruning import PRUNED_SPANS_KEY, ContextPruner, PruningConfig, PruningResult, kind_for_path
 from contextual_retrieval_core.types import Chunk, ContextualChunk, compose_indexed_text
 from contextual_retrieval_langchain._documents import CHUNK_ID_KEY, CONTEXT_KEY, ORIGINAL_CONTENT_KEY, PARENT_ID_KEY
 
@@ -58,36 +63,67 @@ def _documents(docs: Sequence[LCDocument], result: PruningResult) -> list[LCDocu
     return out
 
 
-class ContextPruningCompressor(BaseDocumentCompressor):
+class _PruningChecked(BaseDocumentCompressor):
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")  # a misspelt setting is an error
+
+    @model_validator(mode="before")
+    @classmethod
+    def _settings_of_the_pruner(cls, data: Any) -> Any:
+        """With `pruner=`, the fields hold its settings; settings beside it are refused."""
+        if not isinstance(data, dict) or data.get("pruner") is None:
+            return data
+        pruner = data["pruner"]
+        if not isinstance(pruner, ContextPruner):
+            raise InputTypeError(f"pruner must be a contextual_retrieval_core ContextPruner, got {type(pruner).__name__}")
+        given = sorted(k for k in data if k in PruningConfig.field_names())
+        if given:
+            raise InputError(f"pass pruner= or the pruning settings {given}, not both: the pruner has its own (its config)")
+        return {**data, **{name: getattr(pruner.config, name) for name in PruningConfig.field_names()}}
+
+    @model_validator(mode="after")
+    def _valid_config(self) -> Any:
+        PruningConfig.of(self)  # the core's checks, naming the setting and the fix
+        return self
+
+    @property
+    def pruning_config(self) -> PruningConfig:
+        """The `PruningConfig` the pruning fields hold."""
+        return PruningConfig.of(self)
+
+
+if TYPE_CHECKING:  # the generated fields are read by name; to a type checker this is the base
+    _PruningFields = _PruningChecked
+else:
+    _PruningFields = create_model(
+        "_WithPruningFields", __base__=_PruningChecked,
+        **{name: (kind, Field(default=default, description=doc)) for name, kind, default, doc in PruningConfig.field_specs()},
+    )
+
+
+class ContextPruningCompressor(_PruningFields):
     """Keeps the sentences / statements of the retrieved Documents that answer the query.
 
     Args:
         embedder: a core `Embedder` (default: the offline `LocalMiniLMEmbedder`).
-        budget: tokens of source text to keep; None for `budget_share` of the input (default 0.3).
-        pruner: a ready core `ContextPruner` (then the settings here are ignored).
-        settings: any other `ContextPruner` setting (lam, alpha, neighbours, min_tokens, ...).
+        pruner: a ready core `ContextPruner` (then the pruning fields hold its settings, and
+            giving them as well is an error).
+        budget, budget_share, alpha, ...: every `PruningConfig` setting, under its name (budget:
+            tokens of source text to keep; None, the default, keeps `budget_share`, 0.3, of the input).
 
     Example:
         >>> from langchain_core.documents import Document
         >>> docs = [Document("Revenue grew 3% to $412 million. The office moved. Lunch was at noon. Parking is free.")]
-        >>> compressor = ContextPruningCompressor(budget=10, settings={"min_tokens": 1})
+        >>> compressor = ContextPruningCompressor(budget=10, min_tokens=1)
         >>> [d.page_content for d in compressor.compress_documents(docs, "How much did revenue grow?")]
         ['Revenue grew 3% to $412 million.']
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
     embedder: Any | None = Field(default=None, exclude=True)
-    budget: int | None = None
-    budget_share: float = 0.3
-    settings: dict[str, Any] = Field(default_factory=dict)
     pruner: Any | None = Field(default=None, exclude=True)
     _pruner: ContextPruner = PrivateAttr()
 
     def model_post_init(self, context: Any) -> None:
         if self.pruner is not None:
-            if not isinstance(self.pruner, ContextPruner):
-                raise InputTypeError(f"pruner must be a contextual_retrieval_core ContextPruner, got {type(self.pruner).__name__}")
             self._pruner = self.pruner
             return
         embedder = self.embedder
@@ -95,7 +131,7 @@ class ContextPruningCompressor(BaseDocumentCompressor):
             from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
 
             embedder = LocalMiniLMEmbedder()
-        self._pruner = ContextPruner(embedder, budget=self.budget, budget_share=self.budget_share, **self.settings)
+        self._pruner = ContextPruner(embedder, config=self.pruning_config)
 
     def prepare(self, documents: Sequence[LCDocument]) -> int:
         """Compute ahead of any query what pruning `documents` needs (their units' vectors, terms

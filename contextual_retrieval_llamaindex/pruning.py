@@ -6,18 +6,30 @@ metadata, so `MetadataMode.LLM` still shows context and source apart) and never 
 caller's nodes. A copy carries ``metadata["pruned_spans"]``: [start, end, start_line, end_line]
 per kept piece of the original text (hidden from the LLM and the embedder). Nodes without text
 (images, ...) pass through untouched, in their place.
+
+Every `PruningConfig` setting is a pydantic field of `ContextPruningPostprocessor`, with the
+config's name, type, default and description; the values are validated by the core (the pruner is
+built from `PruningConfig.of(postprocessor)`), so a setting means the same and fails the same way
+as in a core `ContextPruner`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.bridge.pydantic import Field, PrivateAttr, create_model, model_validator
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 
-from contextual_retrieval_core.errors import InputError
-from contextual_retrieval_core.pruning import PRUNED_SPANS_KEY, ContextPruner, LLMContextCompressor, PruningResult, kind_for_path
+from contextual_retrieval_core.errors import InputError, InputTypeError
+from contextual_retrieval_core.pruning import (
+    PRUNED_SPANS_KEY,
+    ContextPruner,
+    LLMContextCompressor,
+    PruningConfig,
+    PruningResult,
+    kind_for_path,
+)
 from contextual_retrieval_core.types import CONTEXT_KEY, Chunk, ContextualChunk
 
 __all__ = ["ContextPruningPostprocessor", "LLMCompressorPostprocessor"]
@@ -74,7 +86,28 @@ def _query(query_bundle: QueryBundle | None) -> str:
     return query_bundle.query_str
 
 
-class ContextPruningPostprocessor(BaseNodePostprocessor):
+class _PruningChecked(BaseNodePostprocessor):
+    @model_validator(mode="after")
+    def _valid_config(self) -> Any:
+        PruningConfig.of(self)  # the core's checks, naming the setting and the fix
+        return self
+
+    @property
+    def pruning_config(self) -> PruningConfig:
+        """The `PruningConfig` the pruning fields hold."""
+        return PruningConfig.of(self)
+
+
+if TYPE_CHECKING:  # the generated fields are read by name; to a type checker this is the base
+    _PruningFields = _PruningChecked
+else:
+    _PruningFields = create_model(
+        "_WithPruningFields", __base__=_PruningChecked,
+        **{name: (kind, Field(default=default, description=doc)) for name, kind, default, doc in PruningConfig.field_specs()},
+    )
+
+
+class ContextPruningPostprocessor(_PruningFields):
     """Keeps the sentences / statements of the retrieved nodes that answer the query.
 
     Put it last, after retrieval and reranking:
@@ -82,9 +115,11 @@ class ContextPruningPostprocessor(BaseNodePostprocessor):
 
     Args:
         embedder: a core `Embedder` (default: the offline `LocalMiniLMEmbedder`).
-        budget: tokens of source text to keep; None for `budget_share` of the input (default 0.3).
-        pruner: a ready core `ContextPruner` (then the other settings are ignored).
-        **settings: any other `ContextPruner` setting (lam, alpha, neighbours, min_tokens, ...).
+        pruner: a ready core `ContextPruner` (then the pruning fields hold its settings, and
+            giving them as well is an error).
+        **settings: any `PruningConfig` setting, under its name (budget: tokens of source text to
+            keep; None, the default, keeps `budget_share`, 0.3, of the input; lam, alpha,
+            neighbours, min_tokens, ...).
 
     Example:
         >>> from llama_index.core.schema import NodeWithScore, TextNode
@@ -95,20 +130,27 @@ class ContextPruningPostprocessor(BaseNodePostprocessor):
         'Revenue grew 3% to $412 million.'
     """
 
-    budget: int | None = Field(default=None, description="Tokens of source text to keep (None: budget_share).")
-    budget_share: float = Field(default=0.3, description="Share of the input's tokens to keep when budget is None.")
     _pruner: ContextPruner = PrivateAttr()
     last_report: Any | None = Field(default=None, exclude=True, description="The last call's PruningReport.")
 
-    def __init__(self, embedder: Any = None, *, budget: int | None = None, budget_share: float = 0.3,
-                 pruner: ContextPruner | None = None, **settings: Any) -> None:
-        super().__init__(budget=budget, budget_share=budget_share)
+    def __init__(self, embedder: Any = None, *, pruner: ContextPruner | None = None, **settings: Any) -> None:
+        names = PruningConfig.field_names()
+        unknown = sorted(k for k in settings if k not in names)
+        if unknown:
+            raise InputTypeError(f"ContextPruningPostprocessor got unknown settings {unknown}; its pruning settings are {list(names)}")
+        if pruner is not None:
+            if not isinstance(pruner, ContextPruner):
+                raise InputTypeError(f"pruner must be a contextual_retrieval_core ContextPruner, got {type(pruner).__name__}")
+            if settings:
+                raise InputError(f"pass pruner= or the pruning settings {sorted(settings)}, not both: the pruner has its own (its config)")
+            settings = {name: getattr(pruner.config, name) for name in names}
+        super().__init__(**settings)
         if pruner is None:
             if embedder is None:
                 from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
 
                 embedder = LocalMiniLMEmbedder()
-            pruner = ContextPruner(embedder, budget=budget, budget_share=budget_share, **settings)
+            pruner = ContextPruner(embedder, config=self.pruning_config)
         self._pruner = pruner
 
     @classmethod

@@ -17,11 +17,10 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
-from contextual_retrieval_core.checks import positive_int
+from contextual_retrieval_core.checks import positive_int, positive_seconds
 from contextual_retrieval_core.errors import InputError, InputTypeError
 from contextual_retrieval_core.settings import Settings, setting
 from contextual_retrieval_core.types import ContextPosition
@@ -31,14 +30,6 @@ __all__ = ["ContextualizeConfig", "BATCH_MAX_REQUESTS", "BATCH_MAX_BYTES"]
 #: the Message Batches API's limits per batch: 100,000 requests, 256 MB (200 MB leaves room for the JSON envelope)
 BATCH_MAX_REQUESTS = 100_000
 BATCH_MAX_BYTES = 200 * 1024 * 1024
-
-
-def _seconds(name: str, value: Any, *, allow_none: bool = False) -> float | None:
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise InputError(f"{name} must be a positive number of seconds{' or None' if allow_none else ''}, got {value!r}")
-    return float(value)
 
 
 @dataclass(frozen=True)
@@ -100,18 +91,9 @@ class ContextualizeConfig(Settings):
         if not isinstance(self.separator, str):
             raise InputTypeError(f"separator must be a string, got {type(self.separator).__name__}")
         for name in ("batch_poll_interval", "retry_backoff_s", "claim_lease_s", "claim_poll_s"):
-            set_(self, name, _seconds(name, getattr(self, name)))
+            set_(self, name, positive_seconds(name, getattr(self, name)))
         for name in ("give_up_after_rate_limited_s", "claim_renew_s"):
-            set_(self, name, _seconds(name, getattr(self, name), allow_none=True))
+            set_(self, name, positive_seconds(name, getattr(self, name), allow_none=True))
         if self.claim_renew_s is not None and self.claim_renew_s >= self.claim_lease_s:
             raise InputError(f"claim_renew_s ({self.claim_renew_s!r}) must be shorter than claim_lease_s "
                              f"({self.claim_lease_s!r}), or leases lapse")
-
-    @classmethod
-    def of(cls, part: Any) -> ContextualizeConfig:
-        """The config a framework part's flat fields hold (every `field_names` attribute of `part`)."""
-        return cls(**{name: getattr(part, name) for name in cls.field_names()})
-
-    def replace(self, **changes: Any) -> ContextualizeConfig:
-        """A copy with `changes` (validated again)."""
-        return dataclasses.replace(self, **changes)

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from contextual_retrieval_core.embeddings.base import Embedder
+from contextual_retrieval_core.pruning.config import PruningConfig
 from contextual_retrieval_core.pruning.pruner import ContextPruner
 from contextual_retrieval_core.pruning.result import PruningResult
 from contextual_retrieval_core.types import Chunk, ContextualChunk, labelled
@@ -20,7 +21,7 @@ __all__ = ["prune_hits", "evidence_records", "format_evidence"]
 def prune_hits(question: str, hits: Sequence[Any], embedder: Embedder, budget: int | None = None) -> PruningResult:
     """`ContextPruner` (defaults, or a `budget` in tokens) over the hits, in their order."""
     chunks = [ContextualChunk(Chunk(str(h.id), str(h.path) or str(h.id), h.text), h.context or "") for h in hits]
-    return ContextPruner(embedder, budget=budget).prune(question, chunks)
+    return ContextPruner(embedder, config=PruningConfig(budget=budget)).prune(question, chunks)
 
 
 def _file_lines(hit: Any, start_line: int, end_line: int) -> tuple[int, int]:

@@ -1,31 +1,35 @@
 """`ContextPruner`: the retrieved chunks cut down to the units that answer the query.
 
+The settings named below are `PruningConfig`'s.
+
 1. Coarse filter: each chunk's score is ``alpha * dense + (1 - alpha) * BM25`` (cosine of the
    query with the chunk's contextualized text, BM25 of the query over the retrieved chunks, each
    scaled to [0, 1]); chunks under `keep_share` of the best are dropped (or all but `top_n`).
 2. Units (`units.split_units`: sentences, headings, list items, whole code statements) are scored
-   by their own dense + BM25 relevance blended with their chunk's score, and chosen by MMR until
-   the token budget (`budget_share` of the input, or `budget` tokens) is spent, each with its
-   neighbouring units when `neighbours` is on.
+   by their own dense + BM25 relevance (`dense_weight`) blended with their chunk's score
+   (`chunk_weight`), and chosen by MMR (`lam`, `min_score`) until the token budget
+   (`budget_share` of the input, or `budget` tokens) is spent, each with its neighbouring units
+   when `neighbours` is on.
 3. Reassembly: kept units in their order, chunks in rank order, `ELISION` between units that
    were not adjacent; every piece keeps its chunk id, document id and character span. The
    generated context stays apart from the source text (`PrunedChunk.context`).
+4. Safety valves: a chunk whose top unit stands out (z-score >= `standout_z` over all units)
+   keeps it; fewer than `min_tokens` left -> the top two whole chunks; a query without a content
+   term, or chunks without text, -> the input unchanged, with the reason in the report.
+
 Each chunk's units, their vectors, BM25 terms and token counts are computed once and kept in a
 `UnitCache` (by text), so a query pays only for what it has not seen before; `prepare` fills it
 ahead of the first query (at ingestion), and a query vector the retriever already computed can
 be passed to `prune` instead of embedding the query again. The selection is the same either way.
 
-4. Safety valves: a chunk whose top unit stands out (z-score >= `standout_z` over all units)
-   keeps it; fewer than `min_tokens` left -> the top two whole chunks; a query without a content
-   term, or chunks without text, -> the input unchanged, with the reason in the report.
-
 Example:
     >>> from contextual_retrieval_core import Chunk, ContextualChunk
-    >>> from contextual_retrieval_core.pruning import ContextPruner
+    >>> from contextual_retrieval_core.pruning import ContextPruner, PruningConfig
     >>> from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
     >>> chunks = [ContextualChunk(Chunk("c1", "report.md", "Revenue grew 3% to $412 million. "
     ...     "The office moved to a new building. Staff enjoyed the summer party."), "ACME Q2 2023.")]
-    >>> result = ContextPruner(LocalMiniLMEmbedder(), budget=12, min_tokens=1).prune("How much did revenue grow?", chunks)
+    >>> pruner = ContextPruner(LocalMiniLMEmbedder(), config=PruningConfig(budget=12, min_tokens=1))
+    >>> result = pruner.prune("How much did revenue grow?", chunks)
     >>> result.chunks[0].text
     'Revenue grew 3% to $412 million.'
     >>> result.chunks[0].pieces[0].start, result.report.units_kept["c1"]
@@ -41,10 +45,10 @@ from typing import Any
 
 import numpy as np
 
-from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.chunking.tokenizer import Tokenizer
 from contextual_retrieval_core.embeddings.base import Embedder, aembed_queries
 from contextual_retrieval_core.errors import InputError, InputTypeError
+from contextual_retrieval_core.pruning.config import PruningConfig
 from contextual_retrieval_core.pruning.select import bm25_term_scores, mmr_select, relevance, scale
 from contextual_retrieval_core.pruning.unit_cache import UnitCache
 from contextual_retrieval_core.pruning.units import TextKind, Unit, kind_for_path
@@ -67,62 +71,32 @@ class ContextPruner:
 
     Args:
         embedder: an `Embedder` for the query, the chunks and the units (the retriever's own is best).
-        budget: tokens of source text to keep (a positive integer); None for `budget_share`.
-        budget_share: the share of the input's tokens to keep when `budget` is None (default 0.3:
-            the seed recipe's 68% fewer tokens, rounded).
-        alpha: weight of dense against BM25 in the coarse filter (default 0.5, the fusion default).
-        dense_weight: the same weight for units (default 0.5).
-        keep_share: chunks scoring under this share of the best chunk are dropped (default 0.25).
-        top_n: keep at most this many chunks (None: no limit).
-        chunk_weight: weight of a unit's chunk score in its relevance (default 0.3).
-        lam: MMR's relevance-vs-redundancy weight (default 0.7).
-        min_score: no unit under this relevance (in [0, 1]) is kept; None for no floor.
-        neighbours: keep the unit before and after each pick when the budget allows (default True).
-        standout_z: a chunk's top unit with this z-score over all units is always kept (default 2.0).
-        min_tokens: under this many tokens kept, fall back to the top two whole chunks (default 16).
+        config: the scoring settings, a `PruningConfig` (default: `PruningConfig()`, which keeps
+            30% of the input's tokens).
         token_counter: a `TokenCounter` (default: `regex_token_counter`).
         tokenizer: the BM25 `Tokenizer` (default: the library's).
         unit_cache: where units, vectors, terms and token counts are kept between queries (default:
             a new `UnitCache` of this pruner's own); share one between pruners with one embedder.
+
+    A wrong type is a TypeError naming the argument and the fix.
     """
 
     def __init__(
         self,
         embedder: Embedder,
         *,
-        budget: int | None = None,
-        budget_share: float = 0.3,
-        alpha: float = 0.5,
-        dense_weight: float = 0.5,
-        keep_share: float = 0.25,
-        top_n: int | None = None,
-        chunk_weight: float = 0.3,
-        lam: float = 0.7,
-        min_score: float | None = None,
-        neighbours: bool = True,
-        standout_z: float = 2.0,
-        min_tokens: int = 16,
+        config: PruningConfig | None = None,
         token_counter: TokenCounter | None = None,
         tokenizer: Tokenizer | None = None,
         unit_cache: UnitCache | None = None,
     ) -> None:
         if embedder is None or not hasattr(embedder, "embed_documents"):
             raise InputTypeError("embedder must be an Embedder (e.g. LocalMiniLMEmbedder()); got " + type(embedder).__name__)
-        positive_int("budget", budget, allow_none=True, what="a positive number of tokens")
-        if not 0 < budget_share <= 1:
-            raise InputError(f"budget_share must be in (0, 1], got {budget_share!r}")
-        for name, value in (("alpha", alpha), ("dense_weight", dense_weight), ("keep_share", keep_share),
-                            ("chunk_weight", chunk_weight), ("lam", lam)):
-            if not 0 <= value <= 1:
-                raise InputError(f"{name} must be in [0, 1], got {value!r}")
-        positive_int("top_n", top_n, allow_none=True)
-        if min_tokens < 0:
-            raise InputError(f"min_tokens must be >= 0, got {min_tokens!r}")
+        if config is not None and not isinstance(config, PruningConfig):
+            raise InputTypeError(f"config must be a PruningConfig, got {type(config).__name__}; "
+                                 "e.g. ContextPruner(embedder, config=PruningConfig(budget=200))")
         self.embedder = embedder
-        self.budget, self.budget_share = budget, float(budget_share)
-        self.alpha, self.dense_weight, self.keep_share, self.top_n = alpha, dense_weight, keep_share, top_n
-        self.chunk_weight, self.lam, self.min_score, self.neighbours = chunk_weight, lam, min_score, neighbours
-        self.standout_z, self.min_tokens = standout_z, min_tokens
+        self.config = config if config is not None else PruningConfig()
         self.token_counter = token_counter or regex_token_counter
         self.tokenizer = tokenizer or Tokenizer()
         self.unit_cache = unit_cache if unit_cache is not None else UnitCache()
@@ -242,20 +216,22 @@ class ContextPruner:
         """Step 1, the coarse filter: sets the chunk scores, the kept chunks and the unit texts to embed
         (only the kept chunks' units are embedded)."""
         items, n_chunks = plan.items, len(plan.items)
+        cfg = self.config
         dense = scale(_cos(chunk_vecs, qv))
         plan.query_terms = self.tokenizer.tokenize(plan.query)
         sparse = scale(bm25_term_scores(plan.query_terms, self.unit_cache.terms([c.indexed_text for c in items], self.tokenizer)))
-        chunk_score = self.alpha * dense + (1 - self.alpha) * sparse
+        chunk_score = cfg.alpha * dense + (1 - cfg.alpha) * sparse
         best = float(chunk_score.max()) if n_chunks else 0.0
-        keep = chunk_score >= self.keep_share * best
-        if self.top_n is not None:
-            keep &= np.isin(np.arange(n_chunks), np.argsort(-chunk_score, kind="stable")[: self.top_n])
+        keep = chunk_score >= cfg.keep_share * best
+        if cfg.top_n is not None:
+            keep &= np.isin(np.arange(n_chunks), np.argsort(-chunk_score, kind="stable")[: cfg.top_n])
         plan.chunk_score, plan.best, plan.keep = chunk_score, best, keep
         plan.unit_texts = [u.text for ci, us in enumerate(plan.units) if keep[ci] for u in us]
 
     def _finish(self, plan: _Plan, qv: np.ndarray, unit_vecs: np.ndarray) -> PruningResult:
         """Steps 2-4 over the kept chunks' units (`unit_vecs` in `plan.unit_texts` order)."""
         items, report = plan.items, plan.report
+        cfg = self.config
         chunk_score, best, keep = plan.chunk_score, plan.best, plan.keep
         # 2. units of the kept chunks
         owner = np.array([ci for ci, us in enumerate(plan.units) for _ in us], dtype=np.int64)
@@ -266,12 +242,12 @@ class ContextPruner:
         texts = [u.text for u in units]
         costs = np.array([max(1, n) for n in self.unit_cache.token_counts(texts, self.token_counter)], dtype=np.int64)
         sparse_u = bm25_term_scores(plan.query_terms, self.unit_cache.terms(texts, self.tokenizer))
-        rel = relevance(qv, vecs, sparse_u, self.dense_weight)
-        rel = (1 - self.chunk_weight) * rel + self.chunk_weight * (chunk_score[owner[idx]] / best if best > 0 else 0.0)
-        budget = self.budget if self.budget is not None else max(1, int(round(self.budget_share * report.tokens_before)))
+        rel = relevance(qv, vecs, sparse_u, cfg.dense_weight)
+        rel = (1 - cfg.chunk_weight) * rel + cfg.chunk_weight * (chunk_score[owner[idx]] / best if best > 0 else 0.0)
+        budget = cfg.budget if cfg.budget is not None else max(1, int(round(cfg.budget_share * report.tokens_before)))
         forced = self._standouts(rel, owner[idx], report, items)
-        neighbours = _neighbour_index(owner[idx]) if self.neighbours else None
-        chosen = mmr_select(rel, vecs, costs, budget, lam=self.lam, floor=self.min_score, forced=forced, neighbours=neighbours)
+        neighbours = _neighbour_index(owner[idx]) if cfg.neighbours else None
+        chosen = mmr_select(rel, vecs, costs, budget, lam=cfg.lam, floor=cfg.min_score, forced=forced, neighbours=neighbours)
         # 3. reassembly
         by_chunk: dict[int, list[Unit]] = {}
         for k in chosen.picked:
@@ -285,7 +261,7 @@ class ContextPruner:
             out.append(PrunedChunk(c, ci, _pieces(c.text, picked, plan.units[ci]), len(picked), len(plan.units[ci]), float(chunk_score[ci])))
         tokens = sum(self.token_counter.count(c.text) for c in out)
         # 4. too little left: the top two whole chunks
-        if tokens < min(self.min_tokens, report.tokens_before):
+        if tokens < min(cfg.min_tokens, report.tokens_before):
             order = np.argsort(-chunk_score, kind="stable")[:2]
             out = [_whole(items[i], int(i), self.token_counter, float(chunk_score[i])) for i in sorted(order)]
             report.fallbacks.append("min_tokens")
@@ -307,7 +283,7 @@ class ContextPruner:
         for ci in np.unique(owners):
             members = np.flatnonzero(owners == ci)
             top = int(members[np.argmax(rel[members])])
-            if z[top] >= self.standout_z:
+            if z[top] >= self.config.standout_z:
                 forced.append(top)
                 report.fallbacks.append(f"standout:{items[int(ci)].id}")
         return forced

@@ -149,10 +149,6 @@ class FusionConfig(Settings):
             raise InputTypeError(f"{owner} got unknown settings {unknown}; its fusion settings are {taken}")
         return cls.merged(config, **{names.get(k, k): v for k, v in settings.items()})
 
-    def replace(self, **changes: Any) -> FusionConfig:
-        """A copy with `changes` (validated again)."""
-        return dataclasses.replace(self, **changes)
-
     def feeds_back(self, n_sources: int) -> bool:
         """Whether dense PRF runs over `n_sources` fused sources: the weight is not 0 and the dense
         side is fused with another source (a lone dense side has no fused ranking to learn from)."""

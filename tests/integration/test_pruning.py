@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from contextual_retrieval_core.pruning import ELISION, ContextPruner
+from contextual_retrieval_core.pruning import ELISION, ContextPruner, PruningConfig
 from contextual_retrieval_core.types import CONTEXT_LABEL, Chunk, ContextualChunk
 
 
@@ -30,7 +30,7 @@ HANDBOOK = ContextualChunk(Chunk("h1", "handbook/austin.md", (
 
 
 def test_keeps_the_answering_sentence_with_provenance(embedder):
-    pruner = ContextPruner(embedder, budget=30)
+    pruner = ContextPruner(embedder, config=PruningConfig(budget=30))
     result = pruner.prune("How much did ACME's revenue grow in Q2 2023?", [REPORT, HANDBOOK])
     kept = result.chunks[0]
     assert kept.id == "r1" and kept.document_id == "reports/acme.md"
@@ -50,7 +50,7 @@ def test_keeps_the_answering_sentence_with_provenance(embedder):
 
 
 def test_chunks_stay_in_rank_order_and_async_matches_sync(embedder):
-    pruner = ContextPruner(embedder, budget_share=0.6, keep_share=0.0)
+    pruner = ContextPruner(embedder, config=PruningConfig(budget_share=0.6, keep_share=0.0))
     query = "How many weeks of parental leave do Austin employees get?"
     sync = pruner.prune(query, [REPORT, HANDBOOK])
     assert [c.rank for c in sync.chunks] == sorted(c.rank for c in sync.chunks)
@@ -81,7 +81,7 @@ def test_only_the_kept_chunks_units_are_embedded_each_distinct_text_once(embedde
         "Parental leave is 12 weeks. Ask HR.\n\nLeave starts on the birth date. Ask HR.")), "HR notes.")
     counting = Counting(embedder)
     query = "How many weeks of parental leave do Austin employees get?"
-    result = ContextPruner(counting, keep_share=0.9, budget_share=1.0).prune(query, [REPORT, HANDBOOK, repeated])
+    result = ContextPruner(counting, config=PruningConfig(keep_share=0.9, budget_share=1.0)).prune(query, [REPORT, HANDBOOK, repeated])
     dropped = set(result.report.chunks_dropped)
     assert "r1" in dropped  # the revenue report is far under 90% of the best chunk's score
     chunk_texts = [c.indexed_text for c in (REPORT, HANDBOOK, repeated)]
@@ -92,12 +92,12 @@ def test_only_the_kept_chunks_units_are_embedded_each_distinct_text_once(embedde
         assert unit.text not in units  # a dropped chunk's units are never embedded
     kept = [c for c in (HANDBOOK, repeated) if c.id not in dropped]
     assert set(units) == {u.text for c in kept for u in split_units(c.text, "prose")}
-    async_ = asyncio.run(ContextPruner(embedder, keep_share=0.9, budget_share=1.0).aprune(query, [REPORT, HANDBOOK, repeated]))
+    async_ = asyncio.run(ContextPruner(embedder, config=PruningConfig(keep_share=0.9, budget_share=1.0)).aprune(query, [REPORT, HANDBOOK, repeated]))
     assert [(c.id, c.text) for c in async_.chunks] == [(c.id, c.text) for c in result.chunks]
 
 
 def test_safety_valve_min_tokens_falls_back_to_top_two_whole_chunks(embedder):
-    pruner = ContextPruner(embedder, budget=1, min_tokens=10_000, standout_z=99)
+    pruner = ContextPruner(embedder, config=PruningConfig(budget=1, min_tokens=10_000, standout_z=99))
     result = pruner.prune("revenue growth", [REPORT, HANDBOOK, ContextualChunk(Chunk("x", "x.md", "Unrelated words here."), "")])
     assert "min_tokens" in result.report.fallbacks
     assert len(result.chunks) == 2 and all(c.whole for c in result.chunks)
@@ -108,7 +108,7 @@ def test_safety_valve_standout_unit_is_never_dropped(embedder):
     chunk = ContextualChunk(Chunk("c", "notes.md", (
         "The weather was mild. Lunch was served at noon. The DiffExecutor runs the primary and the "
         "secondary executor and compares their exit kinds. The meeting ended early. Parking is free.")), "")
-    pruner = ContextPruner(embedder, budget=1, min_tokens=0, standout_z=1.0)
+    pruner = ContextPruner(embedder, config=PruningConfig(budget=1, min_tokens=0, standout_z=1.0))
     result = pruner.prune("How does DiffExecutor compare executors?", [chunk])
     assert any(f.startswith("standout:") for f in result.report.fallbacks)
     assert "DiffExecutor runs the primary" in result.text
@@ -127,13 +127,22 @@ def test_empty_input_and_stop_word_query_return_the_input_unchanged(embedder):
 def test_budget_zero_or_negative_and_bad_settings_are_rejected(embedder):
     for bad, error in ((0, ValueError), (-5, ValueError), (2.5, TypeError), (True, TypeError)):
         with pytest.raises(error, match="budget must be a positive number of tokens"):
-            ContextPruner(embedder, budget=bad)
+            ContextPruner(embedder, config=PruningConfig(budget=bad))
     with pytest.raises(ValueError, match="budget_share must be in"):
-        ContextPruner(embedder, budget_share=0)
+        ContextPruner(embedder, config=PruningConfig(budget_share=0))
     with pytest.raises(ValueError, match="lam must be in"):
-        ContextPruner(embedder, lam=1.5)
+        ContextPruner(embedder, config=PruningConfig(lam=1.5))
     with pytest.raises(TypeError, match="embedder must be an Embedder"):
         ContextPruner(None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="config must be a PruningConfig"):
+        ContextPruner(embedder, config={"budget": 10})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="neighbours must be True or False"):
+        PruningConfig(neighbours="yes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="min_score must be in"):
+        PruningConfig(min_score=2)
+    assert PruningConfig(min_tokens=0).min_tokens == 0
+    with pytest.raises(ValueError, match="min_tokens must be an integer >= 0"):
+        PruningConfig(min_tokens=-1)
 
 
 def test_non_text_input_is_rejected_with_its_position(embedder):
@@ -147,7 +156,7 @@ def test_one_very_long_line_of_minified_code(embedder):
     body = ";".join(f"function f{i}(a){{return a*{i}}}" for i in range(400))
     line = body + ';function parseInvoiceTotal(inv){return inv.lines.reduce((s,l)=>s+l.amount,0)}'
     chunk = ContextualChunk(Chunk("m", "bundle.min.js", line), "")
-    result = ContextPruner(embedder, budget=60).prune("how is the invoice total parsed?", [chunk])
+    result = ContextPruner(embedder, config=PruningConfig(budget=60)).prune("how is the invoice total parsed?", [chunk])
     assert "parseInvoiceTotal" in result.text
     assert result.report.reduction > 0.8
     piece = result.chunks[0].pieces[-1]
@@ -157,7 +166,7 @@ def test_one_very_long_line_of_minified_code(embedder):
 def test_cjk_text_without_spaces(embedder):
     text = "信息检索是从大量文档中找到相关信息的过程。向量数据库存储嵌入向量。今天天气很好。我们中午吃了面条。会议提前结束了。"
     chunk = ContextualChunk(Chunk("z", "notes-zh.md", text), "")
-    result = ContextPruner(embedder, budget=20, min_tokens=1).prune("向量数据库存储什么？", [chunk])
+    result = ContextPruner(embedder, config=PruningConfig(budget=20, min_tokens=1)).prune("向量数据库存储什么？", [chunk])
     assert "向量数据库存储嵌入向量。" in result.text
     assert result.report.units_kept["z"][1] == 5
     assert len(result.text) < len(text)
@@ -165,5 +174,5 @@ def test_cjk_text_without_spaces(embedder):
 
 def test_input_chunks_are_not_changed(embedder):
     before = (REPORT.text, REPORT.context, HANDBOOK.text)
-    ContextPruner(embedder, budget=10).prune("revenue", [REPORT, HANDBOOK])
+    ContextPruner(embedder, config=PruningConfig(budget=10)).prune("revenue", [REPORT, HANDBOOK])
     assert (REPORT.text, REPORT.context, HANDBOOK.text) == before

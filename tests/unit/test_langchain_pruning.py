@@ -15,7 +15,7 @@ from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnableLambda
 from langchain_core.vectorstores import InMemoryVectorStore
 
-from contextual_retrieval_core.pruning import PRUNED_SPANS_KEY, ContextPruner
+from contextual_retrieval_core.pruning import PRUNED_SPANS_KEY, ContextPruner, PruningConfig
 from contextual_retrieval_core.rerank import PassThroughReranker
 from contextual_retrieval_core.types import CONTEXT_LABEL, Chunk, ContextualChunk
 from contextual_retrieval_langchain import EmbedderEmbeddings, RerankCompressor, format_docs_for_llm
@@ -53,7 +53,7 @@ def test_same_text_as_the_core_sync_and_async_inputs_untouched(embedder):
     compressor = ContextPruningCompressor(embedder=embedder, budget=40)
     out = compressor.compress_documents(docs, query)
     assert _snapshot(docs) == before
-    core = ContextPruner(embedder, budget=40).prune(query, CHUNKS)
+    core = ContextPruner(embedder, config=PruningConfig(budget=40)).prune(query, CHUNKS)
     assert [(d.id, d.metadata[ORIGINAL_CONTENT_KEY]) for d in out] == [(c.id, c.text) for c in core.chunks]
     assert out[0].page_content == CHUNKS[0].context + "\n\n" + core.chunks[0].text
     assert out[0].metadata[PRUNED_SPANS_KEY] == core.chunks[0].spans
@@ -65,7 +65,7 @@ def test_same_text_as_the_core_sync_and_async_inputs_untouched(embedder):
     # a plain Document: page_content is the text pruned
     plain = [LCDocument(page_content=CHUNKS[1].text, id="p")]
     kept = compressor.compress_documents(plain, "How many weeks of leave?")
-    assert kept[0].page_content == ContextPruner(embedder, budget=40).prune("How many weeks of leave?", [CHUNKS[1].chunk]).chunks[0].text
+    assert kept[0].page_content == ContextPruner(embedder, config=PruningConfig(budget=40)).prune("How many weeks of leave?", [CHUNKS[1].chunk]).chunks[0].text
 
 
 def test_compression_retriever_pipeline_and_lcel_chain(embedder):

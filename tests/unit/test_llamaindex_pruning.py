@@ -11,7 +11,7 @@ from llama_index.core.llms.mock import MockLLM
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import ImageNode, MetadataMode, NodeWithScore, QueryBundle, TextNode
 
-from contextual_retrieval_core.pruning import PRUNED_SPANS_KEY, ContextPruner
+from contextual_retrieval_core.pruning import PRUNED_SPANS_KEY, ContextPruner, PruningConfig
 from contextual_retrieval_core.rerank import PassThroughReranker
 from contextual_retrieval_core.types import CONTEXT_LABEL, Chunk, ContextualChunk
 from contextual_retrieval_llamaindex import ContextualRerank, CoreEmbedding
@@ -55,7 +55,7 @@ def test_postprocessor_returns_exactly_the_cores_text_and_leaves_nodes_alone(emb
     out = post.postprocess_nodes(nodes, query_bundle=QueryBundle(query))
     assert _snapshot(nodes) == before  # the caller's nodes are untouched
     core_chunks = [ContextualChunk(Chunk(f"n{i}", name, text), ctx) for i, (name, (ctx, text)) in enumerate(TEXTS.items())]
-    core = ContextPruner(embedder, budget=40).prune(query, core_chunks)
+    core = ContextPruner(embedder, config=PruningConfig(budget=40)).prune(query, core_chunks)
     assert [(n.node.node_id, n.node.get_content(MetadataMode.NONE)) for n in out] == [(c.id, c.text) for c in core.chunks]
     assert "grew by 3%" in out[0].node.get_content(MetadataMode.NONE)
     assert out[0].node.metadata[PRUNED_SPANS_KEY] == core.chunks[0].spans
