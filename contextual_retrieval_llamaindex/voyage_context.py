@@ -27,7 +27,7 @@ class VoyageContextualizedEmbedding(CoreEmbedding):
     Args:
         model_name: the contextualized embedding model.
         client / async_client: ready voyageai clients (default: from VOYAGE_API_KEY).
-        **options: the core embedder's options (output_dimension, output_dtype, limits, ...).
+        **options: the core embedder's options (output_dimension, output_dtype, batching=VoyageBatching(...), ...).
     """
 
     def __init__(self, model_name: str = "voyage-context-3", *, client: Any = None, async_client: Any = None, **options: Any) -> None:

@@ -19,12 +19,13 @@ from contextual_retrieval_core.embeddings.base import Embedder
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from contextual_retrieval_core.embeddings.late_chunking import LateChunkingEmbedder
     from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
-    from contextual_retrieval_core.embeddings.voyage import VoyageEmbedder
+    from contextual_retrieval_core.embeddings.voyage import VoyageBatching, VoyageEmbedder
     from contextual_retrieval_core.embeddings.voyage_context import VoyageContextualizedEmbedder
 
-__all__ = ["Embedder", "VoyageEmbedder", "VoyageContextualizedEmbedder", "LocalMiniLMEmbedder", "LateChunkingEmbedder"]
+__all__ = ["Embedder", "VoyageBatching", "VoyageEmbedder", "VoyageContextualizedEmbedder", "LocalMiniLMEmbedder", "LateChunkingEmbedder"]
 
 _LAZY = {
+    "VoyageBatching": "contextual_retrieval_core.embeddings.voyage",
     "VoyageEmbedder": "contextual_retrieval_core.embeddings.voyage",
     "VoyageContextualizedEmbedder": "contextual_retrieval_core.embeddings.voyage_context",
     "LocalMiniLMEmbedder": "contextual_retrieval_core.embeddings.minilm",

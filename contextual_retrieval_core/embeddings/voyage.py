@@ -3,12 +3,14 @@
 The Voyage embeddings endpoint takes at most 1,000 texts per request, and at most a model-specific
 number of tokens in all of them together (1M for voyage-3.5-lite, 320K for voyage-3.5, 120K for
 voyage-3-large, ...). This module packs texts into consecutive requests that respect both limits,
-keeping the input order.
+keeping the input order; `VoyageBatching` holds the limits a caller may lower, the token
+estimator and the number of requests in flight, for both Voyage embedders.
 
 Token counts are estimated offline. `voyageai.Client.count_tokens` is *not* used: it calls
 `tokenizers.Tokenizer.from_pretrained("voyageai/<model>")`, which downloads the tokenizer from the
 Hugging Face Hub on first use. `estimate_tokens` instead over-counts on purpose (one token per three
-ASCII characters, one per non-ASCII character); pass `token_estimator=` to plug in an exact count.
+ASCII characters, one per non-ASCII character); pass ``VoyageBatching(token_estimator=...)`` to plug
+in an exact count.
 
 Retries are the SDK's own: `voyageai.Client(max_retries=n)` retries rate limits (429), 502/503/504
 and timeouts with exponential back-off. Note that the SDK passes `max_retries` to tenacity's
@@ -28,12 +30,14 @@ import numpy as np
 from contextual_retrieval_core._sdk import LazyClients, in_thread
 from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.embeddings.base import as_texts
-from contextual_retrieval_core.errors import InputError, RunError
+from contextual_retrieval_core.errors import InputError, InputTypeError, RunError
+from contextual_retrieval_core.settings import Settings, setting
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import voyageai
 
 __all__ = [
+    "VoyageBatching",
     "VoyageEmbedder",
     "VoyageModelSpec",
     "VOYAGE_EMBEDDING_MODELS",
@@ -126,6 +130,75 @@ def plan_batches(costs: Sequence[int], max_items: int, max_tokens: int) -> list[
     return batches
 
 
+@dataclass(frozen=True)
+class VoyageBatching(Settings):
+    """How a Voyage embedder packs texts into requests and runs them (frozen; validated when built).
+
+    `VoyageEmbedder` and `VoyageContextualizedEmbedder` take one (``batching=``). A limit left None
+    is the API's own (or the model's); a lower one sends smaller requests. Each embedder refuses a
+    limit above its API's, and a setting it has no use for.
+
+    Args:
+        max_texts_per_request: texts in one request, over all its inputs (None: the API's cap:
+            1,000 for `VoyageEmbedder`, 16,000 chunks for `VoyageContextualizedEmbedder`).
+        max_tokens_per_request: estimated tokens in one request (None: the model's published cap,
+            `VOYAGE_EMBEDDING_MODELS`, 120,000 for a model missing from it; 120,000 for
+            voyage-context-3).
+        max_inputs_per_request: `VoyageContextualizedEmbedder` only: inputs (a document's chunks,
+            or a consecutive part of them) in one request (None: the API's 1,000).
+        max_tokens_per_input: `VoyageContextualizedEmbedder` only: estimated tokens in one input
+            (None: the model's context, 32,000); a longer document is sent as several inputs.
+        token_estimator: counts one text's tokens (default `estimate_tokens`, offline and high).
+        max_concurrency: requests in flight at once in the async methods.
+
+    Example:
+        >>> VoyageBatching(max_texts_per_request=128, max_concurrency=2).max_texts_per_request
+        128
+        >>> VoyageBatching(max_concurrency=0)
+        Traceback (most recent call last):
+        ...
+        contextual_retrieval_core.errors.InputError: max_concurrency must be a positive integer, got 0
+    """
+
+    max_texts_per_request: int | None = setting(None, "texts in one request, over all its inputs (None: the API's cap)")
+    max_tokens_per_request: int | None = setting(None, "estimated tokens in one request (None: the model's cap)")
+    max_inputs_per_request: int | None = setting(None, "contextualized embeddings: inputs in one request (None: the API's cap)")
+    max_tokens_per_input: int | None = setting(None, "contextualized embeddings: estimated tokens in one input (None: the model's context)")
+    token_estimator: Callable[[str], int] = setting(estimate_tokens, "counts one text's tokens (default: an offline over-estimate)")
+    max_concurrency: int = setting(4, "requests in flight at once in the async methods")
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__  # frozen: normalise once, here
+        for name in ("max_texts_per_request", "max_tokens_per_request", "max_inputs_per_request", "max_tokens_per_input"):
+            set_(self, name, positive_int(name, getattr(self, name), allow_none=True))
+        if not callable(self.token_estimator):
+            raise InputTypeError(f"token_estimator must be a function from a text to its token count, got "
+                                 f"{type(self.token_estimator).__name__}; e.g. estimate_tokens")
+        set_(self, "max_concurrency", positive_int("max_concurrency", self.max_concurrency))
+
+    @classmethod
+    def checked(cls, batching: VoyageBatching | None, owner: str, caps: dict[str, int | None]) -> VoyageBatching:
+        """`batching` (None: `VoyageBatching()`) as `owner` may use it: TypeError for another type;
+        InputError when a limit is above `owner`'s API cap in `caps` (name -> cap, None for no
+        known cap), or when a limit `caps` does not name is set (`owner` has no use for it)."""
+        if batching is None:
+            return cls()
+        if not isinstance(batching, VoyageBatching):
+            raise InputTypeError(f"batching must be a VoyageBatching, got {type(batching).__name__}; "
+                                 "e.g. batching=VoyageBatching(max_texts_per_request=128)")
+        for name in ("max_texts_per_request", "max_tokens_per_request", "max_inputs_per_request", "max_tokens_per_input"):
+            value = getattr(batching, name)
+            if value is None:
+                continue
+            if name not in caps:
+                raise InputError(f"{name} is for VoyageContextualizedEmbedder (inputs of several chunks); {owner} sends "
+                                 "each text as an input of its own: set max_texts_per_request instead")
+            cap = caps[name]
+            if cap is not None and value > cap:
+                raise InputError(f"{name} must be in 1..{cap} (the Voyage API's limit for {owner}), got {value!r}")
+        return batching
+
+
 class VoyageClients(LazyClients):
     """Voyage AI's sync and async clients, built from VOYAGE_API_KEY unless injected."""
 
@@ -138,8 +211,9 @@ class VoyageEmbedder(VoyageClients):
     """Embeddings from Voyage AI's API; chunks as `input_type="document"`, queries as `"query"`.
 
     Vectors come back as float32 arrays of shape (n, dimension), L2-normalised, in input order.
-    Requests hold at most `max_texts_per_request` texts and at most `max_tokens_per_request`
-    estimated tokens; async calls run up to `max_concurrency` requests at once.
+    Texts are packed into requests under `batching`'s limits (by default the API's 1,000 texts and
+    the model's token cap, counted with its estimator); async calls run up to its
+    `max_concurrency` requests at once.
 
     Args:
         model: a Voyage embedding model (default "voyage-3.5").
@@ -148,11 +222,9 @@ class VoyageEmbedder(VoyageClients):
             unless `client` was given: then async calls run `client` in a worker thread.
         output_dimension: a smaller/larger Matryoshka dimension, for models that offer one.
         truncation: let the API truncate texts longer than the model's context (default True).
-        max_texts_per_request: texts per request, at most the API's 1000.
-        max_tokens_per_request: token budget per request (default: the model's published cap,
-            120K for models not in `VOYAGE_EMBEDDING_MODELS`).
-        token_estimator: counts one text's tokens (default `estimate_tokens`, offline).
-        max_concurrency: concurrent requests in the async methods.
+        batching: a `VoyageBatching`: texts and tokens per request, the token estimator, requests
+            in flight (default: `VoyageBatching()`, the API's limits). Its contextualized-only
+            limits (`max_inputs_per_request`, `max_tokens_per_input`) are refused here.
         max_retries: attempts per request for clients built here (the SDK's own retry logic).
         timeout: per-request timeout in seconds for clients built here.
         base_url: the API endpoint for clients built here (a proxy or gateway; default: the SDK's).
@@ -166,8 +238,9 @@ class VoyageEmbedder(VoyageClients):
         >>> embedder = VoyageEmbedder(client=voyageai.Client(api_key="pa-..."))  # doctest: +SKIP
         >>> embedder.embed_documents(["BM25 ranks by term overlap"]).shape  # doctest: +SKIP
         (1, 1024)
-        >>> VoyageEmbedder(client=voyageai.Client(api_key="x")).embed_queries([]).shape
-        (0, 1024)
+        >>> small = VoyageEmbedder(client=voyageai.Client(api_key="x"), batching=VoyageBatching(max_texts_per_request=100))
+        >>> small.max_texts_per_request, small.embed_queries([]).shape
+        (100, (0, 1024))
     """
 
     _missing_key = _MISSING_KEY
@@ -181,30 +254,24 @@ class VoyageEmbedder(VoyageClients):
         async_client: voyageai.AsyncClient | None = None,
         output_dimension: int | None = None,
         truncation: bool = True,
-        max_texts_per_request: int = MAX_TEXTS_PER_REQUEST,
-        max_tokens_per_request: int | None = None,
-        token_estimator: Callable[[str], int] | None = None,
-        max_concurrency: int = 4,
+        batching: VoyageBatching | None = None,
         max_retries: int = 3,
         timeout: float | None = None,
         base_url: str | None = None,
     ) -> None:
-        if positive_int("max_texts_per_request", max_texts_per_request) > MAX_TEXTS_PER_REQUEST:
-            raise InputError(
-                f"max_texts_per_request must be in 1..{MAX_TEXTS_PER_REQUEST}, got {max_texts_per_request}"
-            )
-        positive_int("max_concurrency", max_concurrency)
         spec = VOYAGE_EMBEDDING_MODELS.get(model)
-        cap = spec.max_tokens_per_request if spec else FALLBACK_TOKENS_PER_REQUEST
-        positive_int("max_tokens_per_request", max_tokens_per_request, allow_none=True)
+        batching = VoyageBatching.checked(batching, "VoyageEmbedder", {
+            "max_texts_per_request": MAX_TEXTS_PER_REQUEST, "max_tokens_per_request": spec.max_tokens_per_request if spec else None,
+        })
         self.model_name = model
         self.output_dimension = output_dimension
         self.dimension: int | None = output_dimension or (spec.dimension if spec else None)
         self.truncation = truncation
-        self.max_texts_per_request = max_texts_per_request
-        self.max_tokens_per_request = max_tokens_per_request or cap
-        self.token_estimator = token_estimator or estimate_tokens
-        self.max_concurrency = max_concurrency
+        self.batching = batching
+        #: the limits in force: `batching`'s, or the API's and the model's where it leaves them None
+        self.max_texts_per_request = batching.max_texts_per_request or MAX_TEXTS_PER_REQUEST
+        self.max_tokens_per_request = batching.max_tokens_per_request or (
+            spec.max_tokens_per_request if spec else FALLBACK_TOKENS_PER_REQUEST)
         self._init_clients(client, async_client, max_retries, timeout, base_url)
 
     # -- public API ---------------------------------------------------------------------------
@@ -229,7 +296,7 @@ class VoyageEmbedder(VoyageClients):
 
 
     def _plan(self, texts: list[str]) -> list[slice]:
-        costs = [self.token_estimator(t) for t in texts]
+        costs = [self.batching.token_estimator(t) for t in texts]
         return plan_batches(costs, self.max_texts_per_request, self.max_tokens_per_request)
 
     def _request_kwargs(self, input_type: InputType) -> dict[str, Any]:
@@ -277,7 +344,7 @@ class VoyageEmbedder(VoyageClients):
             return self._empty()
         client = self._aio_client()
         kwargs = self._request_kwargs(input_type)
-        gate = asyncio.Semaphore(self.max_concurrency)
+        gate = asyncio.Semaphore(self.batching.max_concurrency)
 
         async def one(batch: slice) -> np.ndarray:
             async with gate:

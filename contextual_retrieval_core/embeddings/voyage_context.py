@@ -10,7 +10,9 @@ https://docs.voyageai.com/docs/contextualized-chunk-embeddings): at most 1,000 i
 at most 16,000 chunks over all inputs, at most 120,000 tokens over all inputs, and at most 32,000
 tokens in one input (the model's context length). A document over 32,000 tokens (or 16,000
 chunks) is sent as several consecutive inputs of its chunks, each within the limit; the rest is
-packed into as few requests as the limits allow, in order.
+packed into as few requests as the limits allow, in order. `VoyageBatching` lowers any of these
+limits (its `max_texts_per_request` counts chunks), sets the token estimator and the requests in
+flight.
 
 Wire: `POST {base_url}/contextualizedembeddings` with `{"inputs": [[...], ...], "model", "input_type",
 "output_dimension", "output_dtype", "encoding_format": "base64"}`; the answer's `data[i].data[j]`
@@ -23,16 +25,15 @@ retry controller and maps every vector back by its `index`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
 
 from contextual_retrieval_core._compat import voyage_contextualized_acreate, voyage_contextualized_create
 from contextual_retrieval_core._sdk import in_thread
-from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.embeddings.base import as_texts, chunk_lists, consecutive_groups, group_positions, split_by_sizes
-from contextual_retrieval_core.embeddings.voyage import VoyageClients, estimate_tokens, plan_batches
+from contextual_retrieval_core.embeddings.voyage import VoyageBatching, VoyageClients, plan_batches
 from contextual_retrieval_core.errors import InputError, RunError
 
 __all__ = [
@@ -79,10 +80,9 @@ class VoyageContextualizedEmbedder(VoyageClients):
         output_dimension: 256, 512, 1024 (the model's default) or 2048.
         output_dtype: "float" (default), "int8" or "uint8"; vectors come back as float32,
             L2-normalised, whatever the wire dtype.
-        max_inputs_per_request, max_chunks_per_request, max_tokens_per_request, max_tokens_per_input:
-            at most the API's limits above (lower them to send smaller requests).
-        token_estimator: counts one text's tokens (default: the offline over-estimate of `voyage.py`).
-        max_concurrency: concurrent requests in the async methods.
+        batching: a `VoyageBatching`: chunks (`max_texts_per_request`), inputs and tokens per
+            request, tokens per input, each at most the API's limit above; the token estimator;
+            requests in flight (default: `VoyageBatching()`, the API's limits).
         max_retries / timeout: for clients built here (the SDK's retries: 429, 5xx, timeouts).
 
     Example:
@@ -90,6 +90,10 @@ class VoyageContextualizedEmbedder(VoyageClients):
         >>> embedder = VoyageContextualizedEmbedder(client=voyageai.Client(api_key="pa-..."))  # doctest: +SKIP
         >>> [v.shape for v in embedder.embed_document_chunks([["intro", "body"], ["other doc"]])]  # doctest: +SKIP
         [(2, 1024), (1, 1024)]
+        >>> small = VoyageContextualizedEmbedder(client=voyageai.Client(api_key="x"),
+        ...                                      batching=VoyageBatching(max_tokens_per_input=8_000))
+        >>> small.max_tokens_per_input, small.max_inputs_per_request
+        (8000, 1000)
     """
 
     _missing_key = _MISSING_KEY
@@ -103,38 +107,28 @@ class VoyageContextualizedEmbedder(VoyageClients):
         async_client: Any = None,
         output_dimension: int | None = None,
         output_dtype: str = "float",
-        max_inputs_per_request: int = MAX_INPUTS_PER_REQUEST,
-        max_chunks_per_request: int = MAX_CHUNKS_PER_REQUEST,
-        max_tokens_per_request: int = MAX_TOKENS_PER_REQUEST,
-        max_tokens_per_input: int = MAX_TOKENS_PER_INPUT,
-        token_estimator: Callable[[str], int] | None = None,
-        max_concurrency: int = 4,
+        batching: VoyageBatching | None = None,
         max_retries: int = 3,
         timeout: float | None = None,
     ) -> None:
-        for name, value, cap in (
-            ("max_inputs_per_request", max_inputs_per_request, MAX_INPUTS_PER_REQUEST),
-            ("max_chunks_per_request", max_chunks_per_request, MAX_CHUNKS_PER_REQUEST),
-            ("max_tokens_per_request", max_tokens_per_request, MAX_TOKENS_PER_REQUEST),
-            ("max_tokens_per_input", max_tokens_per_input, MAX_TOKENS_PER_INPUT),
-        ):
-            if positive_int(name, value) > cap:
-                raise InputError(f"{name} must be in 1..{cap} (the Voyage API's limit), got {value!r}")
+        batching = VoyageBatching.checked(batching, "VoyageContextualizedEmbedder", {
+            "max_texts_per_request": MAX_CHUNKS_PER_REQUEST, "max_tokens_per_request": MAX_TOKENS_PER_REQUEST,
+            "max_inputs_per_request": MAX_INPUTS_PER_REQUEST, "max_tokens_per_input": MAX_TOKENS_PER_INPUT,
+        })
         if output_dtype not in OUTPUT_DTYPES:
             raise InputError(f"output_dtype must be one of {OUTPUT_DTYPES}, got {output_dtype!r}")
         if output_dimension is not None and output_dimension not in (256, 512, 1024, 2048):
             raise InputError(f"output_dimension must be 256, 512, 1024 or 2048, got {output_dimension!r}")
-        positive_int("max_concurrency", max_concurrency)
         self.model_name = model
         self.output_dimension = output_dimension
         self.output_dtype = output_dtype
         self.dimension = output_dimension or 1024
-        self.max_inputs_per_request = max_inputs_per_request
-        self.max_chunks_per_request = max_chunks_per_request
-        self.max_tokens_per_request = max_tokens_per_request
-        self.max_tokens_per_input = min(max_tokens_per_input, max_tokens_per_request)
-        self.token_estimator = token_estimator or estimate_tokens
-        self.max_concurrency = max_concurrency
+        self.batching = batching
+        #: the limits in force: `batching`'s, or the API's where it leaves them None
+        self.max_texts_per_request = batching.max_texts_per_request or MAX_CHUNKS_PER_REQUEST
+        self.max_tokens_per_request = batching.max_tokens_per_request or MAX_TOKENS_PER_REQUEST
+        self.max_inputs_per_request = batching.max_inputs_per_request or MAX_INPUTS_PER_REQUEST
+        self.max_tokens_per_input = min(batching.max_tokens_per_input or MAX_TOKENS_PER_INPUT, self.max_tokens_per_request)
         self._init_clients(client, async_client, max_retries, timeout)
 
     # -- public API ---------------------------------------------------------------------------
@@ -186,10 +180,10 @@ class VoyageContextualizedEmbedder(VoyageClients):
         A group over the per-input token or chunk limit is cut into consecutive inputs; one text
         alone over the per-input limit is a ValueError (the endpoint does not truncate).
         """
-        costs = [self.token_estimator(t) for t in texts]
+        costs = [self.batching.token_estimator(t) for t in texts]
         inputs: list[list[int]] = []
         for group in groups:
-            for part in plan_batches([costs[i] for i in group], self.max_chunks_per_request, self.max_tokens_per_input):
+            for part in plan_batches([costs[i] for i in group], self.max_texts_per_request, self.max_tokens_per_input):
                 piece = group[part]
                 if len(piece) == 1 and costs[piece[0]] > self.max_tokens_per_input:
                     raise InputError(
@@ -204,7 +198,7 @@ class VoyageContextualizedEmbedder(VoyageClients):
             cost = sum(costs[i] for i in piece)
             if current and (
                 len(current) >= self.max_inputs_per_request
-                or chunks + len(piece) > self.max_chunks_per_request
+                or chunks + len(piece) > self.max_texts_per_request
                 or tokens + cost > self.max_tokens_per_request
             ):
                 requests.append(current)
@@ -264,7 +258,7 @@ class VoyageContextualizedEmbedder(VoyageClients):
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         client = self._aio_client()
-        gate = asyncio.Semaphore(self.max_concurrency)
+        gate = asyncio.Semaphore(self.batching.max_concurrency)
 
         async def one(request: list[list[int]]) -> Any:
             inputs = [[texts[i] for i in piece] for piece in request]

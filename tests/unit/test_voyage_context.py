@@ -11,7 +11,7 @@ import pytest
 import voyageai
 import voyageai.error
 
-from contextual_retrieval_core.embeddings import VoyageContextualizedEmbedder
+from contextual_retrieval_core.embeddings import VoyageBatching, VoyageContextualizedEmbedder
 from tests.fakes.voyage_server import FakeVoyageServer, quick_retry_clients
 
 DOCS = {
@@ -85,7 +85,7 @@ def test_async_matches_sync_with_a_shuffled_response(server: FakeVoyageServer) -
 
 def test_requests_respect_the_input_chunk_and_token_limits(server: FakeVoyageServer) -> None:
     docs = [[f"doc {d} chunk {c} " + "word " * 20 for c in range(5)] for d in range(7)]
-    embedder = make(server, max_inputs_per_request=3, max_chunks_per_request=12, max_tokens_per_input=60)
+    embedder = make(server, batching=VoyageBatching(max_inputs_per_request=3, max_texts_per_request=12, max_tokens_per_input=60))
     out = embedder.embed_document_chunks(docs)
 
     bodies = server.contextualized_requests()
@@ -96,7 +96,7 @@ def test_requests_respect_the_input_chunk_and_token_limits(server: FakeVoyageSer
         assert len(body["inputs"]) <= 3
         assert sum(len(inp) for inp in body["inputs"]) <= 12
         for inp in body["inputs"]:
-            assert sum(embedder.token_estimator(c) for c in inp) <= 60
+            assert sum(embedder.batching.token_estimator(c) for c in inp) <= 60
     assert [v.shape[0] for v in out] == [5] * 7
 
 
@@ -138,6 +138,16 @@ def test_output_dimension_and_dtype(server: FakeVoyageServer) -> None:
     np.testing.assert_allclose(vectors, expected(server, DOCS["b.md"], dim=256), atol=0.02)
     with pytest.raises(ValueError, match="output_dtype"):
         make(server, output_dtype="binary")
+
+
+def test_batching_limits_are_at_most_the_apis() -> None:
+    client = voyageai.Client(api_key="x")
+    for name, cap in (("max_texts_per_request", 16_000), ("max_tokens_per_request", 120_000),
+                      ("max_inputs_per_request", 1000), ("max_tokens_per_input", 32_000)):
+        with pytest.raises(ValueError, match=rf"{name} must be in 1\.\.{cap}"):
+            VoyageContextualizedEmbedder(client=client, batching=VoyageBatching(**{name: cap + 1}))
+    small = VoyageContextualizedEmbedder(client=client, batching=VoyageBatching(max_tokens_per_request=20_000))
+    assert small.max_tokens_per_input == 20_000  # an input never holds more than a request
 
 
 def test_a_429_is_retried_by_the_sdk(server: FakeVoyageServer) -> None:

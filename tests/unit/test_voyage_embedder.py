@@ -10,7 +10,7 @@ import pytest
 import voyageai
 import voyageai.error
 
-from contextual_retrieval_core.embeddings import Embedder, VoyageEmbedder
+from contextual_retrieval_core.embeddings import Embedder, VoyageBatching, VoyageEmbedder
 from contextual_retrieval_core.embeddings.cache import CachedEmbedder
 from contextual_retrieval_core.embeddings.voyage import estimate_tokens, plan_batches
 from tests.fakes.voyage_server import FakeVoyageServer, quick_retry_clients
@@ -125,8 +125,34 @@ def test_the_token_cap_follows_the_model(server: FakeVoyageServer) -> None:
     make(server, "voyage-3.5-lite").embed_documents(texts)  # 1M tokens per request
     assert [len(body["input"]) for body in server.embeddings_requests()] == [10]
     server.reset()
-    make(server, "voyage-3.5-lite", max_tokens_per_request=50_000).embed_documents(texts[:3])  # ~33K each
+    make(server, "voyage-3.5-lite", batching=VoyageBatching(max_tokens_per_request=50_000)).embed_documents(texts[:3])  # ~33K each
     assert [len(body["input"]) for body in server.embeddings_requests()] == [1, 1, 1]
+
+
+def test_batching_limits_are_checked_against_the_api_and_the_model() -> None:
+    client = voyageai.Client(api_key="x")
+    with pytest.raises(ValueError, match=r"max_texts_per_request must be in 1\.\.1000"):
+        VoyageEmbedder(client=client, batching=VoyageBatching(max_texts_per_request=1001))
+    with pytest.raises(ValueError, match=r"max_tokens_per_request must be in 1\.\.320000"):
+        VoyageEmbedder("voyage-3.5", client=client, batching=VoyageBatching(max_tokens_per_request=400_000))
+    assert VoyageEmbedder("voyage-next", client=client, batching=VoyageBatching(max_tokens_per_request=400_000)).max_tokens_per_request == 400_000
+    with pytest.raises(ValueError, match="max_tokens_per_input is for VoyageContextualizedEmbedder"):
+        VoyageEmbedder(client=client, batching=VoyageBatching(max_tokens_per_input=1000))
+    with pytest.raises(TypeError, match="batching must be a VoyageBatching"):
+        VoyageEmbedder(client=client, batching={"max_texts_per_request": 10})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="token_estimator must be a function"):
+        VoyageBatching(token_estimator=3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="max_concurrency must be a positive integer"):
+        VoyageBatching(max_concurrency=0)
+
+
+def test_a_token_estimator_and_a_text_limit_shape_the_requests(server: FakeVoyageServer) -> None:
+    batching = VoyageBatching(max_texts_per_request=3, max_tokens_per_request=10, token_estimator=lambda text: 4)
+    make(server, batching=batching).embed_documents(TEXTS)  # two texts fit in 10 tokens
+    assert [len(body["input"]) for body in server.embeddings_requests()] == [2, 2]
+    server.reset()
+    make(server, batching=batching.replace(max_tokens_per_request=100)).embed_documents(TEXTS)
+    assert [len(body["input"]) for body in server.embeddings_requests()] == [3, 1]
 
 
 def test_unknown_models_fall_back_to_the_smallest_cap_and_an_unknown_dimension(server: FakeVoyageServer) -> None:
