@@ -62,6 +62,7 @@ from contextual_retrieval_core.app.evaluation import (  # noqa: E402
     score_rankings,
 )
 from contextual_retrieval_core.embeddings.cache import CachedEmbedder  # noqa: E402
+from contextual_retrieval_core.index.milvus_config import MilvusConfig  # noqa: E402
 from contextual_retrieval_core.index.milvus_index import MilvusContextualIndex, MilvusIndexRecord  # noqa: E402
 from contextual_retrieval_core.search.bm25 import BM25Index  # noqa: E402
 from contextual_retrieval_core.search.milvus import MilvusCollection, MilvusRow  # noqa: E402
@@ -179,7 +180,7 @@ def core_path(chunks: Sequence[ContextualChunk], vectors: np.ndarray, queries: S
     MilvusIndexRecord(uri, name, {"kind": "local", "model": embedder.model_name}, int(vectors.shape[1]),
                       {"name": "cookbook", "model": "", "prompt": "", "label": "cookbook"}, 800, [0.5, 0.5], analysis).write(folder)
     timer = TimedEmbedder(embedder)
-    index = MilvusContextualIndex(folder, embedder=timer, client=client)  # type: ignore[arg-type]
+    index = MilvusContextualIndex(folder, embedder=timer, milvus=MilvusConfig(client=client))  # type: ignore[arg-type]
     index.search("warm-up query", top_k=TOP_K)
     client.seconds, client.calls, timer.seconds = 0.0, 0, 0.0
     ranked, totals = [], []

@@ -13,9 +13,10 @@ __all__ = ["setting", "Settings"]
 S = TypeVar("S", bound="Settings")
 
 
-def setting(default: Any, doc: str) -> Any:
-    """A settings field with its one-line description (what flat framework fields show)."""
-    return dataclasses.field(default=default, metadata={"doc": doc})
+def setting(default: Any, doc: str, *, secret: bool = False) -> Any:
+    """A settings field with its one-line description (what flat framework fields show); a
+    `secret` one (a credential) is left out of the config's repr."""
+    return dataclasses.field(default=default, metadata={"doc": doc}, repr=not secret)
 
 
 class Settings:

@@ -640,12 +640,13 @@ def _quiet_pymilvus() -> None:
 def _milvus_index(folder: str, uri: str | None) -> Any:
     """The index on Milvus in `folder`, with the embedder it records (`uri`: where its server moved)."""
     from contextual_retrieval_core.factories import choose_embedder
+    from contextual_retrieval_core.index.milvus_config import MilvusConfig
     from contextual_retrieval_core.index.milvus_index import MilvusContextualIndex, MilvusIndexRecord
 
     _quiet_pymilvus()
     record = MilvusIndexRecord.read(folder)
-    return MilvusContextualIndex(folder, embedder=choose_embedder(record.embedder["kind"], record.embedder["model"]), uri=uri,
-                                 token=os.environ.get("MILVUS_TOKEN") or None)
+    return MilvusContextualIndex(folder, embedder=choose_embedder(record.embedder["kind"], record.embedder["model"]),
+                                 milvus=MilvusConfig(uri=uri, token=os.environ.get("MILVUS_TOKEN") or None))
 
 
 def _cmd_index_milvus(args: argparse.Namespace) -> int:
@@ -653,6 +654,7 @@ def _cmd_index_milvus(args: argparse.Namespace) -> int:
     from contextual_retrieval_core.chunking.split import DEFAULT_CHUNK_CHARS
     from contextual_retrieval_core.factories import choose_embedder, choose_generator, unused_keys, weights_for
     from contextual_retrieval_core.generators.base import label_of
+    from contextual_retrieval_core.index.milvus_config import MilvusConfig
     from contextual_retrieval_core.index.milvus_index import MilvusContextualIndex, MilvusIndexRecord, uses_milvus
 
     _quiet_pymilvus()
@@ -673,9 +675,9 @@ def _cmd_index_milvus(args: argparse.Namespace) -> int:
             contexts, model = old.generator["name"], model or old.generator["model"] or None
     embedder = choose_embedder(embedder_kind, old.embedder["model"] if old and embedder_kind == old.embedder["kind"] else None)
     generator = choose_generator(contexts, model)
+    milvus = MilvusConfig(uri=args.milvus_uri, collection=args.collection, token=os.environ.get("MILVUS_TOKEN") or None)
     index = MilvusContextualIndex(
-        index_dir, embedder=embedder, uri=args.milvus_uri, collection=args.collection, token=os.environ.get("MILVUS_TOKEN") or None,
-        generator=generator,
+        index_dir, embedder=embedder, milvus=milvus, generator=generator,
         chunk_chars=args.chunk_chars or (old.chunk_chars if old else None) or DEFAULT_CHUNK_CHARS,
         weights=weights_for(embedder), concurrency=args.concurrency, fit_chunks=args.fit_chunks,
     )

@@ -14,11 +14,12 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from contextual_retrieval_core.index.contextual_index import ContextualIndex
     from contextual_retrieval_core.index.lock import IndexLockedError
     from contextual_retrieval_core.index.manifest import IndexDamagedError, IndexManifest, IndexMismatchError
+    from contextual_retrieval_core.index.milvus_config import MilvusConfig
     from contextual_retrieval_core.index.milvus_index import MilvusContextualIndex
     from contextual_retrieval_core.index.report import IndexHit, IndexReport
     from contextual_retrieval_core.index.space import IndexFullError
 
-__all__ = ["ContextualIndex", "IndexDamagedError", "IndexFullError", "IndexHit", "IndexLockedError", "IndexManifest", "IndexMismatchError", "IndexReport", "MilvusContextualIndex"]
+__all__ = ["ContextualIndex", "IndexDamagedError", "IndexFullError", "IndexHit", "IndexLockedError", "IndexManifest", "IndexMismatchError", "IndexReport", "MilvusConfig", "MilvusContextualIndex"]
 
 __getattr__, __dir__ = lazy_exports(globals(), {
     "ContextualIndex": "contextual_retrieval_core.index.contextual_index",
@@ -29,5 +30,6 @@ __getattr__, __dir__ = lazy_exports(globals(), {
     "IndexManifest": "contextual_retrieval_core.index.manifest",
     "IndexMismatchError": "contextual_retrieval_core.index.manifest",
     "IndexReport": "contextual_retrieval_core.index.report",
+    "MilvusConfig": "contextual_retrieval_core.index.milvus_config",
     "MilvusContextualIndex": "contextual_retrieval_core.index.milvus_index",
 })

@@ -25,14 +25,17 @@ then the record is written, then the rows no file lists any more are deleted. An
 at any point (the server killed, the process interrupted) leaves rows a rerun overwrites or
 deletes: the rerun upserts the same ids again (nothing is duplicated), redoes every file whose
 chunks are not all on the server (nothing is missing), reads the contexts from the store and the
-vectors from the cache (nothing is paid for twice). An update ends by flushing what it wrote (sealed
-segments: Milvus Lite searches them much faster). Each chunk is one row, its text embedded as the
-embedder takes it (truncated at its window). An update and a removal hold the folder's lock.
+vectors from the cache (nothing is paid for twice). An update ends by flushing what it wrote
+(`MilvusCollection.flush`: sealed segments). Each chunk is one row, its text embedded as the
+embedder takes it (truncated at its window, unless `fit_chunks` cut the chunks to fit it). An
+update and a removal hold the folder's lock. Where the collection lives and how the index talks
+to the server is a `MilvusConfig`.
 
 Example:
     >>> from contextual_retrieval_core.embeddings import LocalMiniLMEmbedder
+    >>> from contextual_retrieval_core.index import MilvusConfig
     >>> index = MilvusContextualIndex("my-index", embedder=LocalMiniLMEmbedder(),
-    ...                               uri="http://127.0.0.1:19530")  # doctest: +SKIP
+    ...                               milvus=MilvusConfig(uri="http://127.0.0.1:19530"))  # doctest: +SKIP
     >>> print(index.update(["docs", "src"]).format())  # doctest: +SKIP
     >>> for hit in index.search("how is the cache invalidated?", top_k=5):  # doctest: +SKIP
     ...     print(hit.path, hit.score, hit.context)
@@ -42,7 +45,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -60,6 +62,7 @@ from contextual_retrieval_core.factories import embedder_kind
 from contextual_retrieval_core.generators.base import ContextGenerator
 from contextual_retrieval_core.index.files import MAX_FILE_BYTES, collect_files
 from contextual_retrieval_core.index.manifest import FileEntry, IndexDamagedError, IndexMismatchError, generator_identity
+from contextual_retrieval_core.index.milvus_config import MilvusConfig
 from contextual_retrieval_core.index.report import IndexHit, IndexReport
 from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_core.search.flow import QueryFlow
@@ -72,8 +75,6 @@ __all__ = ["MILVUS_FILE", "MilvusContextualIndex", "MilvusIndexRecord", "uses_mi
 MILVUS_FILE = "milvus-index.json"
 _FORMAT = "contextual-retrieval/milvus-index"
 _FORMAT_VERSION = 1
-#: what Milvus takes as a collection name
-_COLLECTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
 
 
 def uses_milvus(folder: str | os.PathLike[str]) -> bool:
@@ -159,23 +160,14 @@ class MilvusContextualIndex:
         path: the index folder (created on the first `update`).
         embedder: the `Embedder` for chunks and queries; it must be the one the index was built
             with (checked against the folder and the collection).
-        uri: the Milvus server (``http://host:19530``; Milvus Lite's ``milvus-lite server --port``,
-            standalone or a cluster's proxy); default: the one the folder records. Another URI
-            for an existing index points it at another address of the same server data.
-        collection: the collection (default: the recorded one, else a new unique name, so many
-            folders can share one server).
-        token: the server's credentials, if it asks for any (never written to the folder).
+        milvus: a `MilvusConfig`: the server (``uri``), the collection, the credentials and the
+            collection's layout (default: `MilvusConfig()`, the server and collection the folder
+            records; a new index needs a ``uri``).
         generator: the `ContextGenerator` for new or changed files (default: the offline
             `StructuralContextGenerator`); changing it re-situates every file.
         chunk_chars: the chunk size; changing it re-chunks every file.
         concurrency: generation requests in flight at once (None: `ContextualizeConfig`'s default).
         weights: (dense, BM25) fusion weights at query time (default: as recorded, else 0.5 / 0.5).
-        analysis: what Milvus's BM25 function reads (`search.milvus`: "ours", the default, or
-            "milvus"); a new index only, an existing one keeps its own.
-        dense_index: the dense field's Milvus index (default: FLAT, exact; see `MilvusCollection`).
-        batch_rows: rows per upsert request.
-        timeout: seconds a Milvus request may take, retries included (`MilvusCollection`).
-        client: a pymilvus `MilvusClient` to use (`MilvusCollection`).
         fit_chunks: cut chunks so that each, with its context, fits the embedder's window (as
             `ContextualIndex`'s: no chunk is truncated when embedded; more chunks, so more LLM
             requests); None (default): as recorded, off for a new index. Changing it re-chunks
@@ -191,35 +183,25 @@ class MilvusContextualIndex:
         path: str | os.PathLike[str],
         *,
         embedder: Embedder,
-        uri: str | None = None,
-        collection: str | None = None,
-        token: str | None = None,
+        milvus: MilvusConfig | None = None,
         generator: ContextGenerator | None = None,
         chunk_chars: int = DEFAULT_CHUNK_CHARS,
         concurrency: int | None = None,
         weights: Sequence[float] | None = None,
-        analysis: Analysis = "ours",
-        dense_index: Mapping[str, Any] | None = None,
-        batch_rows: int = 256,
-        timeout: float = 10.0,
-        client: Any = None,
         fit_chunks: bool | None = None,
     ) -> None:
-        if collection is not None and not _COLLECTION_NAME.fullmatch(collection):
-            raise InputError(f"a Milvus collection name is letters, digits and underscores, not starting with a digit "
-                             f"(at most 255), got {collection!r}")
+        if milvus is not None and not isinstance(milvus, MilvusConfig):
+            raise InputTypeError(f"milvus must be a MilvusConfig, got {type(milvus).__name__}; "
+                                 "e.g. milvus=MilvusConfig(uri='http://127.0.0.1:19530')")
+        self.milvus = milvus if milvus is not None else MilvusConfig()
         self.path = Path(path)
         self.embedder = embedder
         self._generator = generator
         self.chunk_chars = positive_int("chunk_chars", chunk_chars)
         self.concurrency = concurrency
         self._weights = None if weights is None else FusionConfig(weights=tuple(weights)).weights_for(2, per="side (dense, BM25)")
-        self._uri, self._collection_name, self._token = uri, collection, token
-        self.analysis = analysis
-        self.dense_index = dense_index
-        self.batch_rows = batch_rows
-        self.timeout = timeout
-        self._client = client
+        # the server and collection in use: as given, else as recorded (`uri`, `collection`)
+        self._uri, self._collection_name = self.milvus.uri, self.milvus.collection
         if fit_chunks is not None and not isinstance(fit_chunks, bool):
             raise InputTypeError(f"fit_chunks must be True, False or None (as recorded), got {fit_chunks!r}")
         self.fit_chunks = fit_chunks
@@ -249,7 +231,7 @@ class MilvusContextualIndex:
     def uri(self) -> str:
         uri = self._uri or (self.record.uri if self.record else None)
         if not uri:
-            raise InputError(f"no Milvus server for {self.path}: pass --milvus-uri http://host:19530 (uri=...)")
+            raise InputError(f"no Milvus server for {self.path}: pass --milvus-uri http://host:19530 (milvus=MilvusConfig(uri=...))")
         return uri
 
     @property
@@ -260,9 +242,10 @@ class MilvusContextualIndex:
             if name is None:
                 name = "contextual_index_" + uuid.uuid4().hex[:16]
                 self._collection_name = name
-            analysis = cast("Analysis", self.record.analysis if self.record else self.analysis)
-            self._collection = MilvusCollection(self.uri, name, token=self._token, analysis=analysis, dense_index=self.dense_index,
-                                                batch_rows=self.batch_rows, timeout=self.timeout, client=self._client)
+            config = self.milvus
+            analysis = cast("Analysis", self.record.analysis if self.record else config.analysis)
+            self._collection = MilvusCollection(self.uri, name, token=config.token, analysis=analysis, dense_index=config.dense_index,
+                                                batch_rows=config.batch_rows, timeout=config.timeout, client=config.client)
         return self._collection
 
     def __len__(self) -> int:

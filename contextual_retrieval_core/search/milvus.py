@@ -60,6 +60,8 @@ __all__ = [
     "TERMS",
     "BM25_B",
     "BM25_K1",
+    "DEFAULT_BATCH_ROWS",
+    "DEFAULT_TIMEOUT_S",
     "MilvusBM25Side",
     "MilvusCollection",
     "MilvusDenseSide",
@@ -78,6 +80,10 @@ Analysis = Literal["ours", "milvus"]
 ANALYSES: tuple[str, ...] = ("ours", "milvus")
 #: the in-process BM25's k1 and b (`BM25Index`), given to Milvus's BM25 index for ``analysis="ours"``
 BM25_K1, BM25_B = 1.2, 0.75
+#: seconds a Milvus request may take, retries included, before the server counts as not answering
+DEFAULT_TIMEOUT_S = 10.0
+#: rows per upsert request, and ids per read
+DEFAULT_BATCH_ROWS = 256
 #: the collection's fields
 ID, TEXT, TERMS, SPARSE, DENSE, METADATA = "id", "text", "bm25_terms", "sparse", "dense", "metadata"
 #: the analyzer of the BM25 function's input field, and the BM25 index's k1 and b for ``"ours"``
@@ -287,7 +293,7 @@ class MilvusCollection:
 
     def __init__(
         self, uri: str, name: str, *, token: str | None = None, analysis: Analysis = "ours", tokenizer: Tokenizer | None = None,
-        dense_index: Mapping[str, Any] | None = None, timeout: float = 10.0, batch_rows: int = 256,
+        dense_index: Mapping[str, Any] | None = None, timeout: float = DEFAULT_TIMEOUT_S, batch_rows: int = DEFAULT_BATCH_ROWS,
         client: Any = None,
     ) -> None:
         if not uri or not isinstance(uri, str):

@@ -15,6 +15,7 @@ from contextual_retrieval_core.dense.server_errors import VectorServerUnavailabl
 from contextual_retrieval_core.generators.callable import CallableContextGenerator
 from contextual_retrieval_core.index.contextual_index import ContextualIndex
 from contextual_retrieval_core.index.manifest import IndexMismatchError
+from contextual_retrieval_core.index.milvus_config import MilvusConfig
 from contextual_retrieval_core.index.milvus_index import MilvusContextualIndex, MilvusIndexRecord
 from contextual_retrieval_core.search.bm25 import BM25Index
 from contextual_retrieval_core.search.milvus import MilvusCollection, MilvusRow, MilvusServerUnavailable
@@ -50,7 +51,7 @@ def _server_ids(collection: MilvusCollection) -> list[str]:
 
 def test_both_legs_on_the_server_rank_as_the_in_process_sides(tmp_path, milvus_server):  # noqa: F811
     code = _code_corpus(tmp_path)
-    milvus = MilvusContextualIndex(tmp_path / "mv", embedder=CountingEmbedder(), uri=milvus_server.uri)
+    milvus = MilvusContextualIndex(tmp_path / "mv", embedder=CountingEmbedder(), milvus=MilvusConfig(uri=milvus_server.uri))
     milvus.update([code], show_progress=False, shared_contexts=False)
     local = ContextualIndex(tmp_path / "local", embedder=CountingEmbedder(), windows=False)
     local.update([code], show_progress=False, shared_contexts=False)
@@ -105,7 +106,7 @@ def test_filters_keep_on_the_server_what_the_where_language_keeps(milvus_server)
 def test_updates_add_replace_and_delete_by_stable_ids(tmp_path, milvus_server):  # noqa: F811
     notes = make_corpus(tmp_path)
     embedder = CountingEmbedder()
-    index = MilvusContextualIndex(tmp_path / "ix", embedder=embedder, uri=milvus_server.uri)
+    index = MilvusContextualIndex(tmp_path / "ix", embedder=embedder, milvus=MilvusConfig(uri=milvus_server.uri))
     first = index.update([notes], show_progress=False, shared_contexts=False)
     before = set(index.record.chunk_ids())
     assert first.chunks_added == first.chunks_total == len(before) == len(_server_ids(index.collection))
@@ -136,7 +137,7 @@ def test_updates_add_replace_and_delete_by_stable_ids(tmp_path, milvus_server): 
 
 
 def test_filters_reach_both_legs_of_an_index_query(tmp_path, milvus_server):  # noqa: F811
-    index = MilvusContextualIndex(tmp_path / "ix", embedder=CountingEmbedder(), uri=milvus_server.uri)
+    index = MilvusContextualIndex(tmp_path / "ix", embedder=CountingEmbedder(), milvus=MilvusConfig(uri=milvus_server.uri))
     index.update([make_corpus(tmp_path)], show_progress=False, shared_contexts=False)
     hits = index.search("refunds invoices cache evict kubernetes", where={"path": {"$ne": "notes/billing.md"}})
     assert hits and all(h.path != "notes/billing.md" for h in hits)
@@ -146,13 +147,13 @@ def test_filters_reach_both_legs_of_an_index_query(tmp_path, milvus_server):  # 
 
 
 def test_another_embedder_is_refused_by_the_folder_and_by_the_collection(tmp_path, milvus_server):  # noqa: F811
-    index = MilvusContextualIndex(tmp_path / "ix", embedder=CountingEmbedder(), uri=milvus_server.uri)
+    index = MilvusContextualIndex(tmp_path / "ix", embedder=CountingEmbedder(), milvus=MilvusConfig(uri=milvus_server.uri))
     index.update([make_corpus(tmp_path)], show_progress=False, shared_contexts=False)
     with pytest.raises(IndexMismatchError, match="toy-bow-64"):
         MilvusContextualIndex(tmp_path / "ix", embedder=CountingEmbedder("other-model")).search("refunds")
     # another folder pointed at the same collection, with another embedder
-    other = MilvusContextualIndex(tmp_path / "other", embedder=CountingEmbedder("other-model"), uri=milvus_server.uri,
-                                  collection=index.collection.name)
+    other = MilvusContextualIndex(tmp_path / "other", embedder=CountingEmbedder("other-model"),
+                                  milvus=MilvusConfig(uri=milvus_server.uri, collection=index.collection.name))
     with pytest.raises(IndexMismatchError, match="toy-bow-64"):
         other.update([make_corpus(tmp_path / "b")], show_progress=False, shared_contexts=False)
     assert not (tmp_path / "other" / "milvus-index.json").exists()
@@ -160,7 +161,7 @@ def test_another_embedder_is_refused_by_the_folder_and_by_the_collection(tmp_pat
 
 def test_a_stopped_server_names_its_uri_and_queries_recover(tmp_path, pytestconfig):
     with milvus_lite(pytestconfig) as server:
-        index = MilvusContextualIndex(tmp_path / "ix", embedder=CountingEmbedder(), uri=server.uri, timeout=5)
+        index = MilvusContextualIndex(tmp_path / "ix", embedder=CountingEmbedder(), milvus=MilvusConfig(uri=server.uri, timeout=5))
         index.update([make_corpus(tmp_path)], show_progress=False, shared_contexts=False)
         want = [h.id for h in index.search("refunds within 14 days")]
         failed = 0
@@ -190,8 +191,8 @@ def test_an_index_run_whose_server_is_killed_completes_on_rerun_paying_nothing_t
                                          name="counting-llm", model="m1")
     embedder = CountingEmbedder()
     with milvus_lite(pytestconfig) as server:
-        index = MilvusContextualIndex(tmp_path / "ix", embedder=embedder, uri=server.uri, generator=generator, batch_rows=2,
-                                      timeout=5)
+        index = MilvusContextualIndex(tmp_path / "ix", embedder=embedder, generator=generator,
+                                      milvus=MilvusConfig(uri=server.uri, batch_rows=2, timeout=5))
         watcher = MilvusCollection(server.uri, "unused")
 
         def kill_mid_write() -> None:  # the server dies once some rows of the run are on it
@@ -219,8 +220,8 @@ def test_an_index_run_whose_server_is_killed_completes_on_rerun_paying_nothing_t
         watcher = MilvusCollection(server.uri, index.collection.name)
         on_server = len(_server_ids(watcher))
         assert on_server < paid, on_server  # the run stopped part way through its writes (what Lite kept of them)
-        rerun = MilvusContextualIndex(tmp_path / "ix", embedder=embedder, uri=server.uri, generator=generator,
-                                      collection=index.collection.name)
+        rerun = MilvusContextualIndex(tmp_path / "ix", embedder=embedder, generator=generator,
+                                      milvus=MilvusConfig(uri=server.uri, collection=index.collection.name))
         report = rerun.update([docs], show_progress=False, shared_contexts=False)
         assert len(asked) == paid, "a context was paid for twice"
         assert len(embedder.documents) == embedded, "a chunk was embedded twice"

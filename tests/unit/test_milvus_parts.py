@@ -14,8 +14,10 @@ import pytest
 from packaging.version import Version
 
 from contextual_retrieval_core.index.manifest import FileEntry, IndexDamagedError
-from contextual_retrieval_core.index.milvus_index import MILVUS_FILE, MilvusIndexRecord
+from contextual_retrieval_core.index.milvus_config import MilvusConfig
+from contextual_retrieval_core.index.milvus_index import MILVUS_FILE, MilvusContextualIndex, MilvusIndexRecord
 from contextual_retrieval_core.search.milvus import MilvusCollection, milvus_filter, milvus_uri_name
+from tests.notes_corpus import CountingEmbedder
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,6 +49,26 @@ def test_errors_name_the_uri_without_credentials():
     assert milvus_uri_name("http://127.0.0.1:19530") == "http://127.0.0.1:19530"
     with pytest.raises(ValueError, match="analysis"):
         MilvusCollection("http://127.0.0.1:19530", "c", analysis="lucene")  # type: ignore[arg-type]
+
+
+def test_the_index_s_milvus_settings_are_checked_once_and_the_token_stays_out_of_the_repr(tmp_path):
+    config = MilvusConfig(uri="http://127.0.0.1:19530", token="root:Milvus", dense_index={"index_type": "HNSW"}, timeout=5)
+    assert "Milvus'" not in repr(config) and "token" not in repr(config) and config.timeout == 5.0
+    for bad, error, match in ((dict(collection="2024-chunks"), ValueError, "collection name"),
+                              (dict(uri=""), ValueError, "uri must be"),
+                              (dict(analysis="lucene"), ValueError, "analysis"),
+                              (dict(batch_rows=0), ValueError, "batch_rows"),
+                              (dict(timeout=0), ValueError, "timeout must be a positive number of seconds"),
+                              (dict(token=3), TypeError, "token must be a str"),
+                              (dict(dense_index="HNSW"), TypeError, "dense_index must be")):
+        with pytest.raises(error, match=match):
+            MilvusConfig(**bad)  # type: ignore[arg-type]
+    index = MilvusContextualIndex(tmp_path / "ix", embedder=CountingEmbedder(), milvus=config)
+    assert index.uri == "http://127.0.0.1:19530" and index.milvus is config
+    with pytest.raises(TypeError, match="milvus must be a MilvusConfig"):
+        MilvusContextualIndex(tmp_path / "ix", embedder=CountingEmbedder(), milvus={"uri": "http://x"})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"milvus=MilvusConfig\(uri=...\)"):
+        _ = MilvusContextualIndex(tmp_path / "ix", embedder=CountingEmbedder()).uri
 
 
 def test_the_index_record_round_trips_and_damage_names_the_file(tmp_path):
