@@ -11,7 +11,7 @@ import pytest
 
 STAGES = ["contextual_retrieval_core", "contextual_retrieval_core.search", "contextual_retrieval_core.index",
           "contextual_retrieval_core.contextualize", "contextual_retrieval_core.dense", "contextual_retrieval_core.chunking",
-          "contextual_retrieval_core.app"]
+          "contextual_retrieval_core.app", "contextual_retrieval_core.embeddings", "contextual_retrieval_core.pruning"]
 
 
 @pytest.mark.parametrize("name", STAGES)
@@ -34,9 +34,20 @@ def test_the_main_classes_and_their_arguments_are_exported_where_users_look() ->
         assert export in core.__all__
 
 
+@pytest.mark.parametrize("stage, name", [
+    ("contextual_retrieval_core.search", "FusionConfig"),
+    ("contextual_retrieval_core.contextualize", "ContextualizeConfig"),
+    ("contextual_retrieval_core.pruning", "PruningConfig"),
+    ("contextual_retrieval_core.embeddings", "VoyageBatching"),
+    ("contextual_retrieval_core.index", "MilvusConfig"),
+])
+def test_every_settings_home_is_exported_by_its_stage(stage: str, name: str) -> None:
+    assert name in importlib.import_module(stage).__all__
+
+
 def test_a_stage_package_imports_nothing_until_a_name_is_used() -> None:
-    code = ("import sys, contextual_retrieval_core.index, contextual_retrieval_core.search; "
+    code = ("import sys, contextual_retrieval_core.index, contextual_retrieval_core.search, contextual_retrieval_core.pruning; "
             "print(any(m in sys.modules for m in ('contextual_retrieval_core.index.contextual_index', "
-            "'contextual_retrieval_core.search.hybrid', 'numpy')))")
+            "'contextual_retrieval_core.search.hybrid', 'contextual_retrieval_core.pruning.pruner', 'numpy')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
