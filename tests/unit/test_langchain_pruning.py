@@ -98,3 +98,17 @@ def test_bad_input(embedder):
         ContextPruningCompressor(embedder=embedder, budget=-1)
     unchanged = compressor.compress_documents(_docs(), "the of and")
     assert [d.page_content for d in unchanged] == [d.page_content for d in _docs()]
+
+
+def test_the_fields_are_pruning_configs_and_a_pruner_brings_its_own(embedder):
+    fields = ContextPruningCompressor.model_fields
+    for name, _, default, doc in PruningConfig.field_specs():
+        assert fields[name].default == default and fields[name].description == doc, name
+    compressor = ContextPruningCompressor(embedder=embedder, lam=0.5, neighbours=False)
+    assert compressor.pruning_config == PruningConfig(lam=0.5, neighbours=False) == compressor._pruner.config
+    pruner = ContextPruner(embedder, config=PruningConfig(budget=40))
+    assert ContextPruningCompressor(pruner=pruner).budget == 40
+    with pytest.raises(ValueError, match="not both"):
+        ContextPruningCompressor(pruner=pruner, budget=10)
+    with pytest.raises(ValueError, match="Extra inputs are not permitted"):  # a misspelt setting
+        ContextPruningCompressor(embedder=embedder, lamda=0.5)

@@ -93,6 +93,21 @@ def test_empty_list_non_text_nodes_and_missing_query(embedder):
         ContextPruningPostprocessor(embedder, budget=0)
 
 
+def test_the_fields_are_pruning_configs_and_a_pruner_brings_its_own(embedder):
+    fields = ContextPruningPostprocessor.model_fields
+    for name, _, default, doc in PruningConfig.field_specs():
+        assert fields[name].default == default and fields[name].description == doc, name
+    post = ContextPruningPostprocessor(embedder, lam=0.5, neighbours=False)
+    assert post.pruning_config == PruningConfig(lam=0.5, neighbours=False) == post.pruner.config
+    assert post.to_dict()["lam"] == 0.5
+    pruner = ContextPruner(embedder, config=PruningConfig(budget=40))
+    assert ContextPruningPostprocessor(pruner=pruner).budget == 40
+    with pytest.raises(ValueError, match="not both"):
+        ContextPruningPostprocessor(pruner=pruner, budget=10)
+    with pytest.raises(TypeError, match=r"unknown settings \['lamda'\]"):
+        ContextPruningPostprocessor(embedder, lamda=0.5)
+
+
 def test_llm_compressor_postprocessor_on_the_loopback_server():
     with FakeAnthropicServer() as server:
         client = anthropic.Anthropic(api_key=server.api_key, base_url=server.url, max_retries=0)
