@@ -112,7 +112,8 @@ class ContextualVoyageEmbeddings(EmbedderEmbeddings):
         client / async_client: ready `voyageai.Client` / `voyageai.AsyncClient` (built from
             VOYAGE_API_KEY when omitted).
         cache_path: an SQLite embedding cache; None for no cache.
-        **voyage_kwargs: further `VoyageEmbedder` arguments (output_dimension, max_retries, ...).
+        **voyage_kwargs: further `VoyageEmbedder` arguments (output_dimension, batching=VoyageBatching(...),
+            max_retries, ...).
 
     Example:
         >>> import voyageai
