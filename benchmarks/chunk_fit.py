@@ -41,15 +41,15 @@ sys.path.insert(0, str(HERE.parent))
 from tokenizers import Tokenizer  # noqa: E402
 
 from contextual_retrieval_core import Chunk, Document  # noqa: E402
+from contextual_retrieval_core.chunking._languages import EXTENSIONS  # noqa: E402
 from contextual_retrieval_core.chunking.budget import LLM_CONTEXT_RESERVE, window_of  # noqa: E402
 from contextual_retrieval_core.chunking.code_outline import chunk_boundaries  # noqa: E402
-from contextual_retrieval_core.chunking.languages import EXTENSIONS  # noqa: E402
 from contextual_retrieval_core.chunking.split import CODE_EXTENSIONS, DEFAULT_CHUNK_CHARS, split_text  # noqa: E402
 from contextual_retrieval_core.contextualize.fit import chunk_to_fit  # noqa: E402
 from contextual_retrieval_core.dense.windows import WindowConfig, window_texts  # noqa: E402
 from contextual_retrieval_core.embeddings.minilm import TOKENIZER_PATH, LocalMiniLMEmbedder  # noqa: E402
+from contextual_retrieval_core.generators._structure_detect import guess_language, looks_like_code  # noqa: E402
 from contextual_retrieval_core.generators.structural import StructuralContextGenerator  # noqa: E402
-from contextual_retrieval_core.generators.structure_detect import guess_language, looks_like_code  # noqa: E402
 from contextual_retrieval_core.types import ContextualChunk  # noqa: E402
 
 sys.path.insert(0, str(HERE))

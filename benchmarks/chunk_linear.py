@@ -45,7 +45,7 @@ from contextual_retrieval_core.chunking.budget import TokenWindow, window_of  # 
 from contextual_retrieval_core.chunking.payloads import omit_payloads  # noqa: E402
 from contextual_retrieval_core.contextualize.fit import chunk_to_fit  # noqa: E402
 from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder  # noqa: E402
-from contextual_retrieval_core.index.changes import read_changes  # noqa: E402
+from contextual_retrieval_core.index._changes import read_changes  # noqa: E402
 from contextual_retrieval_core.index.files import collect_files  # noqa: E402
 from contextual_retrieval_core.index.report import IndexReport  # noqa: E402
 

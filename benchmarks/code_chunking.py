@@ -21,13 +21,13 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
+from contextual_retrieval_core.chunking._languages import GRAMMARS, language_for_path  # noqa: E402
 from contextual_retrieval_core.chunking.code_outline import (  # noqa: E402
     definition_boundaries,  # noqa: E402
     definitions,  # noqa: E402
 )
-from contextual_retrieval_core.chunking.languages import GRAMMARS, language_for_path  # noqa: E402
 from contextual_retrieval_core.chunking.split import DEFAULT_CHUNK_CHARS, split_text  # noqa: E402
-from contextual_retrieval_core.generators.structure_detect import guess_language, looks_like_code  # noqa: E402
+from contextual_retrieval_core.generators._structure_detect import guess_language, looks_like_code  # noqa: E402
 
 sys.path.insert(0, str(HERE))
 from _paths import DEFAULT_DATASET  # noqa: E402

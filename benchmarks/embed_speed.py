@@ -58,7 +58,7 @@ print(json.dumps({"texts": len(texts), "tokens": tokens, "seconds": seconds, "to
 
 
 def mixes(dataset: str, cookbook_texts: int) -> dict[str, list[str]]:
-    from contextual_retrieval_core.app.demo import demo_chunks
+    from contextual_retrieval_core.app._demo import demo_chunks
     from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder
     from contextual_retrieval_core.generators.structural import StructuralContextGenerator
     from contextual_retrieval_core.types import ContextualChunk

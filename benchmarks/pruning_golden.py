@@ -27,10 +27,17 @@ TOP_K = 10
 
 def _imports():
     try:
-        from contextual_retrieval_core.app import demo, demo_corpus, evaluation
+        from contextual_retrieval_core.app import _demo as demo
+    except ImportError:  # an earlier layout: app/demo.py (0.2), or the flat one (0.1)
+        try:
+            from contextual_retrieval_core.app import demo
+        except ImportError:
+            from contextual_retrieval_core import demo
+    try:
+        from contextual_retrieval_core.app import demo_corpus, evaluation
         from contextual_retrieval_core.search.hybrid import HybridSearcher
     except ImportError:  # the flat layout
-        from contextual_retrieval_core import demo, demo_corpus, evaluation
+        from contextual_retrieval_core import demo_corpus, evaluation
         from contextual_retrieval_core.hybrid import HybridSearcher
     return demo, demo_corpus, evaluation, HybridSearcher
 

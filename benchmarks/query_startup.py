@@ -37,7 +37,7 @@ MAIN = ("import sys\ntry:\n    from contextual_retrieval_core.app.cli import mai
 
 
 def build_index(index_dir: Path, work: Path) -> None:
-    from contextual_retrieval_core.app.demo import write_corpus
+    from contextual_retrieval_core.app._demo import write_corpus
 
     corpus = work / "corpus"
     write_corpus(corpus)

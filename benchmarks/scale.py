@@ -104,7 +104,7 @@ def cookbook_vectors() -> tuple[np.ndarray, np.ndarray] | None:
 
 
 def demo_vectors() -> tuple[np.ndarray, np.ndarray]:
-    from contextual_retrieval_core.app.demo import demo_chunks
+    from contextual_retrieval_core.app._demo import demo_chunks
     from contextual_retrieval_core.app.demo_corpus import DEMO_QUERIES
     from contextual_retrieval_core.embeddings import LocalMiniLMEmbedder
 

@@ -45,7 +45,7 @@ def _commit() -> str:
 
 
 def run(dataset_dir: str, cache: str) -> dict:
-    from contextual_retrieval_core.app.demo import run_demo
+    from contextual_retrieval_core.app._demo import run_demo
     from contextual_retrieval_core.app.evaluation import evaluate, load_cookbook, structural_contexts
     from contextual_retrieval_core.embeddings.cache import CachedEmbedder
     from contextual_retrieval_core.embeddings.minilm import LocalMiniLMEmbedder

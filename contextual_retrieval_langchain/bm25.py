@@ -16,9 +16,9 @@ from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from contextual_retrieval_core.checks import not_a_string, positive_int
 from contextual_retrieval_core.errors import InputError, InputTypeError
+from contextual_retrieval_core.search._where import where_predicate
 from contextual_retrieval_core.search.bm25 import BM25Index, load_with_records, save_with_records
 from contextual_retrieval_core.search.ranked import DEFAULT_TOP_K
-from contextual_retrieval_core.search.where import where_predicate
 from contextual_retrieval_langchain._documents import CHUNK_ID_KEY, chunk_id_of
 
 __all__ = ["ContextualBM25Retriever", "BM25_SCORE_KEY", "MetadataFilter", "metadata_predicate"]

@@ -29,7 +29,7 @@ from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 from typing_extensions import override
 
 from contextual_retrieval_core.checks import is_blank, positive_int
-from contextual_retrieval_core.dense.window_rows import requested_windows
+from contextual_retrieval_core.dense._window_rows import requested_windows
 from contextual_retrieval_core.dense.windows import WindowConfig
 from contextual_retrieval_core.errors import InputError
 from contextual_retrieval_core.search.config import FusionConfig
@@ -37,15 +37,15 @@ from contextual_retrieval_core.search.flow import QueryFlow
 from contextual_retrieval_core.search.ranked import FUSED_SCORE_KEY, RANKS_KEY, RERANK_ERROR_KEY, RERANK_SCORE_KEY, SCORE_KEY
 from contextual_retrieval_langchain._documents import CHUNK_ID_KEY
 from contextual_retrieval_langchain._settings import SETTING_NAMES, FusionFields, resolved_settings
-from contextual_retrieval_langchain.bm25 import ContextualBM25Retriever, MetadataFilter, metadata_predicate
-from contextual_retrieval_langchain.rerank import RerankCompressor
-from contextual_retrieval_langchain.sources import (
+from contextual_retrieval_langchain._sources import (
     SOURCE_SCORES_KEY,
     SourceRun,
     page_text,
     ranked_documents,
     source_runs,
 )
+from contextual_retrieval_langchain.bm25 import ContextualBM25Retriever, MetadataFilter, metadata_predicate
+from contextual_retrieval_langchain.rerank import RerankCompressor
 
 __all__ = [
     "ContextualEnsembleRetriever",

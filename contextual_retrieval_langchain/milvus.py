@@ -159,7 +159,7 @@ class MilvusLeg(VectorStore):
     """One leg of a `ContextualMilvus` as a LangChain vector store: ``"dense"`` (the dense field,
     searched by the query's vector; its stored vectors read back for dense feedback) or
     ``"sparse"`` (the BM25 function, searched by the query's text). A ``filter`` search kwarg is a
-    where dict (`search.where`'s language) sent to the server as a Milvus expression on the
+    where dict (`search/_where.py`'s language) sent to the server as a Milvus expression on the
     metadata. Writes go to the store's own ``add_texts``. `timeout`: seconds a search may take,
     pymilvus's retries of a server that does not answer included, before `MilvusServerUnavailable`."""
 

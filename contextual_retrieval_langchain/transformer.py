@@ -28,10 +28,10 @@ from contextual_retrieval_core.generators.prompts import DEFAULT_PROMPT, Context
 from contextual_retrieval_core.generators.usage import UsageReport
 from contextual_retrieval_core.store.context_store import ContextStore
 from contextual_retrieval_core.types import Chunk, Document, distinct_documents, number_chunks, stable_chunk_id
+from contextual_retrieval_langchain._crops import FRAME_ID_KEY, crop_documents, image_batch, is_image_document
 from contextual_retrieval_langchain._documents import CHUNK_INDEX_KEY, contextual_document, document_id_of
 from contextual_retrieval_langchain._ingest_fields import ContextualizeFields
 from contextual_retrieval_langchain.chat import chat_model_generator
-from contextual_retrieval_langchain.crops import FRAME_ID_KEY, crop_documents, image_batch, is_image_document
 
 __all__ = ["ContextualDocumentTransformer"]
 
@@ -98,7 +98,7 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, ContextualizeFields
     ``metadata["frame_id"]`` (or come as chunks with their frames as ``parents=``). Every crop is
     situated within its frame by `crop_generator` and comes back, after the text chunks, as a
     Document whose page_content is its context then ``"crop_7.png: truck"``, its image path or
-    bytes kept (see `contextual_retrieval_langchain.crops`). Bad frames are refused, all listed,
+    bytes kept (see `contextual_retrieval_langchain/_crops.py`). Bad frames are refused, all listed,
     before anything is generated; `last_crop_report` is the crops' usage report.
 
     Example:
@@ -255,8 +255,8 @@ class ContextualDocumentTransformer(BaseDocumentTransformer, ContextualizeFields
         docs = [Document(id_of(d), d.page_content, dict(d.metadata)) for d in originals]
         pieces: list[tuple[str, LCDocument]] = []
         if splitter is None:
+            from contextual_retrieval_core._factories import default_window
             from contextual_retrieval_core.contextualize.fit import chunk_to_fit
-            from contextual_retrieval_core.factories import default_window
 
             window = default_window(self.embeddings) if self.fit_chunks else None
             generator = self.contextualizer.generator

@@ -2,7 +2,7 @@
 
 `WindowedVectorStore` wraps a vector store. A contextual chunk whose page_content (context +
 chunk) is longer than the embeddings' window is stored as overlapping windows, each with the
-chunk's context (the core's `windows` and `window_rows`): the chunk's own row (its id) holds its
+chunk's context (the core's `windows` and `_window_rows`): the chunk's own row (its id) holds its
 first window, each further window is a row ``<chunk id> + WINDOW_MARK + n`` with the chunk's
 metadata plus ``window_of``. Searches ask the store for enough rows to cover the windows and
 return each chunk once, as the Document it was added as, at its best window's score: the
@@ -34,7 +34,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
-from contextual_retrieval_core.dense.window_rows import (
+from contextual_retrieval_core.dense._window_rows import (
     WINDOW_OF_KEY,
     RowLedger,
     WindowRow,
@@ -47,7 +47,7 @@ from contextual_retrieval_core.dense.windows import WindowConfig, fetch_sizes, f
 from contextual_retrieval_core.errors import InputError, InputTypeError
 from contextual_retrieval_langchain._compat import relevance_function
 from contextual_retrieval_langchain._documents import CHUNK_ID_KEY, ORIGINAL_CONTENT_KEY, chunk_id_of
-from contextual_retrieval_langchain.relevance import arelevance_pairs, relevance_pairs, scored_by_vector
+from contextual_retrieval_langchain._relevance import arelevance_pairs, relevance_pairs, scored_by_vector
 
 __all__ = ["WindowedVectorStore", "WINDOW_OF_KEY"]
 

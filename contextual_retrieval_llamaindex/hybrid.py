@@ -13,7 +13,7 @@ from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import MetadataFilters
 
 from contextual_retrieval_core.checks import is_blank
-from contextual_retrieval_core.dense.window_rows import WINDOW_OF_KEY, requested_windows
+from contextual_retrieval_core.dense._window_rows import WINDOW_OF_KEY, requested_windows
 from contextual_retrieval_core.dense.windows import WindowConfig
 from contextual_retrieval_core.errors import InputError, InputTypeError
 from contextual_retrieval_core.rerank.base import Reranker
@@ -21,10 +21,10 @@ from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_core.search.flow import QueryFlow
 from contextual_retrieval_core.search.ranked import RankedHit, fallback_hits, unique_names
 from contextual_retrieval_llamaindex._convert import indexed_text, with_result
-from contextual_retrieval_llamaindex.feedback import VectorSide, vector_side
-from contextual_retrieval_llamaindex.pgvector import on_this_loop, pgvector_store
+from contextual_retrieval_llamaindex._feedback import VectorSide, vector_side
+from contextual_retrieval_llamaindex._pgvector import on_this_loop, pgvector_store
+from contextual_retrieval_llamaindex._sources import bound_sources, first_nodes
 from contextual_retrieval_llamaindex.rerank import ContextualRerank, rerank_events
-from contextual_retrieval_llamaindex.sources import bound_sources, first_nodes
 
 __all__ = ["HybridRetriever", "SETTING_NAMES"]
 

@@ -24,8 +24,8 @@ from contextual_retrieval_core.generators.usage import UsageReport
 from contextual_retrieval_core.store.context_store import ContextStore
 from contextual_retrieval_core.types import Chunk, Document, distinct_documents, number_chunks
 from contextual_retrieval_llamaindex._convert import set_context
+from contextual_retrieval_llamaindex._crops import crop_nodes, image_batch, is_image_input
 from contextual_retrieval_llamaindex._ingest_fields import ContextualizeFields
-from contextual_retrieval_llamaindex.crops import crop_nodes, image_batch, is_image_input
 from contextual_retrieval_llamaindex.llm import as_context_generator
 from contextual_retrieval_llamaindex.splitter import FittedSplitter, StructureSplitter
 
@@ -82,7 +82,7 @@ class ContextualNodeParser(ContextualizeFields):
     Images: frames (a `Document` / `ImageDocument` with an image or ``metadata["detections"]``)
     and crops already cut (`ImageNode`s whose source is their frame) are not split: every crop is
     situated within its frame by `crop_generator` and comes back as an `ImageNode` (its context in
-    the EMBED text, its image path kept; see `contextual_retrieval_llamaindex.crops`), after the
+    the EMBED text, its image path kept; see `contextual_retrieval_llamaindex/_crops.py`), after the
     text nodes. Bad frames are refused, all listed, before anything is generated.
 
     After each call, `last_report` holds the core `UsageReport` of that call (tokens, cache reads,

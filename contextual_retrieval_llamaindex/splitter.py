@@ -19,10 +19,10 @@ from llama_index.core.node_parser.node_utils import build_nodes_from_splits
 from llama_index.core.schema import BaseNode, MetadataMode
 from llama_index.core.utils import get_tqdm_iterable
 
+from contextual_retrieval_core._factories import default_window
 from contextual_retrieval_core.chunking.budget import TokenWindow
 from contextual_retrieval_core.chunking.split import DEFAULT_CHUNK_CHARS
 from contextual_retrieval_core.contextualize.fit import chunk_to_fit
-from contextual_retrieval_core.factories import default_window
 from contextual_retrieval_core.types import Document
 
 __all__ = ["StructureSplitter", "FittedSplitter"]

@@ -1,7 +1,7 @@
 """Windowed contextual embeddings on a LlamaIndex vector index: a node's windows as extra entries.
 
 A node whose indexed text (context + chunk) is longer than the embedding model's window is
-embedded whole (the core's `windows` and `window_rows`): the node's own entry in the vector
+embedded whole (the core's `windows` and `_window_rows`): the node's own entry in the vector
 store keeps the vector of its text as the model reads it (its first window), and each further
 overlapping window, with the node's context, is an extra entry ``<node id> + WINDOW_MARK + n`` (a TextNode with the
 node's metadata, ``window_of`` = the node id, and its source relationship, so deleting the
@@ -21,7 +21,7 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import BaseNode, MetadataMode, NodeRelationship, NodeWithScore, QueryBundle, TextNode
 from llama_index.core.vector_stores.types import MetadataFilters
 
-from contextual_retrieval_core.dense.window_rows import WINDOW_OF_KEY, max_pooling_only, plan_rows, row_owner, windowable
+from contextual_retrieval_core.dense._window_rows import WINDOW_OF_KEY, max_pooling_only, plan_rows, row_owner, windowable
 from contextual_retrieval_core.dense.windows import WindowConfig, fetch_sizes, first_per_owner
 from contextual_retrieval_core.errors import InputError, InputTypeError
 from contextual_retrieval_llamaindex._compat import index_embed_model

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from contextual_retrieval_core.app.errors import describe, error_classes, gathered_warnings, quiet_broken_pipe
+from contextual_retrieval_core.app._errors import describe, error_classes, gathered_warnings, quiet_broken_pipe
 from contextual_retrieval_core.contextualize.interrupts import TERMINATED_EXIT_CODE, Terminated, sigterm_as_interrupt
 from contextual_retrieval_core.errors import InputError, MissingDependencyError, RunError
 
@@ -355,7 +355,7 @@ def _eval_embedder(args: argparse.Namespace) -> Any:
 
     embedder: Any
     if getattr(args, "embedder", "local") == "voyage-context":
-        from contextual_retrieval_core.factories import choose_embedder
+        from contextual_retrieval_core._factories import choose_embedder
 
         embedder = choose_embedder("voyage-context")
     elif getattr(args, "embedder", "local") == "late-chunking":
@@ -376,10 +376,10 @@ def _eval_embedder(args: argparse.Namespace) -> Any:
 
 def _cmd_eval_own(args: argparse.Namespace) -> int:
     """eval --generate-questions N PATH: the set generated from the user's corpus, then the table."""
+    from contextual_retrieval_core._factories import choose_reranker
     from contextual_retrieval_core.app.evaluation import load_contexts_jsonl
     from contextual_retrieval_core.app.question_eval import DEFAULT_CONFIGS, estimate_cost, evaluate_own_corpus, load_corpus
     from contextual_retrieval_core.contextualize.contextualizer import default_store_path
-    from contextual_retrieval_core.factories import choose_reranker
     from contextual_retrieval_core.generators.anthropic import AnthropicContextGenerator
     from contextual_retrieval_core.generators.questions import AnthropicQuestionGenerator
     from contextual_retrieval_core.store.context_store import ContextStore
@@ -462,7 +462,7 @@ def _adopt_index_contexts(path: Path, store: Any, generator: Any, corpus: Any) -
     """The contexts an index folder's own store holds for `corpus`, copied into `store`, so that
     none the index paid for is paid again (also when the index shared them with another store)."""
     from contextual_retrieval_core.contextualize.contextualizer import store_keys
-    from contextual_retrieval_core.index.shared_contexts import share
+    from contextual_retrieval_core.index._shared_contexts import share
     from contextual_retrieval_core.store.context_store import ContextStore
 
     with ContextStore(path, read_only=True) as own:
@@ -491,15 +491,15 @@ def _require_plotting() -> None:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from contextual_retrieval_core.app.demo import run_demo
+    from contextual_retrieval_core.app._demo import run_demo
 
     run_demo(offline=args.offline, k=args.k, save_corpus=args.save_corpus, show_progress=not args.no_progress)
     return 0
 
 
 def _cmd_index(args: argparse.Namespace) -> int:
+    from contextual_retrieval_core._factories import choose_embedder, choose_generator, unused_keys, weights_for
     from contextual_retrieval_core.chunking.split import DEFAULT_CHUNK_CHARS
-    from contextual_retrieval_core.factories import choose_embedder, choose_generator, unused_keys, weights_for
     from contextual_retrieval_core.generators.base import label_of
     from contextual_retrieval_core.index.contextual_index import ContextualIndex
     from contextual_retrieval_core.index.manifest import MANIFEST_NAME
@@ -548,7 +548,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
 
 
 def _cmd_remove(args: argparse.Namespace) -> int:
-    from contextual_retrieval_core.factories import choose_embedder
+    from contextual_retrieval_core._factories import choose_embedder
     from contextual_retrieval_core.index.contextual_index import ContextualIndex
 
     if _on_milvus(Path(args.index_dir), None, None):
@@ -563,8 +563,8 @@ def _cmd_remove(args: argparse.Namespace) -> int:
 
 
 def _cmd_query(args: argparse.Namespace) -> int:
+    from contextual_retrieval_core._factories import choose_embedder, choose_reranker, weights_for
     from contextual_retrieval_core.checks import is_blank
-    from contextual_retrieval_core.factories import choose_embedder, choose_reranker, weights_for
     from contextual_retrieval_core.index.manifest import IndexManifest
 
     if is_blank(args.question):  # no results in every query path: said before any work
@@ -586,7 +586,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
     config = FusionConfig.from_settings(None, {"reranker": reranker, "dense_prf": args.dense_prf})
     hits = index.search(args.question, top_k=args.k, config=config)
     if args.prune or args.budget is not None:
-        from contextual_retrieval_core.pruning.evidence import evidence_records, format_evidence, prune_hits
+        from contextual_retrieval_core.pruning._evidence import evidence_records, format_evidence, prune_hits
 
         # a query never writes to the index folder: the units are embedded in this process only
         result = prune_hits(args.question, hits, embedder, args.budget)
@@ -639,7 +639,7 @@ def _quiet_pymilvus() -> None:
 
 def _milvus_index(folder: str, uri: str | None) -> Any:
     """The index on Milvus in `folder`, with the embedder it records (`uri`: where its server moved)."""
-    from contextual_retrieval_core.factories import choose_embedder
+    from contextual_retrieval_core._factories import choose_embedder
     from contextual_retrieval_core.index.milvus_config import MilvusConfig
     from contextual_retrieval_core.index.milvus_index import MilvusContextualIndex, MilvusIndexRecord
 
@@ -651,8 +651,8 @@ def _milvus_index(folder: str, uri: str | None) -> Any:
 
 def _cmd_index_milvus(args: argparse.Namespace) -> int:
     """`index` into a Milvus collection (`MilvusContextualIndex`)."""
+    from contextual_retrieval_core._factories import choose_embedder, choose_generator, unused_keys, weights_for
     from contextual_retrieval_core.chunking.split import DEFAULT_CHUNK_CHARS
-    from contextual_retrieval_core.factories import choose_embedder, choose_generator, unused_keys, weights_for
     from contextual_retrieval_core.generators.base import label_of
     from contextual_retrieval_core.index.milvus_config import MilvusConfig
     from contextual_retrieval_core.index.milvus_index import MilvusContextualIndex, MilvusIndexRecord, uses_milvus

@@ -282,7 +282,7 @@ def load_corpus(path: str | os.PathLike[str], *, chunk_chars: int | None = None,
     read, or when there is nothing to chunk.
     """
     from contextual_retrieval_core.chunking.split import DEFAULT_CHUNK_CHARS
-    from contextual_retrieval_core.index.changes import read_changes
+    from contextual_retrieval_core.index._changes import read_changes
     from contextual_retrieval_core.index.files import SourceFile, collect_files
     from contextual_retrieval_core.index.manifest import MANIFEST_NAME, IndexManifest
     from contextual_retrieval_core.index.report import IndexReport

@@ -1,7 +1,7 @@
 """Definitions in source code, from tree-sitter: what the structural contexts name (the enclosing
 class / impl / function) and where the chunker prefers to cut.
 
-The grammars come from the per-language wheels in `languages.GRAMMARS` (compiled, nothing fetched
+The grammars come from the per-language wheels in `_languages.GRAMMARS` (compiled, nothing fetched
 at run time). A language without a grammar, or whose grammar wheel is missing, raises
 `GrammarUnavailable`; callers fall back to plain text and count it.
 
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from contextual_retrieval_core.chunking.languages import CODE_LANGUAGES, GRAMMARS, language_for_path
+from contextual_retrieval_core.chunking._languages import CODE_LANGUAGES, GRAMMARS, language_for_path
 from contextual_retrieval_core.errors import ContextualRetrievalError
 
 __all__ = ["Definition", "definitions", "outline", "definition_boundaries", "chunk_boundaries", "statement_starts", "cut_ranks", "parser_fallback", "GrammarUnavailable", "TYPE_KINDS"]

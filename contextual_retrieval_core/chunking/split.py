@@ -11,7 +11,7 @@ import bisect
 import re
 from collections.abc import Callable, Collection, Mapping
 
-from contextual_retrieval_core.chunking.languages import CODE_LANGUAGES, EXTENSIONS
+from contextual_retrieval_core.chunking._languages import CODE_LANGUAGES, EXTENSIONS
 from contextual_retrieval_core.errors import InputError
 
 __all__ = ["split_text", "DEFAULT_CHUNK_CHARS", "CODE_EXTENSIONS"]
@@ -20,7 +20,7 @@ __all__ = ["split_text", "DEFAULT_CHUNK_CHARS", "CODE_EXTENSIONS"]
 #: embedder's 256-token window.
 DEFAULT_CHUNK_CHARS = 800
 
-#: Extensions chunked as code (cuts prefer definitions over headings); from `languages.EXTENSIONS`.
+#: Extensions chunked as code (cuts prefer definitions over headings); from `_languages.EXTENSIONS`.
 CODE_EXTENSIONS = frozenset(ext for ext, language in EXTENSIONS.items() if language in CODE_LANGUAGES)
 _HEADING = re.compile(r"(#{1,6} |[=\-~^*+#]{3,}\s*$)")
 _CODE_DEF = re.compile(

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from contextual_retrieval_core.checks import positive_int
-from contextual_retrieval_core.chunking.unicode_marks import MARK_RANGES, scan_marks
+from contextual_retrieval_core.chunking._unicode_marks import MARK_RANGES, scan_marks
 from contextual_retrieval_core.errors import InputError, InputTypeError
 
 __all__ = ["Tokenizer", "TokenizerConfig", "ENGLISH_STOP_WORDS"]
@@ -47,7 +47,7 @@ def _mark_class() -> str:
     """A regex character class of every combining mark (Unicode category M) Python knows.
 
     Python's `\\w` matches letters and digits but not marks, so without them "हिन्दी" would fall
-    apart at every vowel sign. The ranges come from `unicode_marks.MARK_RANGES` for this Python's
+    apart at every vowel sign. The ranges come from `_unicode_marks.MARK_RANGES` for this Python's
     Unicode version, else from a scan of the Unicode database.
     """
     table = MARK_RANGES.get(unicodedata.unidata_version) or scan_marks()
@@ -55,7 +55,7 @@ def _mark_class() -> str:
     for part in table.split():
         a, dash, b = part.partition("-")
         if dash and not b:
-            raise InputError(f"malformed mark range {part!r} in unicode_marks.MARK_RANGES")
+            raise InputError(f"malformed mark range {part!r} in _unicode_marks.MARK_RANGES")
         lo, hi = chr(int(a, 16)), chr(int(b or a, 16))
         ranges.append(re.escape(lo) if lo == hi else f"{re.escape(lo)}-{re.escape(hi)}")
     return "[" + "".join(ranges) + "]"

@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from contextual_retrieval_core._settings import Settings, setting
 from contextual_retrieval_core.checks import positive_int, positive_seconds
 from contextual_retrieval_core.errors import InputError, InputTypeError
-from contextual_retrieval_core.settings import Settings, setting
 from contextual_retrieval_core.types import ContextPosition
 
 __all__ = ["ContextualizeConfig", "BATCH_MAX_REQUESTS", "BATCH_MAX_BYTES"]

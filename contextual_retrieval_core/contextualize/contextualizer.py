@@ -50,12 +50,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contextual_retrieval_core.contextualize.batches import BatchRunner
-from contextual_retrieval_core.contextualize.claims import WorkClaims
+from contextual_retrieval_core.contextualize._batches import BatchRunner
+from contextual_retrieval_core.contextualize._claims import WorkClaims
+from contextual_retrieval_core.contextualize._inputs import validate_inputs
+from contextual_retrieval_core.contextualize._run import DocState, Run, RunSettings
 from contextual_retrieval_core.contextualize.config import ContextualizeConfig
-from contextual_retrieval_core.contextualize.inputs import validate_inputs
 from contextual_retrieval_core.contextualize.interrupts import GRACE_S, Interrupted, StopAsked, Terminated, sigterm_as_interrupt
-from contextual_retrieval_core.contextualize.run import DocState, Run, RunSettings
 from contextual_retrieval_core.errors import ContextualRetrievalError, InputError, InputTypeError, RunError
 from contextual_retrieval_core.generators.base import (
     BatchGeneration,
@@ -65,9 +65,9 @@ from contextual_retrieval_core.generators.base import (
     label_of,
 )
 from contextual_retrieval_core.generators.usage import UsageReport
+from contextual_retrieval_core.store._space import SpaceReserve
 from contextual_retrieval_core.store.context_store import ContextStore
 from contextual_retrieval_core.store.errors import StoreFullError
-from contextual_retrieval_core.store.space import SpaceReserve
 from contextual_retrieval_core.types import Chunk, ContextualChunk, Document
 
 __all__ = ["Contextualizer", "ContextualizeResult", "ContextualizationError", "default_store_path", "refresh_options",
@@ -418,7 +418,7 @@ class Contextualizer:
 
     def _with_headers(self, docs: dict[str, Document], chunks: list[Chunk], contexts: dict[str, str]) -> dict[str, str]:
         """Each context with its chunk's structural context on a line before it (`structural_header`)."""
-        from contextual_retrieval_core.generators.header_source import header_generator_for
+        from contextual_retrieval_core.generators._header_source import header_generator_for
         from contextual_retrieval_core.generators.structural import StructuralContextGenerator, with_structural_header
 
         if self._structural is None:
@@ -496,6 +496,6 @@ def refresh_options(contextualizer: Contextualizer, part: Any, **overrides: Any)
 
 def is_structural_generator(generator: Any) -> bool:
     """Whether `generator` writes the structural context itself (it gets no second header)."""
-    from contextual_retrieval_core.generators.header_source import writes_structural_context
+    from contextual_retrieval_core.generators._header_source import writes_structural_context
 
     return writes_structural_context(generator)

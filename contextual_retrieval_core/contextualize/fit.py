@@ -29,7 +29,7 @@ from typing import Any
 from contextual_retrieval_core.chunking.budget import LLM_CONTEXT_RESERVE, TokenWindow, split_to_fit, window_of
 from contextual_retrieval_core.chunking.code_outline import chunk_boundaries, cut_ranks
 from contextual_retrieval_core.chunking.split import CODE_EXTENSIONS, DEFAULT_CHUNK_CHARS
-from contextual_retrieval_core.generators.header_source import header_generator_for, writes_structural_context
+from contextual_retrieval_core.generators._header_source import header_generator_for, writes_structural_context
 from contextual_retrieval_core.types import Chunk, Document, number_chunks
 
 __all__ = ["chunk_documents", "chunk_to_fit", "context_reserve"]

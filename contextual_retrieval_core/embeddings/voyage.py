@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from contextual_retrieval_core._sdk import LazyClients, in_thread
+from contextual_retrieval_core._settings import Settings, setting
 from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.embeddings.base import as_texts
 from contextual_retrieval_core.errors import InputError, InputTypeError, RunError
-from contextual_retrieval_core.settings import Settings, setting
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import voyageai

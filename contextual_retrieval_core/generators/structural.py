@@ -30,18 +30,17 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Literal
 
-from contextual_retrieval_core.chunking.code_outline import TYPE_KINDS, Definition, GrammarUnavailable
-from contextual_retrieval_core.chunking.code_outline import outline as code_outline
-from contextual_retrieval_core.chunking.languages import (
+from contextual_retrieval_core.chunking._languages import (
     CODE_LANGUAGES,
     GRAMMARS,
     PROSE_LANGUAGES,
     canonical_language,
     language_for_path,
 )
-from contextual_retrieval_core.generators.base import Generation, TokenUsage
-from contextual_retrieval_core.generators.structure_detect import guess_language, looks_like_code
-from contextual_retrieval_core.generators.structure_text import (
+from contextual_retrieval_core.chunking.code_outline import TYPE_KINDS, Definition, GrammarUnavailable
+from contextual_retrieval_core.chunking.code_outline import outline as code_outline
+from contextual_retrieval_core.generators._structure_detect import guess_language, looks_like_code
+from contextual_retrieval_core.generators._structure_text import (
     Heading,
     code_title,
     headings,
@@ -50,6 +49,7 @@ from contextual_retrieval_core.generators.structure_text import (
     short_path,
     short_title,
 )
+from contextual_retrieval_core.generators.base import Generation, TokenUsage
 from contextual_retrieval_core.types import Chunk, Document
 
 __all__ = ["StructuralContextGenerator", "StructuralInfo", "StructuralReport", "with_structural_header"]
@@ -73,7 +73,7 @@ class StructuralInfo:
     Attributes:
         source: the document's path or quoted title, as it appears in the context.
         kind: "code" or "prose".
-        language: the language of code (`languages.EXTENSIONS` names: "python", "rust",
+        language: the language of code (`_languages.EXTENSIONS` names: "python", "rust",
             "typescript", ...), else None.
         located: whether the chunk's position in the document was found. When it was not, the
             context falls back to the source (plus, for code, the definitions in the chunk text).
@@ -159,7 +159,7 @@ class _Outline:
             self._around.append((at, tuple(sorted(active.values(), key=lambda d: d.start))))
 
     def chain(self, pos: int) -> tuple[str, ...]:
-        """`structure_text.heading_chain(self.headings, pos)`."""
+        """`_structure_text.heading_chain(self.headings, pos)`."""
         i = bisect_right(self._heading_starts, pos)
         return self._chains[i - 1] if i else ()
 
@@ -195,7 +195,7 @@ class StructuralContextGenerator:
     - code: the enclosing class / impl / trait / module and function at the chunk's start, e.g.
       ``in impl DiffExecutor > fn run_target``, and the definitions that start inside the chunk,
       e.g. ``defines: new, run_target``. The language comes from the file extension in the path
-      metadata or the id (`languages.EXTENSIONS`), from ``metadata["language"]``, or else from
+      metadata or the id (`_languages.EXTENSIONS`), from ``metadata["language"]``, or else from
       the content. The definitions come from tree-sitter (Python, Ruby, Rust, Go, JavaScript,
       TypeScript, Java, Kotlin, Scala, Swift, C, C++, C#, PHP); code in another language, or
       whose grammar is missing, is read as plain text (the context names the file) and counted

@@ -8,14 +8,14 @@ What `contextual-retrieval index` and `contextual-retrieval query` run. One fold
   ``vectors.json``, their ids), the chunks' shown fields (``chunks.sqlite3``: indexed text, path,
   context, chunk text, lines) and, from `dense_index`'s threshold (20,000 rows) on, the
   calibrated IVF index over the same rows (``ivf.faiss``, ``ivf.json``; exact search below it);
-  see `index.snapshot`;
+  see `index/_snapshot.py`;
 - ``contexts.sqlite3``: the `ContextStore` of LLM-written contexts (structural contexts cost
-  nothing and are not stored), shared with the user's store (`index.shared_contexts`);
+  nothing and are not stored), shared with the user's store (`index/_shared_contexts.py`);
 - ``embeddings.sqlite3``: the `CachedEmbedder` cache, so a chunk whose indexed text is unchanged
   is never embedded twice;
 - ``manifest.json``: which files were indexed (size, mtime, sha256, chunk ids), with which
   embedder, context generator and chunk size, and the size and CRC-32 of every file of the
-  version folder (`index.file_checks`).
+  version folder (`index/_file_checks.py`).
 
 An index on a Chroma server (``chroma_url``) keeps its rows in a collection there instead, and
 an index written before version folders held every row keeps them in an embedded Chroma
@@ -49,12 +49,12 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from contextual_retrieval_core._factories import embedder_kind
 from contextual_retrieval_core.checks import is_blank
 from contextual_retrieval_core.chunking.budget import window_of
 from contextual_retrieval_core.chunking.split import DEFAULT_CHUNK_CHARS
 from contextual_retrieval_core.contextualize.config import ContextualizeConfig
-from contextual_retrieval_core.dense.chroma import ChromaVectorIndex
-from contextual_retrieval_core.dense.window_rows import (
+from contextual_retrieval_core.dense._window_rows import (
     collapse_rows,
     embed_rows,
     requested_windows,
@@ -64,11 +64,20 @@ from contextual_retrieval_core.dense.window_rows import (
     store_payload,
     windows_setting,
 )
+from contextual_retrieval_core.dense.chroma import ChromaVectorIndex
 from contextual_retrieval_core.dense.windows import WindowConfig
 from contextual_retrieval_core.embeddings.base import Embedder
 from contextual_retrieval_core.errors import InputError, InputTypeError, NotFoundError
-from contextual_retrieval_core.factories import embedder_kind
 from contextual_retrieval_core.generators.base import ContextGenerator
+from contextual_retrieval_core.index._snapshot import (
+    SNAPSHOT_MAX_CHUNKS,
+    Snapshot,
+    has_snapshot,
+    snapshot_order,
+    write_snapshot,
+)
+from contextual_retrieval_core.index._storage import chunk_rows, clear_index, load_bm25, open_embedding_cache, open_vectors
+from contextual_retrieval_core.index._version import client_for_version, manifest_stamp, read_retrying
 from contextual_retrieval_core.index.chroma_server import open_server_vectors, uses_server
 from contextual_retrieval_core.index.files import MAX_FILE_BYTES, TEXT_EXTENSIONS, collect_files
 from contextual_retrieval_core.index.manifest import (
@@ -80,21 +89,12 @@ from contextual_retrieval_core.index.manifest import (
     generator_identity,
 )
 from contextual_retrieval_core.index.report import IndexHit, IndexReport
-from contextual_retrieval_core.index.snapshot import (
-    SNAPSHOT_MAX_CHUNKS,
-    Snapshot,
-    has_snapshot,
-    snapshot_order,
-    write_snapshot,
-)
-from contextual_retrieval_core.index.storage import chunk_rows, clear_index, load_bm25, open_embedding_cache, open_vectors
-from contextual_retrieval_core.index.version import client_for_version, manifest_stamp, read_retrying
+from contextual_retrieval_core.search._sides import BM25Side
 from contextual_retrieval_core.search.bm25 import BM25Index
 from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_core.search.feedback import FeedbackRows, stored_feedback_rows
 from contextual_retrieval_core.search.flow import QueryFlow, SyncDenseSide
 from contextual_retrieval_core.search.ranked import DEFAULT_WEIGHTS
-from contextual_retrieval_core.search.sides import BM25Side
 
 if TYPE_CHECKING:  # the update machinery is imported by update(), never by a query
     from contextual_retrieval_core.contextualize.contextualizer import ContextualizeResult
@@ -137,7 +137,7 @@ class ContextualIndex:
     the open BM25 index, the version's query snapshot or Chroma client, and the embedder's ONNX
     session, none of which a query changes). While another process (or another `ContextualIndex` on the folder) updates it, each
     query answers from the version before or the version after the update, never from a mix and
-    never with an error (`index.version`). `update` and `remove` take the folder's lock; do not
+    never with an error (`index/_version.py`). `update` and `remove` take the folder's lock; do not
     call them while other threads search the same object: search from another `ContextualIndex`.
 
     Example:
@@ -203,7 +203,7 @@ class ContextualIndex:
         """The manifest, BM25 index and dense rows (the version's `Snapshot`, or else Chroma) of
         the folder's current version, opened once per version and shared by the threads searching
         this object; a new version (another process updated the folder) is opened on the first
-        query after it is switched in (`index.version`)."""
+        query after it is switched in (`index/_version.py`)."""
         with self._version_lock:
             stamp = manifest_stamp(self.path)
             if stamp != self._stamp:
@@ -312,9 +312,9 @@ class ContextualIndex:
 
     def _verify(self, manifest: IndexManifest, *, full: bool) -> None:
         """The version folder's files against the sizes and checksums its manifest recorded
-        (`index.file_checks`; `full`: every byte)."""
+        (`index/_file_checks.py`; `full`: every byte)."""
         if manifest.checks:
-            from contextual_retrieval_core.index.file_checks import verify_files
+            from contextual_retrieval_core.index._file_checks import verify_files
 
             verify_files(self.path / manifest.bm25, manifest.checks, fix=self._fix(), full=full)
 
@@ -327,7 +327,7 @@ class ContextualIndex:
             raise IndexDamagedError(f"{damage}; {self._fix()}")
 
     def _wants_snapshot(self, manifest: IndexManifest) -> bool:
-        """Whether the version of `manifest` gets a query snapshot (`index.snapshot`)."""
+        """Whether the version of `manifest` gets a query snapshot (`index/_snapshot.py`)."""
         if manifest.dense == "files":
             return manifest.chunk_count > 0
         return not uses_server(self.path, self.chroma_url) and 0 < manifest.chunk_count <= SNAPSHOT_MAX_CHUNKS
@@ -374,7 +374,7 @@ class ContextualIndex:
                 old one, which serves queries until the switch (an index on a Chroma server
                 has its collection emptied first).
         """
-        from contextual_retrieval_core.index.changes import check_not_nested
+        from contextual_retrieval_core.index._changes import check_not_nested
         from contextual_retrieval_core.index.lock import folder_lock
         from contextual_retrieval_core.index.space import UpdateSpace
 
@@ -512,7 +512,7 @@ class ContextualIndex:
               show_progress: bool) -> tuple[list[Document], list[Chunk], dict[str, tuple[int, int]]]:
         """Read and chunk the new and changed files (all with `redo_all`) into `manifest`'s file
         list, with the files indexed from other paths kept and the gone ones counted removed."""
-        from contextual_retrieval_core.index.changes import read_changes
+        from contextual_retrieval_core.index._changes import read_changes
 
         old_files: dict[str, FileEntry] = dict(old.files) if old else {}
         new_files, documents, chunks, spans = read_changes(scan.files, old_files, redo_all, self.chunk_chars, report, show_progress,
@@ -562,8 +562,8 @@ class ContextualIndex:
 
     def _situate(self, documents: Sequence[Document], chunks: Sequence[Chunk], shared: str | os.PathLike[str] | bool,
                  show_progress: bool) -> ContextualizeResult:
-        """The chunks' contexts through the folder's store and the shared one (`index.situate`)."""
-        from contextual_retrieval_core.index.situate import situate
+        """The chunks' contexts through the folder's store and the shared one (`index/_situate.py`)."""
+        from contextual_retrieval_core.index._situate import situate
 
         return situate(self.path, self.generator, documents, chunks, shared=shared,
                        concurrency=self.contextualize.concurrency, show_progress=show_progress)
@@ -606,8 +606,8 @@ class ContextualIndex:
     def _write_version(self, manifest: IndexManifest, wanted: list[str], texts: dict[str, str], fresh: Sequence[str],
                        written: dict[str, np.ndarray], shown: dict[str, dict]) -> None:
         """`_commit_files`'s new version folder, named in `manifest` with its checks."""
-        from contextual_retrieval_core.index.file_checks import record_files
-        from contextual_retrieval_core.index.snapshot import RowWriter
+        from contextual_retrieval_core.index._file_checks import record_files
+        from contextual_retrieval_core.index._snapshot import RowWriter
 
         redone: dict[str, list[str]] = {}
         for row in fresh:

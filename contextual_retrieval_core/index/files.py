@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from contextual_retrieval_core.checks import positive_int
-from contextual_retrieval_core.chunking.languages import EXTENSIONS
+from contextual_retrieval_core.chunking._languages import EXTENSIONS
 from contextual_retrieval_core.chunking.payloads import Payload, omit_payloads
 from contextual_retrieval_core.errors import ContextualRetrievalError, InputError, NotFoundError
 from contextual_retrieval_core.index.manifest import MANIFEST_NAME
@@ -34,7 +34,7 @@ MAX_FILE_BYTES = 1_000_000
 
 #: Extensions indexed when walking a folder (a file named explicitly is indexed whatever its name,
 #: if it is text).
-TEXT_EXTENSIONS = frozenset(EXTENSIONS)  # the one table, `languages.EXTENSIONS`
+TEXT_EXTENSIONS = frozenset(EXTENSIONS)  # the one table, `_languages.EXTENSIONS`
 #: Folder names never walked into (hidden folders are skipped as well).
 SKIP_DIRS = frozenset({"node_modules", "__pycache__", "venv", "site-packages", "dist-packages"})
 

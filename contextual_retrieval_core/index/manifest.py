@@ -197,7 +197,7 @@ def _weights(value: Any, source: str | os.PathLike[str]) -> list[float]:
 
 
 def _windows(setting: Any) -> dict[str, Any] | None:
-    from contextual_retrieval_core.dense.window_rows import windows_from_setting, windows_setting
+    from contextual_retrieval_core.dense._window_rows import windows_from_setting, windows_setting
 
     return windows_setting(windows_from_setting(setting))  # checked, in its one shape
 

@@ -21,10 +21,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from contextual_retrieval_core._settings import Settings, setting
 from contextual_retrieval_core.checks import positive_int, positive_seconds
 from contextual_retrieval_core.errors import InputError, InputTypeError
 from contextual_retrieval_core.search.milvus import ANALYSES, DEFAULT_BATCH_ROWS, DEFAULT_TIMEOUT_S, Analysis
-from contextual_retrieval_core.settings import Settings, setting
 
 __all__ = ["MilvusConfig"]
 

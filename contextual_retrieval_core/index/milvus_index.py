@@ -11,7 +11,7 @@ folder keeps what an update needs and nothing a query reads beyond this file:
   collection, the embedder, the context generator, the chunk size, the fusion weights, the BM25
   analysis and, per file, its size, mtime, SHA-256 and chunk ids; written last by every update
   (a temporary file, then `os.replace`);
-- ``contexts.sqlite3``: the LLM contexts (`index.situate`), each stored as it arrives;
+- ``contexts.sqlite3``: the LLM contexts (`index/_situate.py`), each stored as it arrives;
 - ``embeddings.sqlite3``: the embedding cache, so a chunk whose text is unchanged is never
   embedded twice.
 
@@ -52,13 +52,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from contextual_retrieval_core._factories import embedder_kind
 from contextual_retrieval_core.checks import is_blank, positive_int, string_list
 from contextual_retrieval_core.chunking.budget import window_of
 from contextual_retrieval_core.chunking.split import DEFAULT_CHUNK_CHARS
-from contextual_retrieval_core.dense.window_rows import embed_rows
+from contextual_retrieval_core.dense._window_rows import embed_rows
 from contextual_retrieval_core.embeddings.base import Embedder
 from contextual_retrieval_core.errors import InputError, InputTypeError, NotFoundError
-from contextual_retrieval_core.factories import embedder_kind
 from contextual_retrieval_core.generators.base import ContextGenerator
 from contextual_retrieval_core.index.files import MAX_FILE_BYTES, collect_files
 from contextual_retrieval_core.index.manifest import FileEntry, IndexDamagedError, IndexMismatchError, generator_identity
@@ -298,7 +298,7 @@ class MilvusContextualIndex:
         new and changed files added, files gone from under `paths` removed, files indexed from
         other paths kept unless `prune_missing` and they no longer exist). `rebuild` drops the
         collection and writes every file again from the stored contexts and cached embeddings."""
-        from contextual_retrieval_core.index.changes import check_not_nested
+        from contextual_retrieval_core.index._changes import check_not_nested
         from contextual_retrieval_core.index.lock import folder_lock
 
         if isinstance(paths, (str, os.PathLike)):
@@ -317,9 +317,9 @@ class MilvusContextualIndex:
 
     def _update(self, paths: Sequence[str | os.PathLike[str]], show_progress: bool, batch_size: int, max_file_bytes: int,
                 prune_missing: bool, shared_contexts: str | os.PathLike[str] | bool, rebuild: bool) -> IndexReport:
-        from contextual_retrieval_core.index.changes import read_changes
-        from contextual_retrieval_core.index.situate import situate
-        from contextual_retrieval_core.index.storage import open_embedding_cache
+        from contextual_retrieval_core.index._changes import read_changes
+        from contextual_retrieval_core.index._situate import situate
+        from contextual_retrieval_core.index._storage import open_embedding_cache
 
         started = time.perf_counter()
         report = IndexReport()
@@ -432,7 +432,7 @@ class MilvusContextualIndex:
                where: Mapping[str, Any] | None = None) -> list[IndexHit]:
         """The top `top_k` chunks for `query`: Milvus's dense top-`depth` and BM25 top-`depth`
         (both on the server, under the metadata filter `where`: ``path``, ``chunk_index``,
-        ``start_line``, ... in `search.where`'s language), fused with the index's weights,
+        ``start_line``, ... in `search/_where.py`'s language), fused with the index's weights,
         dense feedback from the vectors read back, reranked when `config` has a reranker (the
         one `QueryFlow`). A blank query returns no results."""
         if not isinstance(query, str):

@@ -16,8 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from contextual_retrieval_core.errors import ContextualRetrievalError
+from contextual_retrieval_core.store._space import mb
 from contextual_retrieval_core.store.errors import is_disk_full
-from contextual_retrieval_core.store.space import mb
 
 __all__ = ["IndexFullError", "UpdateSpace", "BYTES_PER_NEW_CHUNK"]
 

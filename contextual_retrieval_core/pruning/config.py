@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from contextual_retrieval_core._settings import Settings, setting
 from contextual_retrieval_core.checks import non_negative_number, positive_int
 from contextual_retrieval_core.errors import InputError, InputTypeError
-from contextual_retrieval_core.settings import Settings, setting
 
 __all__ = ["PruningConfig"]
 

@@ -48,8 +48,8 @@ import numpy as np
 from contextual_retrieval_core.chunking.tokenizer import Tokenizer
 from contextual_retrieval_core.embeddings.base import Embedder, aembed_queries
 from contextual_retrieval_core.errors import InputError, InputTypeError
+from contextual_retrieval_core.pruning._select import bm25_term_scores, mmr_select, relevance, scale
 from contextual_retrieval_core.pruning.config import PruningConfig
-from contextual_retrieval_core.pruning.select import bm25_term_scores, mmr_select, relevance, scale
 from contextual_retrieval_core.pruning.unit_cache import UnitCache
 from contextual_retrieval_core.pruning.units import TextKind, Unit, kind_for_path
 from contextual_retrieval_core.types import Chunk, ContextualChunk

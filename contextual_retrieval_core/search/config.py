@@ -25,6 +25,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from contextual_retrieval_core._settings import Settings, setting
 from contextual_retrieval_core.checks import fusion_weights, non_negative_number, positive_int
 from contextual_retrieval_core.errors import InputError, InputTypeError
 from contextual_retrieval_core.rerank.base import ON_RERANK_ERROR, OnRerankError, Reranker
@@ -38,7 +39,6 @@ from contextual_retrieval_core.search.ranked import (
     fuse_sources,
     rerank_hits,
 )
-from contextual_retrieval_core.settings import Settings, setting
 
 __all__ = ["FusionConfig"]
 

@@ -113,7 +113,7 @@ class StoreRead:
         """The read of a store that keys each row by `row_id` (a chunk's own row under its id, its
         windows under ``<chunk id> + WINDOW_MARK + n``): `held` {row id: vector} as read back,
         grouped by chunk, each chunk's own row first, then its windows in window order."""
-        from contextual_retrieval_core.dense.window_rows import row_owner, row_window
+        from contextual_retrieval_core.dense._window_rows import row_owner, row_window
 
         ids = list(dict.fromkeys(top))
         order = {chunk: i for i, chunk in enumerate(ids)}
@@ -139,10 +139,10 @@ class StoreRead:
 
 
 def stored_read(collection: Any, chunk_ids: Sequence[str]) -> StoreRead:
-    """The rows of `chunk_ids` in a Chroma collection laid out by `window_rows` (each chunk's own
+    """The rows of `chunk_ids` in a Chroma collection laid out by `_window_rows` (each chunk's own
     row, then its window rows in window order: the order `HybridSearcher` holds them); chunks it
     lacks have no rows."""
-    from contextual_retrieval_core.dense.window_rows import WINDOW_OF_KEY
+    from contextual_retrieval_core.dense._window_rows import WINDOW_OF_KEY
 
     ids = list(dict.fromkeys(chunk_ids))
     if not ids:
@@ -153,7 +153,7 @@ def stored_read(collection: Any, chunk_ids: Sequence[str]) -> StoreRead:
 
 
 def stored_feedback_rows(collection: Any, chunk_ids: Sequence[str]) -> FeedbackRows:
-    """`FeedbackRows` of `chunk_ids` read from a Chroma collection laid out by `window_rows`
+    """`FeedbackRows` of `chunk_ids` read from a Chroma collection laid out by `_window_rows`
     (`stored_read`); chunks the collection does not hold feed nothing back."""
     return stored_read(collection, chunk_ids).rows()
 

@@ -14,18 +14,18 @@ from typing import Any
 import numpy as np
 
 from contextual_retrieval_core.checks import is_blank, positive_int, string_list
+from contextual_retrieval_core.dense._window_rows import requested_windows
 from contextual_retrieval_core.dense.hnsw import dense_index
-from contextual_retrieval_core.dense.window_rows import requested_windows
 from contextual_retrieval_core.dense.windows import WindowConfig, build_dense_rows
 from contextual_retrieval_core.embeddings.base import Embedder
 from contextual_retrieval_core.errors import InputError, InputTypeError
+from contextual_retrieval_core.search._sides import BM25Side, InMemoryDenseSide
 from contextual_retrieval_core.search.bm25 import BM25Index
 from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_core.search.feedback import feedback_rows
 from contextual_retrieval_core.search.flow import QueryFlow, Source
 from contextual_retrieval_core.search.rank_fusion import DEFAULT_RRF_K
 from contextual_retrieval_core.search.ranked import DEFAULT_TOP_K, DEFAULT_WEIGHTS
-from contextual_retrieval_core.search.sides import BM25Side, InMemoryDenseSide
 from contextual_retrieval_core.types import ContextualChunk
 
 __all__ = ["HybridSearcher", "SearchHit", "FusionConfig", "DEFAULT_WEIGHTS", "DEFAULT_RRF_K", "DEFAULT_TOP_K"]

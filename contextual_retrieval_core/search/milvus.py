@@ -18,7 +18,7 @@ What the BM25 function reads (`analysis`):
 `MilvusDenseSide` (the dense field searched by query vector; its stored vectors read back for
 dense feedback) and `MilvusBM25Side` (the sparse field searched by query text) are the sources
 `QueryFlow` fuses with the core's weighted RRF, feeds back and reranks, as it does the in-process
-sides. A metadata filter (`search.where`'s language) goes to both legs as one Milvus filter
+sides. A metadata filter (`search/_where.py`'s language) goes to both legs as one Milvus filter
 expression (`milvus_filter`).
 
 A server that does not answer (stopped, restarting, unreachable) is a `MilvusServerUnavailable`
@@ -48,9 +48,9 @@ from contextual_retrieval_core.chunking.tokenizer import Tokenizer, TokenizerCon
 from contextual_retrieval_core.dense.server_errors import VectorServerUnavailable
 from contextual_retrieval_core.embeddings.base import Embedder
 from contextual_retrieval_core.errors import InputError, MissingDependencyError
+from contextual_retrieval_core.search._where import where_predicate
 from contextual_retrieval_core.search.feedback import FeedbackRows, StoreRead
 from contextual_retrieval_core.search.flow import Hits, SyncDenseSide, SyncSource
-from contextual_retrieval_core.search.where import where_predicate
 
 __all__ = [
     "ANALYSES",
@@ -231,7 +231,7 @@ def _expression(where: Mapping[str, Any], field: str) -> str:
 
 
 def milvus_filter(where: Mapping[str, Any] | None, field: str = METADATA) -> str:
-    """A where dict (`search.where`: ``$eq $ne $gt $gte $lt $lte $in $nin $and $or``, as Chroma
+    """A where dict (`search/_where.py`: ``$eq $ne $gt $gte $lt $lte $in $nin $and $or``, as Chroma
     reads it) as a Milvus filter expression on the JSON `field`; "" for no filter. ``$ne`` and
     ``$nin`` also keep rows without the key (as `where_predicate` does). A bad where dict is the
     ValueError `where_predicate` raises. One difference: Milvus Lite matches a boolean with the

@@ -38,9 +38,9 @@ from typing import Any, ClassVar
 from urllib.parse import quote
 
 from contextual_retrieval_core.errors import InputError, InputTypeError, RunError
-from contextual_retrieval_core.store.batch_ledger import BatchLedger
-from contextual_retrieval_core.store.batch_ledger import now_iso as _now
-from contextual_retrieval_core.store.claim_ledger import CLAIMS_TABLE, ClaimLedger
+from contextual_retrieval_core.store._batch_ledger import BatchLedger
+from contextual_retrieval_core.store._batch_ledger import now_iso as _now
+from contextual_retrieval_core.store._claim_ledger import CLAIMS_TABLE, ClaimLedger
 from contextual_retrieval_core.store.errors import ContextStoreError, StoreFullError, check_store_path, explain, is_disk_full
 from contextual_retrieval_core.store.jsonl import ImportResult, export_jsonl, import_jsonl
 

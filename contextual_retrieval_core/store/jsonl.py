@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from contextual_retrieval_core.errors import InputError
-from contextual_retrieval_core.store.batch_ledger import now_iso
+from contextual_retrieval_core.store._batch_ledger import now_iso
 
 __all__ = ["ImportResult", "export_jsonl", "import_jsonl"]
 

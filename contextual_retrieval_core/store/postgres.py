@@ -24,7 +24,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from contextual_retrieval_core.errors import InputError, MissingDependencyError
-from contextual_retrieval_core.store.claim_ledger import CLAIMS_TABLE, Claimed
+from contextual_retrieval_core.store._claim_ledger import CLAIMS_TABLE, Claimed
 from contextual_retrieval_core.store.context_store import SCHEMA_VERSION, ContextStore, _now
 from contextual_retrieval_core.store.errors import ContextStoreError
 

@@ -109,3 +109,45 @@ def test_sdist_installs_in_a_fresh_venv_and_the_offline_demo_runs(dist, tmp_path
     # passed: drop the venv (about 38,000 files), which every later pytest run would otherwise spend
     # seconds deleting from its old base temp folders; a failing run keeps it to look at
     shutil.rmtree(venv, ignore_errors=True)
+
+
+# The wheel's names: nothing collides with the unrelated `contextual-retrieval` project on the package
+# index (distribution `contextual-retrieval`, import package `contextual_retrieval`); the offline
+# embedder's tokenizer ships inside it.
+TAKEN_DISTRIBUTION = "contextual-retrieval"
+TAKEN_IMPORT_PACKAGE = "contextual_retrieval"
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def the_wheel(dist: Path) -> Path:
+    (wheel,) = dist.glob("*.whl")
+    return wheel
+
+
+def test_wheel_distribution_name_is_not_the_taken_one(dist):
+    wheel = the_wheel(dist)
+    with zipfile.ZipFile(wheel) as zf:
+        (metadata,) = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
+        name = re.search(r"^Name: (.+)$", zf.read(metadata).decode(), re.M).group(1).strip()
+        entry_points = zf.read(metadata.replace("METADATA", "entry_points.txt")).decode()
+    assert name == "contextual-retrieval-kit"
+    assert _normalized(name) != _normalized(TAKEN_DISTRIBUTION)
+    assert "contextual-retrieval = contextual_retrieval_core.app.cli:main" in entry_points  # the command stays
+
+
+def test_wheel_top_level_import_packages_differ_from_the_taken_one(dist):
+    wheel = the_wheel(dist)
+    with zipfile.ZipFile(wheel) as zf:
+        tops = {n.split("/")[0] for n in zf.namelist() if not n.split("/")[0].endswith((".dist-info", ".data"))}
+    assert tops == {"contextual_retrieval_core", "contextual_retrieval_llamaindex", "contextual_retrieval_langchain"}
+    assert TAKEN_IMPORT_PACKAGE not in tops and all(not t.endswith(".py") for t in tops)
+
+
+def test_wheel_contains_the_tokenizer_files(dist):
+    """The offline embedder's tokenizer ships inside the wheel, with its licence and notice."""
+    members = set(zipfile.ZipFile(the_wheel(dist)).namelist())
+    base = "contextual_retrieval_core/embeddings/data/all-MiniLM-L6-v2/"
+    assert {base + "tokenizer.json", base + "LICENSE", base + "NOTICE"} <= members

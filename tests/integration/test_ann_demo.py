@@ -19,7 +19,7 @@ from tests.integration.test_ann import recall  # noqa: E402
 
 @pytest.fixture(scope="module")
 def demo_vectors(offline_embedder) -> tuple[list[str], np.ndarray, np.ndarray]:
-    from contextual_retrieval_core.app.demo import demo_chunks
+    from contextual_retrieval_core.app._demo import demo_chunks
     from contextual_retrieval_core.app.demo_corpus import DEMO_QUERIES
 
     _, chunks = demo_chunks()

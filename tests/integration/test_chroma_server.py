@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("chromadb")
 
-from contextual_retrieval_core.app.demo import demo_chunks  # noqa: E402
+from contextual_retrieval_core.app._demo import demo_chunks  # noqa: E402
 from contextual_retrieval_core.app.demo_corpus import DEMO_QUERIES  # noqa: E402
 
 K = 20
@@ -122,8 +122,8 @@ def test_cli_index_and_query_with_chroma_url(chroma_server, offline_env, tmp_pat
     """`index --chroma-url` / `query` against the server: the same top-20 as an embedded index of
     the same files, after the first run and after an incremental update (a file added, one
     changed, one deleted); the folder remembers the server, and a rebuild empties its collection."""
+    from contextual_retrieval_core.app._demo import write_corpus
     from contextual_retrieval_core.app.cli import main
-    from contextual_retrieval_core.app.demo import write_corpus
     from contextual_retrieval_core.index.chroma_server import SERVER_FILE
 
     corpus = tmp_path / "corpus"

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from contextual_retrieval_core.app._errors import error_classes
 from contextual_retrieval_core.app.cli import main
-from contextual_retrieval_core.app.errors import error_classes
 from contextual_retrieval_core.index.contextual_index import ContextualIndex
 from contextual_retrieval_core.index.manifest import IndexManifest
 from tests.fakes.anthropic_server import CREDIT_BALANCE_MESSAGE, FakeAnthropicServer

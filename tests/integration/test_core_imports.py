@@ -98,7 +98,7 @@ def test_generators_package_does_not_import_anthropic_sdk():
 
 
 def test_indexing_module_imports_no_framework_or_chroma():
-    code = ("import sys, contextual_retrieval_core.index.contextual_index, contextual_retrieval_core.app.demo, contextual_retrieval_core.app.cli\n"
+    code = ("import sys, contextual_retrieval_core.index.contextual_index, contextual_retrieval_core.app._demo, contextual_retrieval_core.app.cli\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "{'chromadb', 'llama_index', 'langchain', 'langchain_core', 'anthropic', 'voyageai', 'cohere'}))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from contextual_retrieval_core.app._demo import demo_chunks, run_demo
 from contextual_retrieval_core.app.cli import main
-from contextual_retrieval_core.app.demo import demo_chunks, run_demo
 from contextual_retrieval_core.app.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES
 from tests.fakes.anthropic_server import FakeAnthropicServer
 

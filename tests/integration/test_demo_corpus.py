@@ -9,7 +9,7 @@ import json
 import pytest
 
 from contextual_retrieval_core import Chunk, ContextualChunk
-from contextual_retrieval_core.app.demo import demo_chunks
+from contextual_retrieval_core.app._demo import demo_chunks
 from contextual_retrieval_core.app.demo_corpus import DEMO_QUERIES
 from contextual_retrieval_core.dense.windows import WindowConfig
 from contextual_retrieval_core.index.contextual_index import ContextualIndex
@@ -43,7 +43,7 @@ def stored_chunks(index: ContextualIndex) -> list[ContextualChunk]:
     import sqlite3
     from contextlib import closing
 
-    from contextual_retrieval_core.index.snapshot import CHUNKS_FILE
+    from contextual_retrieval_core.index._snapshot import CHUNKS_FILE
 
     with closing(sqlite3.connect(index.path / index.manifest.bm25 / CHUNKS_FILE)) as db:
         metas = {cid: json.loads(meta) for cid, meta in db.execute("SELECT id, metadata FROM chunks")}

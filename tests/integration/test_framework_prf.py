@@ -22,7 +22,7 @@ from contextual_retrieval_core import Chunk, ContextualChunk, HybridSearcher
 from contextual_retrieval_core.app.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES
 from contextual_retrieval_core.search.config import FusionConfig
 from contextual_retrieval_langchain import ContextualDocumentTransformer, ContextualEnsembleRetriever, LocalMiniLMEmbeddings
-from contextual_retrieval_langchain.sources import feedback_sides
+from contextual_retrieval_langchain._sources import feedback_sides
 from contextual_retrieval_llamaindex import ContextualNodeParser, HybridRetriever, LocalMiniLMEmbedding, chroma_vector_store
 
 QUERIES = [q.query for q in DEMO_QUERIES] + [
@@ -283,7 +283,7 @@ def test_langchain_prf_applies_the_score_threshold_to_both_dense_searches(corpus
 
 
 def test_llamaindex_store_that_searches_by_text_is_not_fed_back(corpus):
-    from contextual_retrieval_llamaindex.feedback import vector_side
+    from contextual_retrieval_llamaindex._feedback import vector_side
 
     nodes, _, _ = corpus
 

@@ -15,7 +15,7 @@ from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 
 from contextual_retrieval_core import Chunk, ContextualChunk, HybridSearcher
 from contextual_retrieval_core.app.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES
-from contextual_retrieval_core.dense.window_rows import WINDOW_OF_KEY
+from contextual_retrieval_core.dense._window_rows import WINDOW_OF_KEY
 from contextual_retrieval_core.dense.windows import WINDOW_MARK, WindowConfig
 from contextual_retrieval_core.embeddings.cache import CachedEmbedder
 from contextual_retrieval_core.search.config import FusionConfig

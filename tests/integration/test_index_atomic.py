@@ -59,7 +59,7 @@ def _interrupt_chroma_upsert(monkeypatch, index):
 
 
 def _interrupt_rows_write(monkeypatch, index):
-    from contextual_retrieval_core.index.snapshot import RowWriter
+    from contextual_retrieval_core.index._snapshot import RowWriter
 
     def put(self, start, block):
         raise Interrupt("while writing the dense rows")

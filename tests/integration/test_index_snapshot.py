@@ -1,4 +1,4 @@
-"""The query snapshot of an on-disk `ContextualIndex` (`index.snapshot`): a query of an embedded
+"""The query snapshot of an on-disk `ContextualIndex` (`index._snapshot`): a query of an embedded
 index reads only its version folder and answers exactly as the Chroma collection does, damaged
 snapshot files are named with their fix and repaired by the next update, an index written before
 snapshots gets one on its next run, and large indexes keep searching Chroma. Real Chroma, real
@@ -17,8 +17,8 @@ import pytest
 
 from contextual_retrieval_core.dense.windows import WindowConfig
 from contextual_retrieval_core.index import contextual_index as contextual_index_module
+from contextual_retrieval_core.index._snapshot import CHUNKS_FILE, has_snapshot
 from contextual_retrieval_core.index.contextual_index import ContextualIndex, IndexDamagedError
-from contextual_retrieval_core.index.snapshot import CHUNKS_FILE, has_snapshot
 from contextual_retrieval_core.search.config import FusionConfig
 from tests.integration.test_index_windows import TruncatingEmbedder, make_folder
 from tests.notes_corpus import CountingEmbedder, make_corpus
@@ -106,7 +106,7 @@ def test_a_query_of_an_embedded_index_never_imports_chroma_asyncio_or_the_update
         "from contextual_retrieval_core.index.contextual_index import ContextualIndex\n"
         "from tests.notes_corpus import CountingEmbedder\n"
         f"hits = ContextualIndex({str(ix)!r}, embedder=CountingEmbedder()).search('refunds', top_k=2)\n"
-        "unneeded = ('chromadb', 'bm25s', 'scipy', 'asyncio', 'tqdm', 'contextual_retrieval_core.index.changes',\n"
+        "unneeded = ('chromadb', 'bm25s', 'scipy', 'asyncio', 'tqdm', 'contextual_retrieval_core.index._changes',\n"
         "            'contextual_retrieval_core.generators.structural')\n"
         "print(json.dumps([hits[0].path, sorted(m for m in sys.modules if m in unneeded or m.split('.')[0] in unneeded)]))"
     )

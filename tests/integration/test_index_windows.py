@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from contextual_retrieval_core.dense.window_rows import WINDOW_OF_KEY, row_owner, stale_rows, windowable
+from contextual_retrieval_core.dense._window_rows import WINDOW_OF_KEY, row_owner, stale_rows, windowable
 from contextual_retrieval_core.dense.windows import WINDOW_MARK, WindowConfig
 from contextual_retrieval_core.index.contextual_index import ContextualIndex
 from contextual_retrieval_core.search.config import FusionConfig

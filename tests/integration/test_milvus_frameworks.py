@@ -20,7 +20,7 @@ from contextual_retrieval_core import Chunk, ContextualChunk, HybridSearcher
 from contextual_retrieval_core.app.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES
 from contextual_retrieval_core.search.milvus import TERMS, MilvusServerUnavailable
 from contextual_retrieval_langchain import ContextualDocumentTransformer, LocalMiniLMEmbeddings
-from contextual_retrieval_langchain.feedback import stored_rows
+from contextual_retrieval_langchain._feedback import stored_rows
 from contextual_retrieval_langchain.milvus import ContextualMilvus, MilvusLeg, milvus_ensemble
 from contextual_retrieval_llamaindex import ContextualNodeParser, LocalMiniLMEmbedding
 from contextual_retrieval_llamaindex.milvus import ContextualMilvusVectorStore, milvus_hybrid_retriever

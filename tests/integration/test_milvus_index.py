@@ -17,9 +17,9 @@ from contextual_retrieval_core.index.contextual_index import ContextualIndex
 from contextual_retrieval_core.index.manifest import IndexMismatchError
 from contextual_retrieval_core.index.milvus_config import MilvusConfig
 from contextual_retrieval_core.index.milvus_index import MilvusContextualIndex, MilvusIndexRecord
+from contextual_retrieval_core.search._where import where_predicate
 from contextual_retrieval_core.search.bm25 import BM25Index
 from contextual_retrieval_core.search.milvus import MilvusCollection, MilvusRow, MilvusServerUnavailable
-from contextual_retrieval_core.search.where import where_predicate
 from tests.milvus_server import MilvusLite, milvus_lite  # noqa: F401
 from tests.notes_corpus import CountingEmbedder, change_corpus, make_corpus
 

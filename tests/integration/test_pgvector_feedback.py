@@ -17,7 +17,7 @@ pytest.importorskip("langchain_postgres")
 pytest.importorskip("llama_index.vector_stores.postgres")
 
 from contextual_retrieval_core import ContextualChunk, HybridSearcher  # noqa: E402
-from contextual_retrieval_core.app.demo import demo_chunks  # noqa: E402
+from contextual_retrieval_core.app._demo import demo_chunks  # noqa: E402
 from contextual_retrieval_core.app.demo_corpus import DEMO_QUERIES  # noqa: E402
 from contextual_retrieval_core.search.config import FusionConfig  # noqa: E402
 from tests.pgvector_stores import langchain_pgvector, llamaindex_pgvector  # noqa: E402
@@ -99,7 +99,7 @@ async def test_feedback_reads_the_vectors_from_pgvector_and_embeds_no_chunk_at_q
 
 def test_langchain_search_by_vector_is_the_stores_own(langchain_retriever, core_embedder, corpus) -> None:
     """The lean search (id, text, metadata, distance) returns what `PGVector`'s own search returns."""
-    from contextual_retrieval_langchain.pgvector import distances_by_vector, stored_vectors
+    from contextual_retrieval_langchain._pgvector import distances_by_vector, stored_vectors
 
     contextual, _ = corpus
     store = langchain_retriever.retrievers[0].vectorstore
@@ -120,7 +120,7 @@ def dense_after_feedback(retriever: Any, query: str, run_async: bool = False) ->
     from llama_index.core.schema import QueryBundle
 
     from contextual_retrieval_core.search.flow import QueryFlow
-    from contextual_retrieval_llamaindex.sources import bound_sources
+    from contextual_retrieval_llamaindex._sources import bound_sources
 
     flow = QueryFlow(retriever.config, bound_sources(retriever.retrievers, retriever._feedback, QueryBundle(query)))
 
@@ -147,7 +147,7 @@ async def test_llamaindex_windowed_feedback_on_pgvector_is_the_in_memory_stores(
 
     from contextual_retrieval_core.dense.windows import WindowConfig
     from contextual_retrieval_llamaindex import CoreEmbedding, HybridRetriever
-    from contextual_retrieval_llamaindex.pgvector import lean_search
+    from contextual_retrieval_llamaindex._pgvector import lean_search
     from tests.pgvector_stores import sqlalchemy_url
 
     _, chunks = demo_chunks()

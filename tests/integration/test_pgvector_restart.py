@@ -23,7 +23,7 @@ pytest.importorskip("langchain_postgres")
 pytest.importorskip("llama_index.vector_stores.postgres")
 
 from contextual_retrieval_core import ContextualChunk  # noqa: E402
-from contextual_retrieval_core.app.demo import demo_chunks  # noqa: E402
+from contextual_retrieval_core.app._demo import demo_chunks  # noqa: E402
 from contextual_retrieval_core.dense.server_errors import VectorServerUnavailable  # noqa: E402
 from tests.pgvector_stores import langchain_pgvector, llamaindex_pgvector  # noqa: E402
 from tests.servers import pgvector_binaries, restart_postgres, running_postgres, start_postgres, stop_postgres  # noqa: E402

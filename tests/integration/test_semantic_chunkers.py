@@ -135,7 +135,7 @@ def test_semantic_chunks_then_late_chunking_gives_the_cores_vectors(framework):
 
 
 def test_a_chunk_that_differs_from_its_document_only_in_whitespace_is_not_reported():
-    from contextual_retrieval_core.contextualize.inputs import validate_inputs
+    from contextual_retrieval_core.contextualize._inputs import validate_inputs
     from contextual_retrieval_core.types import Chunk, Document
 
     doc = Document("guide.md", "Invoices go out monthly.\nPayment is due in thirty days.\n\nDeploy with make.")

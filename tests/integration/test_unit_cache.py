@@ -7,11 +7,11 @@ import asyncio
 import numpy as np
 import pytest
 
-from contextual_retrieval_core.app.demo import demo_chunks
+from contextual_retrieval_core.app._demo import demo_chunks
 from contextual_retrieval_core.app.demo_corpus import DEMO_QUERIES
 from contextual_retrieval_core.chunking.tokenizer import Tokenizer
 from contextual_retrieval_core.pruning import ContextPruner, UnitCache, split_units
-from contextual_retrieval_core.pruning.select import bm25_scores, bm25_term_scores
+from contextual_retrieval_core.pruning._select import bm25_scores, bm25_term_scores
 from contextual_retrieval_core.search.hybrid import HybridSearcher
 from contextual_retrieval_core.types import Chunk, ContextualChunk
 from tests.fakes.counting_embedder import CountingEmbedder

@@ -26,7 +26,7 @@ def test_no_command_prints_help_and_fails(capsys):
 
 def test_programming_errors_are_not_reported_as_usage_errors(monkeypatch):
     """Only input errors become "error:" and exit 2; a TypeError is a bug and propagates."""
-    import contextual_retrieval_core.app.demo as demo
+    import contextual_retrieval_core.app._demo as demo
 
     def broken(**kwargs):
         raise TypeError("unexpected keyword")

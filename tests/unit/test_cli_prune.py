@@ -85,7 +85,7 @@ def test_query_budget_must_be_positive(index, capsys):
 
 def test_safety_valves_are_said_in_words_with_the_file_not_the_chunk_id():
     from contextual_retrieval_core.index.report import IndexHit
-    from contextual_retrieval_core.pruning.evidence import format_evidence
+    from contextual_retrieval_core.pruning._evidence import format_evidence
     from contextual_retrieval_core.pruning.result import PruningReport, PruningResult
 
     hit = IndexHit(id="9b1c2d3e-0000-5000-8000-000000000001", path="docs/handbook.md", score=1.0, context="", text="x")

@@ -23,7 +23,7 @@ import pkgutil
 import pytest
 
 import contextual_retrieval_core
-from contextual_retrieval_core.settings import Settings
+from contextual_retrieval_core._settings import Settings
 
 MAX_PARAMETERS = 10
 
@@ -40,7 +40,6 @@ RESULT_RECORDS = {
     "contextual_retrieval_core.generators.usage.UsageReport",  # what a contextualization run cost
     "contextual_retrieval_core.index.report.IndexReport",  # what an index update did
     "contextual_retrieval_core.index.report.IndexHit",  # one search result of an index
-    "contextual_retrieval_core.app.demo.QueryOutcome",  # one demo query's ranks
     "contextual_retrieval_core.pruning.result.PruningReport",  # what a pruning call kept
     "contextual_retrieval_core.index.milvus_index.MilvusIndexRecord",  # milvus-index.json
     "contextual_retrieval_core.index.manifest.IndexManifest",  # manifest.json
@@ -92,7 +91,7 @@ def test_no_public_constructor_takes_more_than_ten_parameters() -> None:
     over = {_qualified(c): len(_parameters(c)) for c in CLASSES
             if len(_parameters(c)) > MAX_PARAMETERS and _qualified(c) not in exempt}
     assert not over, (f"constructors over {MAX_PARAMETERS} parameters: {over}; group related options into a frozen "
-                      "settings dataclass (contextual_retrieval_core.settings.Settings), as FusionConfig does")
+                      "settings dataclass (contextual_retrieval_core._settings.Settings), as FusionConfig does")
 
 
 @pytest.mark.parametrize("name", sorted(SETTINGS_HOMES))

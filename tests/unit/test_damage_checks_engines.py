@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from contextual_retrieval_core.app.errors import describe, error_classes, local_engine
+from contextual_retrieval_core.app._errors import describe, error_classes, local_engine
 
 HOSTED = ("hosted service refused", "API key", "ANTHROPIC_API_KEY")
 

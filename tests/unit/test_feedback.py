@@ -100,8 +100,8 @@ def test_the_moved_query_is_unit_length_whatever_the_querys_length():
 def test_stored_rows_of_chunks_a_collection_lacks_feed_nothing_back():
     import uuid
 
+    from contextual_retrieval_core.dense._window_rows import WINDOW_OF_KEY
     from contextual_retrieval_core.dense.chroma import chroma_client
-    from contextual_retrieval_core.dense.window_rows import WINDOW_OF_KEY
     from contextual_retrieval_core.dense.windows import WINDOW_MARK
     from contextual_retrieval_core.search.feedback import stored_feedback_rows
 
@@ -127,7 +127,7 @@ def test_a_store_read_feeds_back_the_held_rows_only():
 
 
 def test_a_read_of_rows_keyed_by_row_id_groups_windows_under_their_chunk_in_window_order():
-    from contextual_retrieval_core.dense.window_rows import row_id
+    from contextual_retrieval_core.dense._window_rows import row_id
     from contextual_retrieval_core.search.feedback import StoreRead
 
     held = {row_id("a", 2): [0.0, 1.0], "b": [1.0, 1.0], row_id("a", 1): [1.0, 0.0], "a": [1.0, 1.0], "z": [5.0, 5.0]}

@@ -13,7 +13,7 @@ from tests.source_tree import PACKAGES, ROOT, nodes
 
 #: the core's stages in the order data flows; a module may import its own stage and earlier ones
 STAGES = [
-    ("types", "errors", "settings", "checks", "_compat", "_sdk", "_version"),
+    ("types", "errors", "_settings", "checks", "_compat", "_sdk", "_version"),
     ("chunking",),
     ("generators",),
     ("store",),
@@ -23,7 +23,7 @@ STAGES = [
     ("rerank",),
     ("search",),
     ("pruning",),
-    ("factories",),
+    ("_factories",),
     ("index",),
     ("app",),
     ("__init__",),

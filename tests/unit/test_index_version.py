@@ -1,6 +1,6 @@
 """A `ContextualIndex` kept open while another one updates the folder: its next query answers
 from the new version (the manifest switched, the old BM25 folder and rows gone), and a query that
-runs into an update's clean-up runs again on the new version (`index.version`), whether the
+runs into an update's clean-up runs again on the new version (`index._version`), whether the
 version's dense rows are read from its query snapshot or from Chroma (indexes over the snapshot
 limit). Real Chroma, real BM25, the small deterministic embedder of tests/notes_corpus.py; tests/integration/
 test_reads_during_writes.py runs the same with separate processes racing."""
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from contextual_retrieval_core.index import contextual_index as contextual_index_module
+from contextual_retrieval_core.index._version import READ_TRIES, manifest_stamp, read_retrying
 from contextual_retrieval_core.index.contextual_index import ContextualIndex, IndexDamagedError
 from contextual_retrieval_core.index.manifest import MANIFEST_NAME
-from contextual_retrieval_core.index.version import READ_TRIES, manifest_stamp, read_retrying
 from tests.notes_corpus import CountingEmbedder, change_corpus, make_corpus
 
 QUERY = "how many days until refunds are issued"

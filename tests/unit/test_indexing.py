@@ -118,9 +118,9 @@ def test_weights_for_unwraps_the_embedding_cache(tmp_path):
     """Voyage fuses 0.8 / 0.2 (the cookbook's) also behind a CachedEmbedder; anything else gets the
     defaults. The CLI's index/query and the demo take their weights from here."""
     voyageai = pytest.importorskip("voyageai")
+    from contextual_retrieval_core._factories import weights_for
     from contextual_retrieval_core.embeddings.cache import CachedEmbedder
     from contextual_retrieval_core.embeddings.voyage import VoyageEmbedder
-    from contextual_retrieval_core.factories import weights_for
     from contextual_retrieval_core.search.ranked import DEFAULT_WEIGHTS
     from tests.fakes.voyage_server import FakeVoyageServer
 
@@ -279,7 +279,7 @@ def test_index_folder_inside_the_indexed_paths_or_around_them_is_refused(tmp_pat
 
 
 def test_auto_choices_follow_keys_and_installed_sdks(monkeypatch):
-    from contextual_retrieval_core.factories import choose_generator, choose_reranker, unused_keys
+    from contextual_retrieval_core._factories import choose_generator, choose_reranker, unused_keys
 
     for name in ("ANTHROPIC_API_KEY", "VOYAGE_API_KEY", "COHERE_API_KEY", "CO_API_KEY"):
         monkeypatch.delenv(name, raising=False)

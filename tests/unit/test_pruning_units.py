@@ -10,7 +10,7 @@ import tokenize
 
 import pytest
 
-from contextual_retrieval_core.app.demo import demo_chunks
+from contextual_retrieval_core.app._demo import demo_chunks
 from contextual_retrieval_core.pruning.units import guess_kind, split_units
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 
-from contextual_retrieval_core.dense.window_rows import RowLedger, WindowRow, row_id
+from contextual_retrieval_core.dense._window_rows import RowLedger, WindowRow, row_id
 
 
 def rows_for(key: str, n: int) -> list[WindowRow]:

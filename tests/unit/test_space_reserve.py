@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 
+from contextual_retrieval_core.store._space import SpaceReserve
 from contextual_retrieval_core.store.context_store import ContextStore
-from contextual_retrieval_core.store.space import SpaceReserve
 
 
 def _reserves(folder):

@@ -10,13 +10,13 @@ import pytest
 
 from contextual_retrieval_core import Chunk, Document
 from contextual_retrieval_core.chunking import code_outline
+from contextual_retrieval_core.chunking._languages import CODE_LANGUAGES, EXTENSIONS, GRAMMARS, language_for_path
 from contextual_retrieval_core.chunking.code_outline import (
     chunk_boundaries,
     definition_boundaries,
     definitions,
     parser_fallback,
 )
-from contextual_retrieval_core.chunking.languages import CODE_LANGUAGES, EXTENSIONS, GRAMMARS, language_for_path
 from contextual_retrieval_core.chunking.split import CODE_EXTENSIONS, split_text
 from contextual_retrieval_core.contextualize.config import ContextualizeConfig
 from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
@@ -205,7 +205,7 @@ def test_every_grammar_and_markdown_it_is_a_core_dependency():
 
 
 def test_index_report_counts_code_read_as_plain_text(tmp_path):
-    from contextual_retrieval_core.index.changes import read_changes
+    from contextual_retrieval_core.index._changes import read_changes
     from contextual_retrieval_core.index.files import collect_files
     from contextual_retrieval_core.index.report import IndexReport
 

@@ -152,7 +152,7 @@ def test_an_unknown_version_names_the_fix():
 def test_the_stored_mark_ranges_of_this_python_are_its_unicode_database():
     import unicodedata
 
-    from contextual_retrieval_core.chunking.unicode_marks import MARK_RANGES, scan_marks
+    from contextual_retrieval_core.chunking._unicode_marks import MARK_RANGES, scan_marks
 
     assert MARK_RANGES[unicodedata.unidata_version] == scan_marks()  # a new Python: add its entry (see the module)
 
@@ -160,7 +160,7 @@ def test_the_stored_mark_ranges_of_this_python_are_its_unicode_database():
 def test_every_stored_mark_table_is_well_formed_ranges_in_order():
     import re
 
-    from contextual_retrieval_core.chunking.unicode_marks import MARK_RANGES
+    from contextual_retrieval_core.chunking._unicode_marks import MARK_RANGES
 
     for version, table in MARK_RANGES.items():
         last = -1

@@ -238,7 +238,7 @@ def test_the_index_sends_each_files_chunks_together(server: FakeVoyageServer, tm
 
 
 def test_cli_factory_picks_the_contextualized_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
-    from contextual_retrieval_core.factories import choose_embedder, embedder_kind
+    from contextual_retrieval_core._factories import choose_embedder, embedder_kind
 
     monkeypatch.delenv("VOYAGE_API_KEY", raising=False)
     with pytest.raises(RuntimeError, match="VOYAGE_API_KEY"):

@@ -37,11 +37,11 @@ from contextual_retrieval_core.store.errors import StoreFullError
 from contextual_retrieval_core.types import Chunk, Document
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from contextual_retrieval_core.contextualize.claims import WorkClaims
+    from contextual_retrieval_core.contextualize._claims import WorkClaims
     from contextual_retrieval_core.contextualize.config import ContextualizeConfig
     from contextual_retrieval_core.generators.base import ContextGenerator
     from contextual_retrieval_core.store import ContextStore
-    from contextual_retrieval_core.store.space import SpaceReserve
+    from contextual_retrieval_core.store._space import SpaceReserve
 
 __all__ = ["DocState", "Run", "RunSettings", "WorkItem"]
 

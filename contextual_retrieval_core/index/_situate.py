@@ -34,7 +34,7 @@ def situate(
     store: True for the default one, a path, or False for none); `concurrency`: requests in flight
     (None: `ContextualizeConfig`'s default)."""
     from contextual_retrieval_core.contextualize.contextualizer import Contextualizer, store_keys
-    from contextual_retrieval_core.index.shared_contexts import share, shared_store
+    from contextual_retrieval_core.index._shared_contexts import share, shared_store
     from contextual_retrieval_core.store.context_store import ContextStore
 
     config = ContextualizeConfig(show_progress=show_progress)

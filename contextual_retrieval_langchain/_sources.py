@@ -39,10 +39,10 @@ from contextual_retrieval_core.search.ranked import (
 )
 from contextual_retrieval_langchain._compat import retriever_ls_params
 from contextual_retrieval_langchain._documents import chunk_id_of
+from contextual_retrieval_langchain._feedback import astored_rows, stored_rows
+from contextual_retrieval_langchain._pgvector import Reads, is_pgvector, server_address
+from contextual_retrieval_langchain._relevance import arelevance_scored, relevance_scored, scored_by_vector
 from contextual_retrieval_langchain.bm25 import BM25_SCORE_KEY, ContextualBM25Retriever, MetadataFilter, metadata_predicate
-from contextual_retrieval_langchain.feedback import astored_rows, stored_rows
-from contextual_retrieval_langchain.pgvector import Reads, is_pgvector, server_address
-from contextual_retrieval_langchain.relevance import arelevance_scored, relevance_scored, scored_by_vector
 from contextual_retrieval_langchain.rerank import RELEVANCE_SCORE_KEY
 from contextual_retrieval_langchain.windows import WindowedVectorStore
 

@@ -17,7 +17,7 @@ import threading
 import uuid
 from typing import TYPE_CHECKING
 
-from contextual_retrieval_core.store.claim_ledger import Claimed
+from contextual_retrieval_core.store._claim_ledger import Claimed
 from contextual_retrieval_core.store.context_store import ContextStore
 from contextual_retrieval_core.store.errors import ContextStoreError
 

@@ -20,7 +20,7 @@ from langchain_core.runnables.config import run_in_executor
 from langchain_core.vectorstores import VectorStore
 
 from contextual_retrieval_langchain._compat import arelevance_scores, relevance_function, relevance_scores
-from contextual_retrieval_langchain.pgvector import Reads, distances_by_vector, is_pgvector
+from contextual_retrieval_langchain._pgvector import Reads, distances_by_vector, is_pgvector
 
 __all__ = ["ScoresByVector", "relevance_scored", "arelevance_scored", "relevance_pairs", "arelevance_pairs",
            "scored_by_vector", "oriented", "is_chroma"]

@@ -19,7 +19,7 @@ from contextual_retrieval_core.generators.usage import UsageReport
 from contextual_retrieval_core.types import Chunk
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from contextual_retrieval_core.contextualize.run import DocState, Run, RunSettings
+    from contextual_retrieval_core.contextualize._run import DocState, Run, RunSettings
 
 __all__ = ["BatchRunner"]
 

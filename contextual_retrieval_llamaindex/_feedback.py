@@ -25,10 +25,10 @@ from llama_index.core.indices.vector_store.retrievers import VectorIndexRetrieve
 from llama_index.core.schema import QueryBundle
 from llama_index.core.vector_stores.simple import SimpleVectorStore
 
-from contextual_retrieval_core.dense.window_rows import row_id
+from contextual_retrieval_core.dense._window_rows import row_id
 from contextual_retrieval_core.search.feedback import FeedbackRows, StoredVectors, StoreRead, stored_read
 from contextual_retrieval_llamaindex._compat import searches_by_vector, vector_retriever_parts
-from contextual_retrieval_llamaindex.pgvector import astored_vectors, is_pgvector_store, stored_vectors
+from contextual_retrieval_llamaindex._pgvector import astored_vectors, is_pgvector_store, stored_vectors
 
 __all__ = ["VectorSide", "vector_side"]
 

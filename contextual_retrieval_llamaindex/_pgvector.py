@@ -30,8 +30,8 @@ from llama_index.core.schema import BaseNode, NodeWithScore
 from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
 
 from contextual_retrieval_core.dense import server_errors
+from contextual_retrieval_core.dense._window_rows import WINDOW_OF_KEY, collapse_rows, row_owner, row_window
 from contextual_retrieval_core.dense.event_loops import LoopBinding
-from contextual_retrieval_core.dense.window_rows import WINDOW_OF_KEY, collapse_rows, row_owner, row_window
 from contextual_retrieval_llamaindex._compat import (
     pgvector_async_engine,
     pgvector_table,

@@ -10,7 +10,7 @@ rank of the first chunk from the answering file, which can be higher (a sibling 
 right file is not the answer), and which of the query's words only the context supplies.
 
 Example:
-    >>> from contextual_retrieval_core.app.demo import run_demo
+    >>> from contextual_retrieval_core.app._demo import run_demo
     >>> result = run_demo(offline=True, show_progress=False)  # doctest: +SKIP
     >>> [q.query for q in result.queries if q.only_contextual_found]  # doctest: +SKIP
     ["How much did ACME's revenue grow in Q2 2023?", ...]
@@ -25,14 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from contextual_retrieval_core.app.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES, DemoQuery
-from contextual_retrieval_core.checks import positive_int
-from contextual_retrieval_core.chunking.code_outline import chunk_boundaries
-from contextual_retrieval_core.chunking.split import split_text
-from contextual_retrieval_core.chunking.tokenizer import Tokenizer
-from contextual_retrieval_core.contextualize.config import ContextualizeConfig
-from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
-from contextual_retrieval_core.factories import (
+from contextual_retrieval_core._factories import (
     choose_embedder,
     choose_generator,
     choose_reranker,
@@ -40,6 +33,13 @@ from contextual_retrieval_core.factories import (
     unused_keys,
     weights_for,
 )
+from contextual_retrieval_core.app.demo_corpus import DEMO_DOCUMENTS, DEMO_QUERIES, DemoQuery
+from contextual_retrieval_core.checks import positive_int
+from contextual_retrieval_core.chunking.code_outline import chunk_boundaries
+from contextual_retrieval_core.chunking.split import split_text
+from contextual_retrieval_core.chunking.tokenizer import Tokenizer
+from contextual_retrieval_core.contextualize.config import ContextualizeConfig
+from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
 from contextual_retrieval_core.generators.base import label_of
 from contextual_retrieval_core.generators.usage import UsageReport
 from contextual_retrieval_core.search.config import FusionConfig

@@ -23,8 +23,8 @@ from langchain_core.runnables.config import run_in_executor
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
 from contextual_retrieval_core.search.feedback import FeedbackRows, StoredVectors, StoreRead
-from contextual_retrieval_langchain.pgvector import is_pgvector, stored_vectors
-from contextual_retrieval_langchain.relevance import is_chroma
+from contextual_retrieval_langchain._pgvector import is_pgvector, stored_vectors
+from contextual_retrieval_langchain._relevance import is_chroma
 from contextual_retrieval_langchain.windows import WindowedVectorStore
 
 __all__ = ["stored_rows", "astored_rows"]

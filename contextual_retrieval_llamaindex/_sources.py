@@ -21,8 +21,8 @@ from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from contextual_retrieval_core.search.feedback import FeedbackRows
 from contextual_retrieval_core.search.flow import Hits
 from contextual_retrieval_llamaindex._convert import scored_ids
-from contextual_retrieval_llamaindex.feedback import VectorSide
-from contextual_retrieval_llamaindex.pgvector import lean_search, pgvector_store, server_address
+from contextual_retrieval_llamaindex._feedback import VectorSide
+from contextual_retrieval_llamaindex._pgvector import lean_search, pgvector_store, server_address
 
 __all__ = ["RetrieverSource", "VectorRetrieverSide", "bound_sources", "first_nodes"]
 

@@ -2,7 +2,7 @@
 line shapes, for documents that carry neither a file extension nor `metadata["language"]`.
 
 No grammar identifies a language, so this stays a heuristic; the guess only picks the tree-sitter
-grammar (`languages.GRAMMARS`) that then parses the document.
+grammar (`_languages.GRAMMARS`) that then parses the document.
 
 Example:
     >>> looks_like_code("fn main() {\\n    let x = 1;\\n}\\n"), guess_language("fn main() {\\n    let x = 1;\\n}\\n")

@@ -34,15 +34,15 @@ from urllib.parse import quote
 import numpy as np
 
 from contextual_retrieval_core.checks import IndexFileError
+from contextual_retrieval_core.dense._window_rows import row_owner, row_window
 from contextual_retrieval_core.dense.hnsw import ANN_THRESHOLD, dense_index
 from contextual_retrieval_core.dense.ivf import IVFIndex
 from contextual_retrieval_core.dense.vectors import VectorIndex
-from contextual_retrieval_core.dense.window_rows import row_owner, row_window
 from contextual_retrieval_core.embeddings.base import Embedder
 from contextual_retrieval_core.errors import InputError
 from contextual_retrieval_core.index.manifest import IndexDamagedError
+from contextual_retrieval_core.search._sides import InMemoryDenseSide
 from contextual_retrieval_core.search.feedback import FeedbackRows, feedback_rows
-from contextual_retrieval_core.search.sides import InMemoryDenseSide
 
 __all__ = ["SNAPSHOT_MAX_CHUNKS", "CHUNKS_FILE", "RowWriter", "Snapshot", "write_snapshot", "has_snapshot", "snapshot_order"]
 
