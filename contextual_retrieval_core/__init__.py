@@ -15,6 +15,9 @@ backends. Its subpackages follow the data, one stage each:
 - `pruning`: query-time context pruning;
 - `index`: `ContextualIndex`, the persistent folder index;
 - `app`: the command line, the demo, evaluation.
+
+Each stage package exports what users import from it. A module whose name starts with an
+underscore (`index/_storage.py`, `_sdk.py`) is internal: its names may change in any release.
 """
 
 from typing import TYPE_CHECKING
@@ -23,13 +26,22 @@ from contextual_retrieval_core._sdk import lazy_exports
 from contextual_retrieval_core._version import __version__
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    from contextual_retrieval_core.checks import IndexFileError
     from contextual_retrieval_core.chunking.tokenizer import Tokenizer, TokenizerConfig
     from contextual_retrieval_core.contextualize.config import ContextualizeConfig
     from contextual_retrieval_core.contextualize.contextualizer import Contextualizer
     from contextual_retrieval_core.contextualize.fit import chunk_documents
     from contextual_retrieval_core.dense.vectors import VectorIndex
     from contextual_retrieval_core.dense.windows import WindowConfig
-    from contextual_retrieval_core.errors import ContextualRetrievalError
+    from contextual_retrieval_core.errors import (
+        ContextualRetrievalError,
+        DiskError,
+        InputError,
+        InputTypeError,
+        MissingDependencyError,
+        NotFoundError,
+        RunError,
+    )
     from contextual_retrieval_core.index.contextual_index import ContextualIndex
     from contextual_retrieval_core.search.bm25 import BM25Index
     from contextual_retrieval_core.search.config import FusionConfig
@@ -60,10 +72,17 @@ __all__ = [
     "DEFAULT_RRF_K",
     "DEFAULT_TOP_K",
     "DEFAULT_WEIGHTS",
+    "DiskError",
     "Document",
     "FusedHit",
     "FusionConfig",
     "HybridSearcher",
+    "IndexFileError",
+    "InputError",
+    "InputTypeError",
+    "MissingDependencyError",
+    "NotFoundError",
+    "RunError",
     "SearchHit",
     "Tokenizer",
     "TokenizerConfig",
@@ -90,10 +109,17 @@ __getattr__, __dir__ = lazy_exports(globals(), {
     "DEFAULT_RRF_K": "contextual_retrieval_core.search.rank_fusion",
     "DEFAULT_TOP_K": "contextual_retrieval_core.search.ranked",
     "DEFAULT_WEIGHTS": "contextual_retrieval_core.search.ranked",
+    "DiskError": "contextual_retrieval_core.errors",
     "Document": "contextual_retrieval_core.types",
     "FusedHit": "contextual_retrieval_core.search.rank_fusion",
     "FusionConfig": "contextual_retrieval_core.search.config",
     "HybridSearcher": "contextual_retrieval_core.search.hybrid",
+    "IndexFileError": "contextual_retrieval_core.checks",
+    "InputError": "contextual_retrieval_core.errors",
+    "InputTypeError": "contextual_retrieval_core.errors",
+    "MissingDependencyError": "contextual_retrieval_core.errors",
+    "NotFoundError": "contextual_retrieval_core.errors",
+    "RunError": "contextual_retrieval_core.errors",
     "SearchHit": "contextual_retrieval_core.search.hybrid",
     "Tokenizer": "contextual_retrieval_core.chunking.tokenizer",
     "TokenizerConfig": "contextual_retrieval_core.chunking.tokenizer",

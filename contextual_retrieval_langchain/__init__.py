@@ -8,7 +8,9 @@ embedders; `LateChunkingEmbeddings` late-chunks Documents grouped by parent (off
 `chroma_from_documents` builds an embedded Chroma; `format_docs_for_llm` marks context
 and source apart in prompts. `ContextualMilvus`, `MilvusLeg`, `milvus_retrievers` and
 `milvus_ensemble` keep both sides of the hybrid in one Milvus collection (the ``milvus`` extra;
-imported on first use).
+imported on first use). `VoyageContextualizedEmbeddings` (voyage-context-3, documents' chunks
+embedded together) and `WindowedVectorStore` (a long text's windows as extra rows of any vector
+store) are imported on first use too.
 
 Example:
     >>> from langchain_core.documents import Document
@@ -64,8 +66,10 @@ from contextual_retrieval_langchain.rerank import RerankCompressor
 from contextual_retrieval_langchain.transformer import ContextualDocumentTransformer
 from contextual_retrieval_langchain.vectorstores import chroma_from_documents
 
-if TYPE_CHECKING:  # pragma: no cover - typing only; imported on first use (the milvus extra)
+if TYPE_CHECKING:  # pragma: no cover - typing only; imported on first use (the milvus extra, and two parts most never use)
     from contextual_retrieval_langchain.milvus import ContextualMilvus, MilvusLeg, milvus_ensemble, milvus_retrievers
+    from contextual_retrieval_langchain.voyage_context import VoyageContextualizedEmbeddings
+    from contextual_retrieval_langchain.windows import WindowedVectorStore
 
 __all__ = [
     "ContextPruningCompressor",
@@ -84,6 +88,8 @@ __all__ = [
     "LocalMiniLMEmbeddings",
     "MilvusLeg",
     "RerankCompressor",
+    "VoyageContextualizedEmbeddings",
+    "WindowedVectorStore",
     "chat_model_generator",
     "chroma_from_documents",
     "format_docs_for_llm",
@@ -92,5 +98,7 @@ __all__ = [
 ]
 
 __getattr__, __dir__ = lazy_exports(globals(), {
-    name: "contextual_retrieval_langchain.milvus" for name in ("ContextualMilvus", "MilvusLeg", "milvus_ensemble", "milvus_retrievers")
+    **{name: "contextual_retrieval_langchain.milvus" for name in ("ContextualMilvus", "MilvusLeg", "milvus_ensemble", "milvus_retrievers")},
+    "VoyageContextualizedEmbeddings": "contextual_retrieval_langchain.voyage_context",
+    "WindowedVectorStore": "contextual_retrieval_langchain.windows",
 })

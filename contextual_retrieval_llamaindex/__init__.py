@@ -7,10 +7,13 @@
 - `HybridRetriever`: any retrievers fused with weighted RRF, optionally reranked.
 - `ContextualRerank`: Cohere (default), Voyage or any core reranker as a node postprocessor.
 - `ContextPruningPostprocessor`, `LLMCompressorPostprocessor`: context pruning after retrieval.
-- `LocalMiniLMEmbedding`, `ContextualVoyageEmbedding`, `CoreEmbedding`: embeddings.
+- `LocalMiniLMEmbedding`, `ContextualVoyageEmbedding`, `CoreEmbedding`: embeddings;
+  `VoyageContextualizedEmbedding` (imported on first use): voyage-context-3, a document's nodes
+  embedded together.
 - `LateChunkingEmbedding`: late-chunked node vectors (nodes of one document embedded together) in
   an `IngestionPipeline`, offline.
-- `chroma_vector_store`: embedded Chroma holding our embeddings.
+- `chroma_vector_store`: embedded Chroma holding our embeddings; `WindowedVectorRetriever`
+  (imported on first use): a vector index's search with long nodes' windows as extra entries.
 - `ContextualMilvusVectorStore`, `milvus_hybrid_retriever`: both sides of the hybrid in one Milvus
   collection (the ``milvus`` extra; imported on first use).
 """
@@ -38,8 +41,10 @@ from contextual_retrieval_llamaindex.pruning import ContextPruningPostprocessor,
 from contextual_retrieval_llamaindex.rerank import ContextualRerank
 from contextual_retrieval_llamaindex.splitter import FittedSplitter, StructureSplitter
 
-if TYPE_CHECKING:  # pragma: no cover - typing only; imported on first use (the milvus extra)
+if TYPE_CHECKING:  # pragma: no cover - typing only; imported on first use (the milvus extra, and two parts most never use)
     from contextual_retrieval_llamaindex.milvus import ContextualMilvusVectorStore, milvus_hybrid_retriever
+    from contextual_retrieval_llamaindex.voyage_context import VoyageContextualizedEmbedding
+    from contextual_retrieval_llamaindex.windows import WindowedVectorRetriever
 
 __all__ = [
     "ContextPruningPostprocessor",
@@ -55,6 +60,8 @@ __all__ = [
     "LateChunkingEmbedding",
     "LLMCompressorPostprocessor",
     "LocalMiniLMEmbedding",
+    "VoyageContextualizedEmbedding",
+    "WindowedVectorRetriever",
     "chroma_vector_store",
     "llm_context_generator",
     "milvus_hybrid_retriever",
@@ -63,4 +70,6 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(globals(), {
     "ContextualMilvusVectorStore": "contextual_retrieval_llamaindex.milvus",
     "milvus_hybrid_retriever": "contextual_retrieval_llamaindex.milvus",
+    "VoyageContextualizedEmbedding": "contextual_retrieval_llamaindex.voyage_context",
+    "WindowedVectorRetriever": "contextual_retrieval_llamaindex.windows",
 })

@@ -20,9 +20,9 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
         store_keys,
     )
     from contextual_retrieval_core.contextualize.fit import chunk_documents
-    from contextual_retrieval_core.contextualize.interrupts import Interrupted, Terminated
+    from contextual_retrieval_core.contextualize.interrupts import Interrupted, StopAsked, Terminated
 
-__all__ = ["ContextualizationError", "ContextualizeConfig", "ContextualizeResult", "Contextualizer", "Interrupted", "Terminated", "chunk_documents", "default_store_path", "store_keys"]
+__all__ = ["ContextualizationError", "ContextualizeConfig", "ContextualizeResult", "Contextualizer", "Interrupted", "StopAsked", "Terminated", "chunk_documents", "default_store_path", "store_keys"]
 
 __getattr__, __dir__ = lazy_exports(globals(), {
     "ContextualizationError": "contextual_retrieval_core.contextualize.contextualizer",
@@ -30,6 +30,7 @@ __getattr__, __dir__ = lazy_exports(globals(), {
     "ContextualizeResult": "contextual_retrieval_core.contextualize.contextualizer",
     "Contextualizer": "contextual_retrieval_core.contextualize.contextualizer",
     "Interrupted": "contextual_retrieval_core.contextualize.interrupts",
+    "StopAsked": "contextual_retrieval_core.contextualize.interrupts",
     "Terminated": "contextual_retrieval_core.contextualize.interrupts",
     "chunk_documents": "contextual_retrieval_core.contextualize.fit",
     "default_store_path": "contextual_retrieval_core.contextualize.contextualizer",

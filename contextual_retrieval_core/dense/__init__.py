@@ -12,13 +12,14 @@ from contextual_retrieval_core._sdk import lazy_exports
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from contextual_retrieval_core.dense.chroma import ChromaVectorIndex
+    from contextual_retrieval_core.dense.event_loops import OtherEventLoopError
     from contextual_retrieval_core.dense.hnsw import ANN_THRESHOLD, HNSWIndex, HNSWParams, dense_index, load_dense_index
     from contextual_retrieval_core.dense.ivf import IVFIndex, IVFParams
     from contextual_retrieval_core.dense.server_errors import VectorServerUnavailable
     from contextual_retrieval_core.dense.vectors import VectorIndex
     from contextual_retrieval_core.dense.windows import WindowConfig
 
-__all__ = ["ANN_THRESHOLD", "ChromaVectorIndex", "HNSWIndex", "HNSWParams", "IVFIndex", "IVFParams", "VectorIndex", "VectorServerUnavailable", "WindowConfig", "dense_index", "load_dense_index"]
+__all__ = ["ANN_THRESHOLD", "ChromaVectorIndex", "HNSWIndex", "HNSWParams", "IVFIndex", "IVFParams", "OtherEventLoopError", "VectorIndex", "VectorServerUnavailable", "WindowConfig", "dense_index", "load_dense_index"]
 
 __getattr__, __dir__ = lazy_exports(globals(), {
     "ANN_THRESHOLD": "contextual_retrieval_core.dense.hnsw",
@@ -27,6 +28,7 @@ __getattr__, __dir__ = lazy_exports(globals(), {
     "HNSWParams": "contextual_retrieval_core.dense.hnsw",
     "IVFIndex": "contextual_retrieval_core.dense.ivf",
     "IVFParams": "contextual_retrieval_core.dense.ivf",
+    "OtherEventLoopError": "contextual_retrieval_core.dense.event_loops",
     "VectorIndex": "contextual_retrieval_core.dense.vectors",
     "VectorServerUnavailable": "contextual_retrieval_core.dense.server_errors",
     "WindowConfig": "contextual_retrieval_core.dense.windows",

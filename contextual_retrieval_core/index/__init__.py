@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING
 from contextual_retrieval_core._sdk import lazy_exports
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    from contextual_retrieval_core.index.chroma_server import ChromaServerUnavailable
     from contextual_retrieval_core.index.contextual_index import ContextualIndex
+    from contextual_retrieval_core.index.files import UndecodableFileError
     from contextual_retrieval_core.index.lock import IndexLockedError
     from contextual_retrieval_core.index.manifest import IndexDamagedError, IndexManifest, IndexMismatchError
     from contextual_retrieval_core.index.milvus_config import MilvusConfig
@@ -19,9 +21,23 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from contextual_retrieval_core.index.report import IndexHit, IndexReport
     from contextual_retrieval_core.index.space import IndexFullError
 
-__all__ = ["ContextualIndex", "IndexDamagedError", "IndexFullError", "IndexHit", "IndexLockedError", "IndexManifest", "IndexMismatchError", "IndexReport", "MilvusConfig", "MilvusContextualIndex"]
+__all__ = [
+    "ChromaServerUnavailable",
+    "ContextualIndex",
+    "IndexDamagedError",
+    "IndexFullError",
+    "IndexHit",
+    "IndexLockedError",
+    "IndexManifest",
+    "IndexMismatchError",
+    "IndexReport",
+    "MilvusConfig",
+    "MilvusContextualIndex",
+    "UndecodableFileError",
+]
 
 __getattr__, __dir__ = lazy_exports(globals(), {
+    "ChromaServerUnavailable": "contextual_retrieval_core.index.chroma_server",
     "ContextualIndex": "contextual_retrieval_core.index.contextual_index",
     "IndexDamagedError": "contextual_retrieval_core.index.manifest",
     "IndexFullError": "contextual_retrieval_core.index.space",
@@ -32,4 +48,5 @@ __getattr__, __dir__ = lazy_exports(globals(), {
     "IndexReport": "contextual_retrieval_core.index.report",
     "MilvusConfig": "contextual_retrieval_core.index.milvus_config",
     "MilvusContextualIndex": "contextual_retrieval_core.index.milvus_index",
+    "UndecodableFileError": "contextual_retrieval_core.index.files",
 })

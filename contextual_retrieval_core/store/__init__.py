@@ -14,14 +14,27 @@ Example:
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from contextual_retrieval_core.store.context_store import SCHEMA_VERSION, ContextStore
-from contextual_retrieval_core.store.errors import ContextStoreError
-from contextual_retrieval_core.store.jsonl import ImportResult
-from contextual_retrieval_core.store.postgres import PostgresContextStore
+from contextual_retrieval_core._sdk import lazy_exports
 
-__all__ = ["ContextStore", "ContextStoreError", "ImportResult", "PostgresContextStore", "SCHEMA_VERSION", "open_store"]
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from contextual_retrieval_core.store.context_store import SCHEMA_VERSION, ContextStore
+    from contextual_retrieval_core.store.errors import ContextStoreError, StoreFullError
+    from contextual_retrieval_core.store.jsonl import ImportResult
+    from contextual_retrieval_core.store.postgres import PostgresContextStore
+
+__all__ = ["SCHEMA_VERSION", "ContextStore", "ContextStoreError", "ImportResult", "PostgresContextStore", "StoreFullError", "open_store"]
+
+# each name is imported on first use, as the other stages' are
+__getattr__, __dir__ = lazy_exports(globals(), {
+    "SCHEMA_VERSION": "contextual_retrieval_core.store.context_store",
+    "ContextStore": "contextual_retrieval_core.store.context_store",
+    "ContextStoreError": "contextual_retrieval_core.store.errors",
+    "ImportResult": "contextual_retrieval_core.store.jsonl",
+    "PostgresContextStore": "contextual_retrieval_core.store.postgres",
+    "StoreFullError": "contextual_retrieval_core.store.errors",
+})
 
 
 def open_store(location: str | os.PathLike[str], **options: Any) -> ContextStore:
@@ -29,5 +42,9 @@ def open_store(location: str | os.PathLike[str], **options: Any) -> ContextStore
     ":memory:", or a ``postgresql://user:password@host/db`` URL. `options` are the backend's
     (``timeout``, ``read_only``)."""
     if isinstance(location, str) and location.startswith(("postgresql://", "postgres://")):
+        from contextual_retrieval_core.store.postgres import PostgresContextStore
+
         return PostgresContextStore(location, **options)
+    from contextual_retrieval_core.store.context_store import ContextStore
+
     return ContextStore(location, **options)
