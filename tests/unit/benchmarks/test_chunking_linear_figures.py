@@ -8,7 +8,7 @@ import json
 import re
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+BENCH = Path(__file__).resolve().parents[3] / "benchmarks"
 RESULT = json.loads((BENCH / "chunk_linear.json").read_text(encoding="utf-8"))
 SECTION = (BENCH / "RESULTS.md").read_text(encoding="utf-8").split("## Chunking time against the text's size")[1].split("\n## ")[0]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+BENCH = Path(__file__).resolve().parents[3] / "benchmarks"
 DATA = json.loads((BENCH / "dense_options.json").read_text(encoding="utf-8"))
 SECTION = (BENCH / "RESULTS.md").read_text(encoding="utf-8").split("## Dense-side options", 1)[1].split("\n## ", 1)[0]
 

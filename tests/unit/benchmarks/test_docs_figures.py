@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 BENCH = REPO / "benchmarks"
 DOCS = REPO / "docs"
 README = (REPO / "README.md").read_text(encoding="utf-8")

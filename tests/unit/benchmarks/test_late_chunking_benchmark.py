@@ -11,7 +11,7 @@ import pytest
 
 from tests.scripts import load_script
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+BENCH = Path(__file__).resolve().parents[3] / "benchmarks"
 bench = load_script("benchmarks/late_chunking.py")
 
 

@@ -12,7 +12,7 @@ from contextual_retrieval_core.pruning import regex_token_counter
 from contextual_retrieval_core.types import Chunk, ContextualChunk
 from tests.scripts import load_script
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SCRIPT = REPO / "benchmarks" / "pruning.py"
 
 

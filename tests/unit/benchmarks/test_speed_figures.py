@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tests.scripts import load_script
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 RESULTS = (REPO / "benchmarks" / "RESULTS.md").read_text(encoding="utf-8")
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from contextual_retrieval_core.index.contextual_index import ContextualIndex
 from tests.notes_corpus import CountingEmbedder
-from tests.unit.test_payloads import notebook_text, png
+from tests.unit.chunking.test_payloads import notebook_text, png
 
 BASE64_RUN = re.compile(r"[A-Za-z0-9+/]{100,}")
 

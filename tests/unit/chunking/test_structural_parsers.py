@@ -198,7 +198,7 @@ def test_every_grammar_and_markdown_it_is_a_core_dependency():
     import tomllib
     from packaging.requirements import Requirement
 
-    project = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text("utf-8"))["project"]
+    project = tomllib.loads((Path(__file__).resolve().parents[3] / "pyproject.toml").read_text("utf-8"))["project"]
     core = {Requirement(r).name for r in project["dependencies"]}
     wanted = {module.replace("_", "-") for module, _ in GRAMMARS.values()} | {"tree-sitter", "markdown-it-py"}
     assert wanted <= core, wanted - core

@@ -20,7 +20,7 @@ from contextual_retrieval_core.generators import AnthropicContextGenerator, Fata
 from contextual_retrieval_core.generators.base import RateLimitedTooLong
 from contextual_retrieval_core.store.context_store import ContextStore, ContextStoreError
 from tests.fakes.anthropic_server import CREDIT_BALANCE_MESSAGE, SPEND_LIMIT_MESSAGE, USAGE_LIMIT_MESSAGE, FakeAnthropicServer
-from tests.unit.test_contextualizer import MODEL, _chunk_of, make_corpus
+from tests.unit.contextualize.test_contextualizer import MODEL, _chunk_of, make_corpus
 
 
 def _sync_gen(server, max_retries: int = 6) -> AnthropicContextGenerator:

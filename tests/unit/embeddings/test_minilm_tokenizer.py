@@ -24,8 +24,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-ROOT = Path(__file__).resolve().parents[2]
-REFERENCE = json.loads((Path(__file__).resolve().parents[1] / "data" / "minilm_reference.json").read_text("utf-8"))
+ROOT = Path(__file__).resolve().parents[3]
+REFERENCE = json.loads((Path(__file__).resolve().parents[2] / "data" / "minilm_reference.json").read_text("utf-8"))
 
 
 def test_vendored_tokenizer_is_the_same_file_with_its_licence():

@@ -203,7 +203,7 @@ def test_an_index_records_the_header_and_an_older_index_is_re_embedded_with_it_a
 def test_results_md_quotes_structural_header_json():
     from pathlib import Path
 
-    bench = Path(__file__).resolve().parents[2] / "benchmarks"
+    bench = Path(__file__).resolve().parents[3] / "benchmarks"
     data = json.loads((bench / "structural_header.json").read_text(encoding="utf-8"))
     results = (bench / "RESULTS.md").read_text(encoding="utf-8")
     section = results[results.index("## The structural header on LLM contexts"):]

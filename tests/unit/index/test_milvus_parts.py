@@ -19,7 +19,7 @@ from contextual_retrieval_core.index.milvus_index import MILVUS_FILE, MilvusCont
 from contextual_retrieval_core.search.milvus import MilvusCollection, milvus_filter, milvus_uri_name
 from tests.notes_corpus import CountingEmbedder
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize("where, expression", [

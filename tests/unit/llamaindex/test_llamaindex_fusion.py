@@ -12,7 +12,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from contextual_retrieval_core import FusionConfig, HybridSearcher
 from contextual_retrieval_llamaindex import ContextualBM25Retriever, ContextualRerank, HybridRetriever, LocalMiniLMEmbedding
-from tests.unit.test_bad_input import CHUNKS
+from tests.unit.search.test_bad_input import CHUNKS
 
 QUERY = "ACME revenue grew"
 

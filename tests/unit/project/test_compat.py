@@ -14,7 +14,7 @@ from packaging.version import Version
 
 from contextual_retrieval_core._compat import chroma_max_batch_size
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def version(dist: str) -> Version:

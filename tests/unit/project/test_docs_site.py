@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DOCS = REPO / "docs"
 SERVED = {"results.md": REPO / "benchmarks" / "RESULTS.md", "changelog.md": REPO / "CHANGELOG.md"}
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 PACKAGES = ("contextual_retrieval_core", "contextual_retrieval_langchain", "contextual_retrieval_llamaindex")
 
 #: what each pattern stands for -> the pattern (case-insensitive)

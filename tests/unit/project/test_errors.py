@@ -15,7 +15,7 @@ import contextual_retrieval_core
 from contextual_retrieval_core import ContextualRetrievalError
 
 PACKAGES = ["contextual_retrieval_core", "contextual_retrieval_langchain", "contextual_retrieval_llamaindex"]
-DOCS = (Path(__file__).resolve().parents[2] / "docs" / "errors.md").read_text(encoding="utf-8")
+DOCS = (Path(__file__).resolve().parents[3] / "docs" / "errors.md").read_text(encoding="utf-8")
 
 
 def defined_exceptions() -> list[type[BaseException]]:
@@ -69,7 +69,7 @@ def test_the_library_raises_no_bare_builtin_error() -> None:
     for ValueError, ...), so `except ContextualRetrievalError` catches everything raised on purpose."""
     import ast
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     bare = []
     for package in PACKAGES:
         for path in sorted((root / package).rglob("*.py")):

@@ -1,7 +1,7 @@
 """House rules of the code base (issue 11's acceptance), checked on the source: one
 positive-integer check (`checks.positive_int`), generators' labels read through `label_of`, no
 `hasattr` probing of generators, one walk down an error chain (`_sdk.error_chain`). (The layout rules, one concept per module in its stage folder and
-no import circle, are tests/unit/test_import_graph.py's.)"""
+no import circle, are tests/unit/project/test_import_graph.py's.)"""
 
 from __future__ import annotations
 

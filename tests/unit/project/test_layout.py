@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import TIERS, tier_of
 
-TESTS = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parents[2]
 REPO = TESTS.parent
 
 

@@ -12,7 +12,7 @@ import pytest
 from contextual_retrieval_core import FusionConfig, HybridSearcher
 from contextual_retrieval_core.search.rank_fusion import reciprocal_rank_fusion
 from contextual_retrieval_core.search.ranked import fuse_sources
-from tests.unit.test_bad_input import CHUNKS, WordEmbedder
+from tests.unit.search.test_bad_input import CHUNKS, WordEmbedder
 
 
 def test_defaults_are_the_libraries_defaults() -> None:
