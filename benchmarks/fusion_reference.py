@@ -1,7 +1,7 @@
 """The fusion code as it was before the speed-up (commit 2a7f48d): `reciprocal_rank_fusion`,
 `relative_score_fusion` and `fuse_sources`, pure Python with one tuple key per item, kept verbatim
 (validation left out) as the peer `bm25_speed.py` times the library's fusion against, and as the
-reference tests/unit/test_fusion_speed.py checks the library's results against, bit for bit."""
+reference tests/unit/search/test_fusion_speed.py checks the library's results against, bit for bit."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The one place the core sets or reads another package's internals, where no public API exists.
 
-Each accessor names the versions it is tested with (tests/unit/test_compat.py pins them):
+Each accessor names the versions it is tested with (tests/unit/project/test_compat.py pins them):
 
 - chromadb (1.x): a `Collection` reaches its client (and so the client's batch-size limit) only
   through ``_client``.

@@ -3,7 +3,7 @@
 langchain-anthropic's `ChatAnthropic` keeps its SDK clients private (``_client``); the core
 `AnthropicContextGenerator` needs clients with the same key, base URL, retries, timeout, headers
 and proxy, so they are built here from the model's public fields (tested against the fake
-Messages API in tests/unit/test_compat.py, which pins the supported versions). The one private member
+Messages API in tests/unit/project/test_compat.py, which pins the supported versions). The one private member
 read in this package is a retriever's tracing parameters (`retriever_ls_params`), for the
 ensemble's own child run, and a vector store's relevance function (`relevance_function`), so
 a search by vector (dense PRF) reports the scores a search by text does, and the scoring step

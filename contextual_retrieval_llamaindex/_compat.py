@@ -1,6 +1,6 @@
 """The one place this package reads another package's private members, where no public API exists.
 
-Each accessor names the versions it is tested with (tests/unit/test_compat.py pins them); everything
+Each accessor names the versions it is tested with (tests/unit/project/test_compat.py pins them); everything
 else in this package uses public API only.
 
 - llama-index-llms-anthropic (0.8 - 0.12): `Anthropic` keeps its SDK clients (Anthropic, Bedrock

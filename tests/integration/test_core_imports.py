@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from contextual_retrieval_core.rerank import PassThroughReranker
-from tests.unit.test_rerankers import QUERY, TEXTS
+from tests.unit.rerank.test_rerankers import QUERY, TEXTS
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -21,9 +21,9 @@ from contextual_retrieval_core.contextualize.contextualizer import Contextualize
 from contextual_retrieval_core.store.context_store import ContextStore
 from tests.fakes.anthropic_server import FakeAnthropicServer
 from tests.integration.test_index_cli_edges import notes, report
-from tests.unit.test_contextualizer import MODEL, _chunk_of, generator, make_corpus, message_requests
-from tests.unit.test_generation_failures import _paid, _sync_gen
-from tests.unit.test_store import _key
+from tests.unit.contextualize.test_contextualizer import MODEL, _chunk_of, generator, make_corpus, message_requests
+from tests.unit.contextualize.test_generation_failures import _paid, _sync_gen
+from tests.unit.store.test_store import _key
 
 REPO = ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
