@@ -15,12 +15,24 @@ import pytest
 from tests.milvus_server import milvus_server  # noqa: F401, E402
 from tests.servers import chroma_server, pgvector_server, postgres_server  # noqa: F401, E402
 
+#: one folder for the whole run, pytest-xdist's workers included (they inherit the environment of
+#: the process that starts them, which imported this file first): the session's embedding cache
+#: lives there, so the cookbook-scale tests embed each text once between all workers
+RUN_FOLDER = Path(os.environ.setdefault("CONTEXTUAL_RETRIEVAL_TESTS_RUN", tempfile.mkdtemp(prefix="contextual-retrieval-tests-")))
 #: the user's cache (the shared context store, the eval embedding cache) is never the tester's own:
 #: one folder for the run (session fixtures, subprocesses), and each test gets its own (`_own_cache`)
-os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="contextual-retrieval-tests-cache-")
+os.environ["XDG_CACHE_HOME"] = str(RUN_FOLDER / "cache")
 
 REPO = Path(__file__).resolve().parents[1]
 COOKBOOK = Path(os.environ.get("CONTEXTUAL_RETRIEVAL_DATASET", REPO.parent / "shared" / "data" / "cookbook-codebase"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In a pytest-xdist worker, the offline model embeds on one thread (unless the tester set
+    CONTEXTUAL_RETRIEVAL_ONNX_THREADS): each worker's onnxruntime would otherwise spin a thread on
+    every core, and the workers would take turns on them."""
+    if hasattr(config, "workerinput"):
+        os.environ.setdefault("CONTEXTUAL_RETRIEVAL_ONNX_THREADS", "1")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -52,6 +64,10 @@ def tier_of(path: Path) -> str:
     return "unit"
 
 
+#: the order files run in, dearest first (see `pytest_collection_modifyitems`)
+COST_RANK = {"slow": 0, "e2e": 1, "integration": 2, "unit": 3}
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     tiers: dict[Path, pytest.MarkDecorator] = {}
@@ -59,6 +75,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if item.path not in tiers:
             tiers[item.path] = getattr(pytest.mark, tier_of(item.path))
         item.add_marker(tiers[item.path])
+    # Files run dearest first (a file holding a whole-corpus test, then e2e, integration, unit and
+    # the doctests), each file's tests together and in their own order: with pytest-xdist handing
+    # out one file at a time (`--dist loadfile --no-loadscope-reorder`, the README's test command),
+    # the long files start first and the short ones fill the gaps, instead of one long file
+    # starting last. Without xdist the order only changes which failure shows first.
+    rank: dict[Path, int] = {}
+    for item in items:
+        cost = COST_RANK["slow"] if "slow" in item.keywords else COST_RANK[tier_of(item.path)]
+        rank[item.path] = min(rank.get(item.path, cost), cost)
+    items.sort(key=lambda item: rank[item.path])  # stable: files and tests keep their order within a rank
     if config.getoption("--ci") or "slow" in (config.option.markexpr or ""):
         return  # CI, or the caller asked for the slow tests with -m
     later = pytest.mark.skip(reason="slow whole-corpus test: run with --ci (as .ci/run does) or -m slow")
@@ -185,12 +211,12 @@ def offline_embedder():
 
 
 @pytest.fixture(scope="session")
-def cookbook_embedder(offline_embedder, tmp_path_factory):
-    """The offline embedder behind one SQLite cache for the whole session: the cookbook-scale
-    tests embed each text once between them."""
+def cookbook_embedder(offline_embedder):
+    """The offline embedder behind one SQLite cache for the whole run (`RUN_FOLDER`, shared by
+    pytest-xdist's workers): the cookbook-scale tests embed each text once between them."""
     from contextual_retrieval_core.embeddings.cache import CachedEmbedder
 
-    return CachedEmbedder(offline_embedder, tmp_path_factory.mktemp("embeddings") / "cache.sqlite3")
+    return CachedEmbedder(offline_embedder, RUN_FOLDER / "embeddings.sqlite3")
 
 
 @pytest.fixture(scope="session")
