@@ -26,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import os
 import sqlite3
@@ -85,6 +86,10 @@ def _absorb(h: Any, part: str) -> None:
     h.update(data)
 
 
+#: the module of each server backend, imported when a URL of its scheme is first opened
+_BACKEND_MODULES = {"postgresql": "contextual_retrieval_core.store.postgres", "postgres": "contextual_retrieval_core.store.postgres"}
+
+
 class ContextStore(ClaimLedger, BatchLedger):
     """Generated contexts in an SQLite file, keyed by `ContextStore.key`.
 
@@ -113,7 +118,13 @@ class ContextStore(ClaimLedger, BatchLedger):
         """``ContextStore(url)`` with a server URL opens the backend registered for its scheme
         (``postgresql://``: `PostgresContextStore`); `open_store` is the same, by name."""
         if cls is ContextStore and isinstance(path, str) and "://" in path:
-            cls = ContextStore._backends.get(path.split("://", 1)[0], cls)
+            scheme = path.split("://", 1)[0]
+            if scheme not in ContextStore._backends and scheme in _BACKEND_MODULES:
+                importlib.import_module(_BACKEND_MODULES[scheme])  # registers its class for the scheme
+            if scheme not in ContextStore._backends:
+                raise InputError(f"{scheme}:// is not a context store: pass a file path, ':memory:' or a "
+                                 "postgresql://user:password@host/db URL")
+            cls = ContextStore._backends[scheme]
         return super().__new__(cls)
 
     def __init__(self, path: str | os.PathLike[str], *, timeout: float = 30.0, read_only: bool = False) -> None:

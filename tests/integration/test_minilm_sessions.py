@@ -15,7 +15,8 @@ def test_embedders_with_the_same_options_share_one_session(offline_embedder):
     other = LocalMiniLMEmbedder(batch_size=8, max_batch_tokens=64)  # batching is not part of the session
     other.embed(["load"])
     assert other._session is offline_embedder._session and other._tokenizer is offline_embedder._tokenizer
-    one_thread = LocalMiniLMEmbedder(threads=1)
+    threads = 2 if offline_embedder.threads == 1 else 1  # other options than the session's (1 under pytest -n)
+    one_thread = LocalMiniLMEmbedder(threads=threads)
     one_thread.embed(["load"])
     assert one_thread._session is not offline_embedder._session
     assert np.array_equal(one_thread.embed(["same vector"]), other.embed(["same vector"]))

@@ -309,3 +309,19 @@ def test_a_store_locked_by_another_writer_fails_its_write_check_naming_the_reaso
     store.check_writable()
     holder.close()
     store.close()
+
+
+def test_a_postgresql_url_opens_the_server_store_in_a_fresh_interpreter() -> None:
+    """``ContextStore(url)`` picks its backend by the URL's scheme even when nothing imported the
+    backend's module first (the stage package imports on first use): never an SQLite file named
+    like the URL."""
+    import subprocess
+    import sys
+
+    code = ("from contextual_retrieval_core.store.context_store import ContextStore\n"
+            "print(type(ContextStore.__new__(ContextStore, 'postgresql://u@127.0.0.1:1/db')).__name__)\n"
+            "try:\n    ContextStore('mysql://u@127.0.0.1:1/db')\nexcept ValueError as e:\n    print(e)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines() == [
+        "PostgresContextStore",
+        "mysql:// is not a context store: pass a file path, ':memory:' or a postgresql://user:password@host/db URL"]
