@@ -65,11 +65,13 @@ def answerer(data: Path):
     return answer, seen
 
 
-def run(n: int, seed: int) -> dict:
+def run(n: int, seed: int, embedding_cache: str | os.PathLike[str] | None = None) -> dict:
+    """The two commands on the cookbook corpus; `embedding_cache`: the eval embedding cache both use
+    (default: a new one in a temporary folder, so every text is embedded)."""
     answer, seen = answerer(DATA)
     saved = {k: os.environ.get(k) for k in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")}
     try:
-        return _run(n, seed, answer, seen)
+        return _run(n, seed, answer, seen, embedding_cache)
     finally:
         for k, v in saved.items():
             if v is None:
@@ -78,10 +80,11 @@ def run(n: int, seed: int) -> dict:
                 os.environ[k] = v
 
 
-def _run(n: int, seed: int, answer, seen: dict) -> dict:
+def _run(n: int, seed: int, answer, seen: dict, embedding_cache) -> dict:
     with FakeAnthropicServer(answerer=answer) as server, tempfile.TemporaryDirectory() as tmp:
         os.environ["ANTHROPIC_API_KEY"], os.environ["ANTHROPIC_BASE_URL"] = server.api_key, server.url
-        out, store, cache = Path(tmp) / "set", Path(tmp) / "store.sqlite3", Path(tmp) / "emb.sqlite3"
+        out, store = Path(tmp) / "set", Path(tmp) / "store.sqlite3"
+        cache = Path(embedding_cache) if embedding_cache is not None else Path(tmp) / "emb.sqlite3"
         common = ["--no-progress", "--embedding-cache", str(cache)]
         started = time.perf_counter()
         printed = io.StringIO()

@@ -1,7 +1,7 @@
 """On the cookbook corpus (../shared/data/cookbook-codebase): loading it and its contexts, the
 core's figures and the LangChain and LlamaIndex paths' with the real offline model over the whole
-corpus (one file: the paths read the embeddings the core's test put in the session's cache), and
-the context store importing its contexts file."""
+corpus, and `eval --generate-questions` on it (one file: the later tests read the embeddings the
+core's test put in the session's cache), and the context store importing its contexts file."""
 
 from __future__ import annotations
 
@@ -100,3 +100,20 @@ def test_import_the_cookbook_contexts(tmp_path, cookbook_dir):
         line = json.loads(out.read_text(encoding="utf-8").splitlines()[0])
         assert {k: line[k] for k in ("doc_id", "chunk_id", "original_index", "context")} == {
             k: first[k] for k in ("doc_id", "chunk_id", "original_index", "context")}
+
+
+@pytest.mark.slow
+def test_eval_generate_questions_reproduces_evals_table_on_the_cookbook_corpus(cookbook_dir, cookbook_embedder, monkeypatch, tmp_path):
+    """`eval --generate-questions` through the loopback Anthropic server, answering from the
+    cookbook's golden questions and Claude 3 Haiku contexts (benchmarks/own_corpus_eval.py): the
+    command's table is `eval`'s table on the set it wrote. Both commands read the session's
+    embedding cache, which the tests above filled with these chunks' texts."""
+    monkeypatch.setenv("CONTEXTUAL_RETRIEVAL_DATASET", str(cookbook_dir))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    bench = load_script("benchmarks/own_corpus_eval.py", "own_corpus_eval_benchmark")
+    result = bench.run(30, 1, embedding_cache=cookbook_embedder.path)
+    assert result["tables_equal"], (result["table"], result["eval_table_on_written_set"])
+    assert result["questions_kept"] == 30 - result["dropped"]
+    assert result["golden_questions_served"] > 0 and result["contexts_served_from_the_haiku_file"] == 737
+    assert 0.9 <= result["estimate_over_paid_cost"] <= 1.1
+    assert result["requests_to_fake"] == result["paid_usage"]["requests"]  # a request paid is a request counted
