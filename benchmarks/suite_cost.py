@@ -2,9 +2,9 @@
 slowest tests of one pytest run of this tree, and, as its peer in the same run, of an earlier tree.
 
     python benchmarks/suite_cost.py [--dataset DIR] [--json PATH] [--base DIR] [--ci] [--coverage]
-        [--repeat N] [PATH ...]
+        [--workers N|auto] [--repeat N] [PATH ...]
 
-Each run is `python -m pytest -q -p no:cacheprovider --durations=15 [--ci] [--cov=<the three
+Each run is `python -m pytest -q -p no:cacheprovider --durations=15 [--ci] [-n N] [--cov=<the three
 packages>] PATH ...` in a child process started in the tree's folder with the tree's own
 `.venv/bin/python` (else this interpreter). Wall time runs from its start to its exit; CPU time is
 its user + system time and that of the processes it waited for; peak memory is the largest
@@ -13,6 +13,12 @@ line are read from pytest's summary. `--base DIR` (for instance a `git worktree`
 commit with its own `.venv`) runs the same command there; base and tree runs alternate, and the
 ratios are base / tree of the median wall and CPU times. The load average before and after each
 run is recorded: on a shared machine the wall times mean little without it.
+
+`--readme` measures what issue 44's acceptance names instead: the README's test command (the
+line of its set-up block that runs pytest), pasted into bash in a clean clone of the tree's HEAD
+(`git clone`, so only committed files), install included: a fresh `.venv`, `pip install -e
+'.[dev]'` (from the package index as configured, pip's own cache as the machine has it), then the
+tests. PATH, `--ci`, `--workers` and `--coverage` do not apply; the clone is deleted afterwards.
 
 With no PATH the whole suite runs (what `pytest` collects from `testpaths`). `--dataset` sets
 CONTEXTUAL_RETRIEVAL_DATASET for the runs (the cookbook tests read it).
@@ -47,13 +53,33 @@ def python_of(tree: Path) -> str:
     return str(venv) if venv.is_file() else sys.executable
 
 
-def pytest_command(tree: Path, paths: list[str], ci: bool, coverage: bool) -> list[str]:
+def pytest_command(tree: Path, paths: list[str], ci: bool, coverage: bool, workers: str | None = None) -> list[str]:
     cmd = [python_of(tree), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=15"]
     if ci:
         cmd.append("--ci")
+    if workers:
+        cmd += ["-n", workers]
     if coverage:
         cmd += [f"--cov={p}" for p in PACKAGES] + ["--cov-report=term"]
     return cmd + paths
+
+
+def readme_test_command() -> str:
+    """The README's test command: the line of its shell blocks that runs pytest."""
+    text = (TREE / "README.md").read_text(encoding="utf-8")
+    lines = [line.strip() for block in re.findall(r"```bash\n(.*?)```", text, re.S) for line in block.splitlines()]
+    (line,) = [line for line in lines if "-m pytest" in line]
+    return line
+
+
+def readme_run(name: str, tree: Path, command: str, env: dict, log_dir: Path) -> dict:
+    """`command` in bash in a fresh clone of `tree`'s HEAD; the clone is removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="clean-clone-") as tmp:
+        clone = Path(tmp) / tree.name
+        subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(tree), str(clone)], check=True)
+        run = one_run(name, clone, ["bash", "-c", command], env, log_dir)
+        run["head"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True).stdout.strip()
+        return run
 
 
 def parse_summary(output: str) -> dict:
@@ -123,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--base", default=None, help="an earlier tree (with its own .venv) run as the peer")
     p.add_argument("--ci", action="store_true", help="pass --ci (the slow tests too; missing servers fail)")
     p.add_argument("--coverage", action="store_true", help="measure line coverage of the three packages")
+    p.add_argument("--workers", default=None, help="pytest-xdist workers (-n): a number or auto (the README's command)")
+    p.add_argument("--readme", action="store_true", help="time the README's test command in a clean clone, install included")
     p.add_argument("--repeat", type=int, default=1)
     args = p.parse_args(argv)
     if args.repeat < 1:
@@ -133,9 +161,14 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[dict] = []
     for _ in range(args.repeat):
         for name, tree in trees:
-            runs.append(one_run(name, tree, pytest_command(tree, args.paths, args.ci, args.coverage), env, log_dir))
+            if args.readme:
+                runs.append(readme_run(name, tree, readme_test_command(), env, log_dir))
+            else:
+                runs.append(one_run(name, tree, pytest_command(tree, args.paths, args.ci, args.coverage, args.workers), env, log_dir))
     result: dict = {
-        "command": "pytest -q -p no:cacheprovider --durations=15" + (" --ci" if args.ci else "")
+        "command": readme_test_command() + "  (in a clean clone)" if args.readme else
+                   "pytest -q -p no:cacheprovider --durations=15" + (" --ci" if args.ci else "")
+                   + (f" -n {args.workers}" if args.workers else "")
                    + (" --cov=<packages>" if args.coverage else "") + "".join(" " + x for x in args.paths),
         "cpus": os.cpu_count(),
         "trees": {name: str(tree) for name, tree in trees},
