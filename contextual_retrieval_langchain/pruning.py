@@ -22,12 +22,13 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor
 from langchain_core.documents import Document as LCDocument
-from pydantic import ConfigDict, Field, PrivateAttr, create_model, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from contextual_retrieval_core.errors import InputError, InputTypeError
 from contextual_retrieval_core.pruning import PRUNED_SPANS_KEY, ContextPruner, PruningConfig, PruningResult, kind_for_path
 from contextual_retrieval_core.types import Chunk, ContextualChunk, compose_indexed_text
 from contextual_retrieval_langchain._documents import CHUNK_ID_KEY, CONTEXT_KEY, ORIGINAL_CONTENT_KEY, PARENT_ID_KEY
+from contextual_retrieval_langchain._ingest_fields import with_config_fields
 
 __all__ = ["ContextPruningCompressor"]
 
@@ -80,11 +81,6 @@ class _PruningChecked(BaseDocumentCompressor):
             raise InputError(f"pass pruner= or the pruning settings {given}, not both: the pruner has its own (its config)")
         return {**data, **{name: getattr(pruner.config, name) for name in PruningConfig.field_names()}}
 
-    @model_validator(mode="after")
-    def _valid_config(self) -> Any:
-        PruningConfig.of(self)  # the core's checks, naming the setting and the fix
-        return self
-
     @property
     def pruning_config(self) -> PruningConfig:
         """The `PruningConfig` the pruning fields hold."""
@@ -94,10 +90,7 @@ class _PruningChecked(BaseDocumentCompressor):
 if TYPE_CHECKING:  # the generated fields are read by name; to a type checker this is the base
     _PruningFields = _PruningChecked
 else:
-    _PruningFields = create_model(
-        "_WithPruningFields", __base__=_PruningChecked,
-        **{name: (kind, Field(default=default, description=doc)) for name, kind, default, doc in PruningConfig.field_specs()},
-    )
+    _PruningFields = with_config_fields(_PruningChecked, PruningConfig, "_WithPruningFields")
 
 
 class ContextPruningCompressor(_PruningFields):

@@ -14,21 +14,27 @@ from typing import TYPE_CHECKING, Any
 from llama_index.core.bridge.pydantic import Field, create_model, model_validator
 from llama_index.core.node_parser import NodeParser
 
+from contextual_retrieval_core._settings import Settings
 from contextual_retrieval_core.contextualize.config import ContextualizeConfig
 
-__all__ = ["ContextualizeFields"]
+__all__ = ["ContextualizeFields", "with_config_fields"]
 
 
-def _config_fields() -> dict[str, Any]:
-    return {name: (kind, Field(default=default, description=doc)) for name, kind, default, doc in ContextualizeConfig.field_specs()}
+def with_config_fields(base: type[Any], config: type[Settings], name: str) -> Any:
+    """`base` with one pydantic field per setting of `config` (its name, type, default and
+    description) and the core's checks of them whenever the model is built (`config.of`: the
+    error names the setting and the fix). The one way the adapter's settings homes become fields."""
+
+    def _valid_config(self: Any) -> Any:
+        config.of(self)
+        return self
+
+    fields = {field: (kind, Field(default=default, description=doc)) for field, kind, default, doc in config.field_specs()}
+    checks: dict[str, Any] = {"_valid_config": model_validator(mode="after")(_valid_config)}
+    return create_model(name, __base__=base, __validators__=checks, **fields)  # type: ignore[call-overload]
 
 
 class _Checked(NodeParser):
-    @model_validator(mode="after")
-    def _valid_config(self) -> Any:
-        ContextualizeConfig.of(self)  # the core's checks, naming the setting and the fix
-        return self
-
     @property
     def contextualize_config(self) -> ContextualizeConfig:
         """The `ContextualizeConfig` the ingestion fields hold now."""
@@ -38,4 +44,4 @@ class _Checked(NodeParser):
 if TYPE_CHECKING:  # the generated fields are read by name; to a type checker this is the base
     ContextualizeFields = _Checked
 else:
-    ContextualizeFields = create_model("_WithContextualizeFields", __base__=_Checked, **_config_fields())
+    ContextualizeFields = with_config_fields(_Checked, ContextualizeConfig, "_WithContextualizeFields")

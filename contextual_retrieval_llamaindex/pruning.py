@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from llama_index.core.bridge.pydantic import Field, PrivateAttr, create_model, model_validator
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 
@@ -31,6 +31,7 @@ from contextual_retrieval_core.pruning import (
     kind_for_path,
 )
 from contextual_retrieval_core.types import CONTEXT_KEY, Chunk, ContextualChunk
+from contextual_retrieval_llamaindex._ingest_fields import with_config_fields
 
 __all__ = ["ContextPruningPostprocessor", "LLMCompressorPostprocessor"]
 
@@ -87,11 +88,6 @@ def _query(query_bundle: QueryBundle | None) -> str:
 
 
 class _PruningChecked(BaseNodePostprocessor):
-    @model_validator(mode="after")
-    def _valid_config(self) -> Any:
-        PruningConfig.of(self)  # the core's checks, naming the setting and the fix
-        return self
-
     @property
     def pruning_config(self) -> PruningConfig:
         """The `PruningConfig` the pruning fields hold."""
@@ -101,10 +97,7 @@ class _PruningChecked(BaseNodePostprocessor):
 if TYPE_CHECKING:  # the generated fields are read by name; to a type checker this is the base
     _PruningFields = _PruningChecked
 else:
-    _PruningFields = create_model(
-        "_WithPruningFields", __base__=_PruningChecked,
-        **{name: (kind, Field(default=default, description=doc)) for name, kind, default, doc in PruningConfig.field_specs()},
-    )
+    _PruningFields = with_config_fields(_PruningChecked, PruningConfig, "_WithPruningFields")
 
 
 class ContextPruningPostprocessor(_PruningFields):
