@@ -75,6 +75,7 @@ def readme_test_command() -> str:
 def readme_run(name: str, tree: Path, command: str, env: dict, log_dir: Path) -> dict:
     """`command` in bash in a fresh clone of `tree`'s HEAD; the clone is removed afterwards."""
     with tempfile.TemporaryDirectory(prefix="clean-clone-") as tmp:
+        os.chmod(tmp, 0o755)  # as a clone in a home folder: the tests' unprivileged reader reaches the venv
         clone = Path(tmp) / tree.name
         subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(tree), str(clone)], check=True)
         run = one_run(name, clone, ["bash", "-c", command], env, log_dir)
