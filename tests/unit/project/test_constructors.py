@@ -106,3 +106,30 @@ def test_a_settings_home_is_a_frozen_settings_dataclass(name: str) -> None:
 def test_a_result_record_is_a_plain_dataclass(name: str) -> None:
     (cls,) = [c for c in CLASSES if _qualified(c) == name]
     assert dataclasses.is_dataclass(cls) and not issubclass(cls, Settings)
+
+
+@pytest.mark.parametrize("package", ["contextual_retrieval_langchain", "contextual_retrieval_llamaindex"])
+def test_the_adapters_classes_have_at_most_ten_fields_of_their_own(package: str) -> None:
+    """Issue 44: an adapter's exported pydantic class has at most 10 fields of its own, not counting
+    those its framework base declares or those generated from a settings home (`FusionConfig`,
+    `ContextualizeConfig`, `PruningConfig`: flat fields are the frameworks' habit)."""
+    import pydantic
+
+    from contextual_retrieval_core.contextualize.config import ContextualizeConfig
+    from contextual_retrieval_core.pruning import PruningConfig
+    from contextual_retrieval_core.search.config import FusionConfig
+
+    generated = {*ContextualizeConfig.field_names(), *FusionConfig.field_names(), *PruningConfig.field_names()}
+    module = importlib.import_module(package)
+    checked = 0
+    for name in module.__all__:
+        cls = getattr(module, name)
+        if not (inspect.isclass(cls) and issubclass(cls, pydantic.BaseModel)):
+            continue
+        framework = [b for b in cls.__mro__ if issubclass(b, pydantic.BaseModel) and not b.__module__.startswith("contextual_retrieval")
+                     and not b.__name__.startswith("_With")]
+        inherited = {f for b in framework for f in b.model_fields}
+        own = [f for f in cls.model_fields if f not in inherited and f not in generated]
+        assert len(own) <= 10, (name, own)
+        checked += 1
+    assert checked >= 5
