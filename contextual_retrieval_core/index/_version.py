@@ -32,9 +32,11 @@ __all__ = ["manifest_stamp", "read_retrying", "client_for_version", "drop_cached
 
 T = TypeVar("T")
 
-#: how many versions one query may run into before its error stands (each try needs an update to
-#: have switched the manifest during the one before)
+#: how many failed tries with no version switched during them a query makes before its error
+#: stands (a try during which another process switched the manifest does not count)
 READ_TRIES = 5
+#: the longest a query keeps trying while the versions keep switching under it, in seconds
+READ_DEADLINE_S = 60.0
 
 
 def manifest_stamp(folder: str | os.PathLike[str]) -> tuple[int, int, int] | None:
@@ -54,8 +56,10 @@ def read_retrying(folder: str | os.PathLike[str], attempt: Callable[[], T], *, r
     (`IndexDamagedError`, `IndexFileError`, FileNotFoundError: the manifest was switched under it
     and the old parts removed, or a row was being rewritten), or an error of the vector store's
     engine (Chroma's own errors: a client reading rows the other process is deleting; `reopen()`
-    is called first). Any other error is raised at once, and after `tries` the last error is: a
-    folder damaged for good is reported a second or so later, with its own error.
+    is called first). Any other error is raised at once, and after `tries` failures the last error
+    is: a folder damaged for good is reported a second or so later, with its own error. A failed
+    try during which the manifest was switched does not count (a slow reader beside a writer that
+    keeps updating), until `READ_DEADLINE_S` has passed.
 
     Example:
         >>> import tempfile
@@ -66,19 +70,30 @@ def read_retrying(folder: str | os.PathLike[str], attempt: Callable[[], T], *, r
         >>> read_retrying(tempfile.mkdtemp(), attempt)
         1
     """
-    for n in range(tries):
+    deadline = time.monotonic() + READ_DEADLINE_S
+    n = 0  # failed tries with no switch during them
+    while True:
+        before = manifest_stamp(folder)
         try:
             return attempt()
         except (IndexDamagedError, IndexFileError, FileNotFoundError):
-            if n == tries - 1 or manifest_stamp(folder) is None:  # no index at all: nothing to wait for
+            now = manifest_stamp(folder)
+            if now is None:  # no index at all: nothing to wait for
                 raise
+            # another process switched versions under this try (a slow reader beside a busy
+            # writer): try the new one, without counting it, until the deadline
+            switched = now != before and time.monotonic() < deadline
+            if not switched:
+                n += 1
+                if n == tries:
+                    raise
         except Exception as exc:
-            if n == tries - 1 or not _store_engine_error(exc):
+            n += 1
+            if n == tries or not _store_engine_error(exc):
                 raise
             if reopen is not None:
                 reopen()
-        time.sleep(pause * 2**n)
-    raise AssertionError("unreachable")  # pragma: no cover
+        time.sleep(pause * 2 ** min(n, tries))
 
 
 def _store_engine_error(exc: BaseException) -> bool:

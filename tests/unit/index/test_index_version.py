@@ -7,6 +7,7 @@ test_reads_during_writes.py runs the same with separate processes racing."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -60,6 +61,27 @@ def test_a_query_that_meets_the_clean_up_of_its_version_runs_again_on_the_new_on
 
     assert read_retrying(folder, attempt) == "answered"
     assert len(tries) == 2 and tries[0] != tries[1]
+
+
+def test_a_slow_reader_beside_a_busy_writer_keeps_trying_while_the_versions_switch(tmp_path: Path) -> None:
+    """Each try runs into the clean-up of its version because another update switched the manifest
+    during it: more such tries than READ_TRIES are made (none of them counts), and the first try
+    that meets a complete version answers."""
+    folder = tmp_path
+    (folder / MANIFEST_NAME).write_text("{}", encoding="utf-8")
+    tries = []
+
+    def attempt() -> str:
+        tries.append(manifest_stamp(folder))
+        if len(tries) <= 2 * READ_TRIES:
+            tmp = folder / (MANIFEST_NAME + ".tmp")
+            tmp.write_text(json.dumps({"next": len(tries)}), encoding="utf-8")
+            os.replace(tmp, folder / MANIFEST_NAME)
+            raise IndexDamagedError("bm25-old/bm25.json is missing")
+        return "answered"
+
+    assert read_retrying(folder, attempt, pause=0.001) == "answered"
+    assert len(tries) == 2 * READ_TRIES + 1 and len(set(tries)) == len(tries)
 
 
 @pytest.mark.parametrize("error, tries_made", [(IndexDamagedError("bm25/bm25.json is missing"), READ_TRIES),
