@@ -199,6 +199,23 @@ def test_windowable_splits_off_the_context_on_either_side():
     assert (odd.context, odd.text) == ("", "Something else entirely")
 
 
+@pytest.mark.parametrize("position", ["before", "after"])
+def test_windowable_gives_the_cores_windows_for_an_indented_body(position):
+    """A framework's Document or node holds the context and the chunk as one text; the chunk's own
+    indentation (code) stays with the chunk, so every window is the core's for the same chunk,
+    context and separator (a window after the first used to start with the first line's indent)."""
+    from contextual_retrieval_core.dense.windows import window_texts
+    from contextual_retrieval_core.types import Chunk, ContextualChunk
+
+    body = "    " + " ".join(f"step_{i}(soup)" for i in range(40)) + "\n"
+    core = ContextualChunk(Chunk("c", "d", body), "The soup recipe's steps.", position)
+    rebuilt = windowable("c", core.indexed_text, body)
+    assert rebuilt.indexed_text == core.indexed_text
+    embedder = TruncatingEmbedder()
+    (ours,), (theirs,) = window_texts(embedder, [core], WindowConfig()), window_texts(embedder, [rebuilt], WindowConfig())
+    assert len(ours) > 2 and ours == theirs
+
+
 def test_stale_rows_keep_only_what_this_run_wrote_for_re_embedded_chunks():
     have = ["a", f"a{WINDOW_MARK}1", f"a{WINDOW_MARK}2", "b", f"b{WINDOW_MARK}1", "gone", f"gone{WINDOW_MARK}1"]
     fresh = {"a", f"a{WINDOW_MARK}1"}
