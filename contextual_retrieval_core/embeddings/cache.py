@@ -1,7 +1,9 @@
 """`CachedEmbedder`: a persistent embedding cache in front of any `Embedder`.
 
 Vectors are stored in SQLite as raw float32 bytes, keyed by (model, input kind, sha256 of the
-text): an unchanged chunk is never embedded, or paid for, twice. The model part names the output
+text as the embedder reads it: an embedder with `window_prefixes` reads a long text only up to its
+window's end): an unchanged chunk is never embedded, or paid for, twice, nor is a long text and
+the part of it the embedder reads. The model part names the output
 dimension too when the embedder was asked for a non-default one (``voyage-3.5@256``), so vectors of
 two sizes never share a key. No pickle anywhere.
 """
@@ -96,7 +98,7 @@ class CachedEmbedder:
         texts = as_texts(texts)
         if not texts:  # the wrapped embedder's own empty result: shape (0, its dimension)
             return np.asarray(compute([]), dtype=np.float32)
-        keys = [hashlib.sha256(t.encode("utf-8", "surrogatepass")).hexdigest() for t in texts]
+        keys = [hashlib.sha256(t.encode("utf-8", "surrogatepass")).hexdigest() for t in self._as_read(texts)]
         found = self._lookup(kind, keys)
         todo = [i for i, key in enumerate(keys) if key not in found]
         first: dict[str, int] = {}
@@ -120,6 +122,13 @@ class CachedEmbedder:
             self.hits += len(texts) - len(new_idx)
             self.misses += len(new_idx)
         return np.stack([found[key] for key in keys])
+
+    def _as_read(self, texts: list[str]) -> list[str]:
+        """The texts as the embedder reads them (`window_prefixes`, where it has one: a text longer
+        than its window cut where the window ends), so that a long text and its own window share
+        one cache entry; the texts themselves otherwise."""
+        prefixes = getattr(self.embedder, "window_prefixes", None)
+        return list(prefixes(texts)) if callable(prefixes) else texts
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         return self._embed("document", texts, self.embedder.embed_documents)

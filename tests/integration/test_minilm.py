@@ -73,6 +73,22 @@ def test_cache_serves_repeats_and_persists(tmp_path, embedder):
     assert again.misses == 1
 
 
+def test_cache_keys_a_long_text_as_the_model_reads_it(embedder):
+    """A text past the window and the part of it the model reads are one cache entry, with the
+    vector the model gives the whole text (truncated); texts that fit keep their own keys."""
+    long = "retrieval " * 300 + "a tail the window never reaches"
+    (head,) = embedder.window_prefixes([long])
+    assert len(head) < len(long)
+    cached = CachedEmbedder(embedder, ":memory:")
+    first = cached.embed_documents([long])
+    again = cached.embed_documents([head, long + " and more past the window"])
+    assert (cached.hits, cached.misses) == (2, 1)
+    np.testing.assert_array_equal(again[0], first[0])
+    np.testing.assert_allclose(first[0], embedder.embed([long])[0], atol=1e-6)
+    cached.embed_documents(["retrieval " * 10, "retrieval " * 11])
+    assert cached.misses == 3
+
+
 def test_cache_checks_input_like_the_embedder(embedder):
     cached = CachedEmbedder(embedder, ":memory:")
     assert cached.embed_documents([]).shape == (0, 384) and cached.embed_queries(()).shape == (0, 384)
