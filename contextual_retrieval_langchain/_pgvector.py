@@ -80,21 +80,26 @@ class Reads:
 def distances_by_vector(store: Any, vector: Sequence[float], k: int = 4, reads: Reads | None = None) -> list[tuple[Document, float]]:
     """(Document, distance) of the `k` rows nearest `vector`, nearest first: what the store's
     ``similarity_search_with_score_by_vector`` returns without a filter, in one statement that
-    reads what `reads` asks for."""
-    from sqlalchemy import ARRAY, String, any_, asc, bindparam, case, func, null
+    reads what `reads` asks for. The scan sorts ids and distances only; the `k` rows it keeps are
+    joined back by id for the rest (text, metadata and vectors carried through the sort of every
+    row cost more than the scan)."""
+    from sqlalchemy import ARRAY, String, any_, asc, bindparam, case, func, null, select
 
     reads = reads or Reads()
     rows = store.EmbeddingStore
     distance = store.distance_strategy(list(vector))
-    columns = [rows.id, distance.label("distance")]
+    nearest = (_rows_of_collection(store, rows.id, distance.label("distance"))
+               .order_by(asc("distance")).limit(k).subquery("nearest"))
+    columns = [nearest.c.id, nearest.c.distance]
     if reads.known:  # text and metadata of the rows not at hand
-        at_hand = rows.id == any_(bindparam("known", list(reads.known), type_=ARRAY(String)))
+        at_hand = nearest.c.id == any_(bindparam("known", list(reads.known), type_=ARRAY(String)))
         columns += [case((at_hand, null()), else_=rows.document), case((at_hand, null()), else_=rows.cmetadata)]
     else:
         columns += [rows.document, rows.cmetadata]
     if reads.vectors is not None:
-        columns.append(case((func.row_number().over(order_by=distance) <= VECTOR_ROWS, rows.embedding), else_=null()))
-    statement = _rows_of_collection(store, *columns).order_by(asc("distance")).limit(k)
+        columns.append(case((func.row_number().over(order_by=nearest.c.distance) <= VECTOR_ROWS, rows.embedding), else_=null()))
+    statement = (select(*columns).select_from(nearest.join(rows, rows.id == nearest.c.id))
+                 .order_by(asc(nearest.c.distance)))
     with _engine(store).connect() as connection:
         found = connection.execute(statement).all()
     out = []

@@ -2,15 +2,15 @@
 
 - `stored_vectors` / `astored_vectors`: the stored vectors of the fused top nodes, for dense
   feedback, in one SELECT on the store's table (a node's own row by id; its window rows, when
-  the index has any, by their ``window_of`` metadata); the store's ``get_nodes`` where a query
-  hook changes its queries;
+  the index has any, by the node id their row id starts with); the store's ``get_nodes`` where a
+  query hook changes its queries;
 - `server_address`: the server's ``host:port`` (from the store's connection URL; never its
   password), which `VectorServerUnavailable` names;
 - `search_again`: dense feedback's second search, the store's own (nearest rows by cosine
   distance, similarity 1 - distance; a windowed index's rows collapsed to their nodes as
-  `WindowedVectorRetriever` does) in one SELECT that reads the text and metadata only of the
-  rows whose node the query has not seen yet (the store's own search makes a node from the
-  metadata of every row it returns);
+  `WindowedVectorRetriever` does) as one SELECT of ids and distances, and a second of the text
+  and metadata of the nodes the query has not seen yet, when there are any (the store's own
+  search makes a node from the metadata of every row it returns);
 - `on_this_loop`: the store's async engine bound to the running event loop (the core's
   `LoopBinding`): its connections are closed as an ``asyncio.run`` loop shuts down, so one
   ``asyncio.run`` per query works; a use from a second loop while the first is still open raises
@@ -32,6 +32,7 @@ from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter,
 from contextual_retrieval_core.dense import server_errors
 from contextual_retrieval_core.dense._window_rows import WINDOW_OF_KEY, collapse_rows, row_owner, row_window
 from contextual_retrieval_core.dense.event_loops import LoopBinding
+from contextual_retrieval_core.dense.windows import WINDOW_MARK
 from contextual_retrieval_llamaindex._compat import (
     pgvector_async_engine,
     pgvector_table,
@@ -73,13 +74,13 @@ def _window_filter(node_ids: Sequence[str]) -> MetadataFilters:
 
 def _vectors_statement(table: Any, node_ids: Sequence[str], windows: bool) -> Any:
     """SELECT node_id, embedding of the `node_ids`' rows (and their window rows, with `windows`)."""
-    from sqlalchemy import or_, select
+    from sqlalchemy import func, select
 
     ids = list(node_ids)
-    where = table.node_id.in_(ids)
-    if windows:
-        where = or_(where, table.metadata_[WINDOW_OF_KEY].astext.in_(ids))
-    return select(table.node_id, table.embedding).where(where)
+    # a window row's id is its node's id, WINDOW_MARK and its number (`row_id`): cutting the id
+    # costs the scan less than reading each row's `window_of` from its metadata
+    owner = func.split_part(table.node_id, WINDOW_MARK, 1) if windows else table.node_id
+    return select(table.node_id, table.embedding).where(owner.in_(ids))
 
 
 def stored_vectors(store: Any, node_ids: Sequence[str], windows: bool) -> dict[str, Any]:
@@ -144,43 +145,56 @@ class LeanSearch:
     windowed: bool
     nodes: Mapping[str, BaseNode]
 
-    def _statement(self, vector: Sequence[float], known: Mapping[str, BaseNode]) -> Any:
-        """The nearest rows' ids and distances, and the text and metadata of those whose node is
-        not at hand (`known`, or the windowed index's nodes)."""
-        from sqlalchemy import ARRAY, String, any_, asc, bindparam, case, null, select
+    def _nearest(self, vector: Sequence[float]) -> Any:
+        """SELECT the ids and cosine distances of the `rows` rows nearest `vector`."""
+        from sqlalchemy import asc, select
 
-        table = self.table
-        at_hand = table.node_id == any_(bindparam("known", [*known, *self.nodes], type_=ARRAY(String)))
-        distance = table.embedding.cosine_distance(list(vector)).label("distance")
-        return (select(table.node_id, distance, case((at_hand, null()), else_=table.text),
-                       case((at_hand, null()), else_=table.metadata_))
-                .order_by(asc("distance")).limit(self.rows))
+        distance = self.table.embedding.cosine_distance(list(vector)).label("distance")
+        return select(self.table.node_id, distance).order_by(asc("distance")).limit(self.rows)
 
-    def _results(self, found: Sequence[Any], known: Mapping[str, BaseNode]) -> list[NodeWithScore]:
-        """(node, similarity) best first; on a windowed index each node once, at its best row (a
-        window row stands for its node), as `WindowedVectorRetriever` returns them. A node not at
-        hand is made from its row as the store makes it."""
-        nodes = {**self.nodes, **known}
-        for row, _, text, metadata in found:
-            if row not in nodes and text is not None:
-                nodes[row] = _node(row, text, metadata)
-        hits = [(row, 1 - float(distance)) for row, distance, _, _ in found]
+    def _hits(self, found: Sequence[Any]) -> list[tuple[str, float]]:
+        """(id, similarity) best first; on a windowed index each node once, at its best row (a
+        window row stands for its node), as `WindowedVectorRetriever` returns them."""
+        hits = [(row, 1 - float(distance)) for row, distance in found]
         if self.windowed:
             hits = collapse_rows([(r, s) for r, s in hits if row_window(r) == 0 or row_owner(r) in self.nodes], self.depth)
+        return hits
+
+    def _unseen(self, hits: Sequence[tuple[str, float]], known: Mapping[str, BaseNode]) -> Any:
+        """SELECT the text and metadata of the hits whose node is not at hand (None when all are:
+        always on a windowed index built from its nodes, most often otherwise)."""
+        from sqlalchemy import select
+
+        missing = [node_id for node_id, _ in hits if node_id not in known and node_id not in self.nodes]
+        if not missing:
+            return None
+        return select(self.table.node_id, self.table.text, self.table.metadata_).where(self.table.node_id.in_(missing))
+
+    def _results(self, hits: Sequence[tuple[str, float]], unseen: Sequence[Any], known: Mapping[str, BaseNode]) -> list[NodeWithScore]:
+        """The hits as nodes with their similarity; a node not at hand is made from its row as the
+        store makes it."""
+        nodes = {**self.nodes, **known, **{row: _node(row, text, metadata) for row, text, metadata in unseen}}
         return [NodeWithScore(node=nodes[node_id], score=score) for node_id, score in hits if node_id in nodes]
 
     def search_again(self, vector: Sequence[float], known: Mapping[str, BaseNode]) -> list[NodeWithScore]:
         """The nodes nearest `vector` with their similarity, best first; `known`: nodes by id
-        already at hand (the others are made from their rows). One SELECT."""
+        already at hand (the others are made from their rows). The ids and distances in one
+        SELECT, and the rows of the nodes not at hand, when there are any, in a second (reading
+        the text and metadata of every row the scan passes, to skip the ones at hand, cost more
+        than the scan)."""
         with self.store.client.connect() as connection:
-            return self._results(connection.execute(self._statement(vector, known)).all(), known)
+            hits = self._hits(connection.execute(self._nearest(vector)).all())
+            unseen = self._unseen(hits, known)
+            return self._results(hits, connection.execute(unseen).all() if unseen is not None else [], known)
 
     async def asearch_again(self, vector: Sequence[float], known: Mapping[str, BaseNode]) -> list[NodeWithScore]:
         """`search_again` through the store's async engine."""
         engine: Any = pgvector_async_engine(self.store)  # made with the sync one, when the store connected
         async with engine.connect() as connection:
-            found = (await connection.execute(self._statement(vector, known))).all()
-        return self._results(found, known)
+            hits = self._hits((await connection.execute(self._nearest(vector))).all())
+            unseen = self._unseen(hits, known)
+            found = (await connection.execute(unseen)).all() if unseen is not None else []
+        return self._results(hits, found, known)
 
 
 def _node(node_id: str, text: str, metadata: Any) -> BaseNode:

@@ -2,8 +2,8 @@
 never embeds a stored chunk again at query time (issue 42: a fresh process spent 930 ms / 733 ms a
 query re-embedding the fused top chunks), through each framework's own store: LangChain's
 `PGVector` (one SELECT by id; its search selects what the ensemble reads, ranking as the store's
-own search does) and LlamaIndex's `PGVectorStore` (its ``get_nodes``; window rows by their
-``window_of`` metadata). The top 10 is the core `HybridSearcher`'s with feedback, sync and
+own search does) and LlamaIndex's `PGVectorStore` (one SELECT on its table; window rows by the
+node id their row id starts with). The top 10 is the core `HybridSearcher`'s with feedback, sync and
 async. A real throwaway cluster on loopback (tests/servers.py), the demo corpus."""
 
 from __future__ import annotations
@@ -171,3 +171,29 @@ async def test_llamaindex_windowed_feedback_on_pgvector_is_the_in_memory_stores(
     memory, server = sides[0].rows(top), sides[1].rows(top)
     assert server.rows_of_chunk == memory.rows_of_chunk and max(map(len, server.rows_of_chunk.values())) > 1
     assert np.allclose(server.vectors, memory.vectors, atol=1e-6)
+
+
+def test_llamaindex_second_search_makes_the_nodes_it_has_not_seen_as_the_store_does(pgvector_server, core_embedder, corpus) -> None:
+    """`search_again` selects ids and distances, then reads the rows of the nodes not at hand:
+    with none at hand, every node is made from its row, and the answer is the store's own search
+    by that vector, node for node (id, text, metadata) and score for score; with every node at
+    hand, the same ids and scores, the nodes the ones given."""
+    from llama_index.core.schema import QueryBundle
+
+    from contextual_retrieval_llamaindex._pgvector import lean_search
+
+    retriever = llamaindex_pgvector(pgvector_server, corpus[0], core_embedder, table="lean_unseen", k=K)
+    dense = retriever.retrievers["dense"]
+    lean = lean_search(dense)
+    assert lean is not None and not lean.windowed
+    for query in QUERIES[:4]:
+        vector = core_embedder.embed_queries([query])[0].tolist()
+        own = dense.retrieve(QueryBundle(query, embedding=vector))
+        made = lean.search_again(vector, {})
+        assert [(r.node.node_id, r.node.get_content(), r.node.metadata) for r in made] == [
+            (r.node.node_id, r.node.get_content(), r.node.metadata) for r in own]
+        assert np.allclose([r.score for r in made], [r.score for r in own], atol=1e-6)
+        at_hand = {r.node.node_id: r.node for r in own}
+        again = lean.search_again(vector, at_hand)
+        assert [r.node.node_id for r in again] == [r.node.node_id for r in own]
+        assert all(r.node is at_hand[r.node.node_id] for r in again)
