@@ -226,7 +226,7 @@ def one_size(n: int, n_queries: int, kinds: list[str]) -> list[dict]:
     try:
         # the vectors first (the embedder's output, written to disk a block at a time), then the builds
         rng = np.random.default_rng(SEED + 2)
-        real = cookbook_vectors()
+        real = cookbook_vectors() if "embedding-like" in kinds else None  # only embedding-like reads them
         query_vectors = {}
         for kind in kinds:
             if kind == "embedding-like":
