@@ -1,6 +1,6 @@
 """Dense PRF (on by default) gives the same top 20 in the core and both framework retrievers, on
 each kind of vector store the frameworks read stored vectors from (LlamaIndex's SimpleVectorStore
-and Chroma, LangChain's InMemoryVectorStore and Chroma; pgvector in test_pgvector_parity.py and
+and Chroma, LangChain's InMemoryVectorStore and Chroma; pgvector in test_cookbook_corpus.py and
 test_pgvector_feedback.py), sync and async; on a store that gives no vectors back, feedback is
 skipped (nothing is embedded again at query time): the top 20 is the core's without it. With
 ``dense_prf=0`` all three agree too."""
