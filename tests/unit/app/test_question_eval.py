@@ -55,6 +55,20 @@ def server():
         yield srv
 
 
+@pytest.fixture(scope="module")
+def shared_embeddings(tmp_path_factory, offline_embedder):
+    """The offline embedder behind one SQLite embedding cache for this module's tests, which embed
+    largely the same chunks (`_corpus`'s texts, and the fake server's contexts for them): each text
+    is embedded once for the module. Only for tests whose assertions do not depend on what is
+    embedded or cached (none of them counts embeddings); the eval commands get the same file
+    (--embedding-cache)."""
+    from contextual_retrieval_core.embeddings.cache import CachedEmbedder
+
+    cached = CachedEmbedder(offline_embedder, tmp_path_factory.mktemp("embeddings") / "embeddings.sqlite3")
+    yield cached
+    cached.close()
+
+
 def _gens(server):
     client = anthropic.Anthropic(api_key=server.api_key, base_url=server.url, max_retries=2)
     return AnthropicQuestionGenerator(client=client), AnthropicContextGenerator(client=client)
@@ -76,11 +90,11 @@ def test_quoted_words_counts_the_longest_verbatim_run():
     assert quoted_words("Nothing shared", "at all") == 0
 
 
-def test_generated_set_is_in_the_cookbook_format_and_scores_again(server, tmp_path, offline_embedder):
+def test_generated_set_is_in_the_cookbook_format_and_scores_again(server, tmp_path, shared_embeddings):
     questions, contexts = _gens(server)
     store = ContextStore(tmp_path / "store.sqlite3")
     result = evaluate_own_corpus(_corpus(tmp_path / "docs"), 8, question_generator=questions, context_generator=contexts,
-                                 store=store, embedder=offline_embedder, out=tmp_path / "set")
+                                 store=store, embedder=shared_embeddings, out=tmp_path / "set")
     lines = [json.loads(x) for x in (tmp_path / "set" / "evaluation_set.jsonl").read_text().splitlines()]
     assert len(lines) == len(result.questions.questions) == 8 - result.questions.dropped
     assert set(lines[0]) == {"query", "answer", "golden_doc_uuids", "golden_chunk_uuids", "golden_documents",
@@ -132,7 +146,7 @@ def test_a_crash_midway_keeps_what_arrived(tmp_path):
     assert stored + paid == 6 + done.rejected  # the second run paid only for what the first had not stored
 
 
-def test_dry_run_estimate_matches_the_paid_usage_within_ten_percent(server, tmp_path, offline_embedder):
+def test_dry_run_estimate_matches_the_paid_usage_within_ten_percent(server, tmp_path, shared_embeddings):
     questions, contexts = _gens(server)
     # documents of ~1,600 to ~6,300 tokens: some under the cache minimum, some over
     corpus = load_corpus(_corpus(tmp_path / "docs", files=6, sections=6))
@@ -145,7 +159,7 @@ def test_dry_run_estimate_matches_the_paid_usage_within_ten_percent(server, tmp_
         # the estimate says how many chunks, so context requests, the run makes
         assert estimate.chunks == len(corpus.chunks) and f"chunks: {len(corpus.chunks)} (one context request each" in estimate.format()
         result = evaluate_own_corpus(corpus, 12, question_generator=questions, context_generator=contexts, store=store,
-                                     embedder=offline_embedder, max_quoted_words=100)
+                                     embedder=shared_embeddings, max_quoted_words=100)
         again = estimate_cost(corpus, 12, questions, contexts, store)
     paid = result.paid_cost_usd()
     assert paid and abs(estimate.total_cost_usd - paid) <= 0.10 * paid, (estimate.format(), result.format())
@@ -207,14 +221,14 @@ def test_cli_errors_name_the_fix(server, tmp_path, monkeypatch, capsys):
     assert "does not exist" in capsys.readouterr().err
 
 
-def test_batch_mode_is_half_price_and_estimated_as_such(server, tmp_path, offline_embedder):
+def test_batch_mode_is_half_price_and_estimated_as_such(server, tmp_path, shared_embeddings):
     questions, contexts = _gens(server)
     corpus = load_corpus(_corpus(tmp_path / "docs"))
     with ContextStore(tmp_path / "store.sqlite3") as store:
         estimate = estimate_cost(corpus, 6, questions, contexts, store, mode="batch")
         realtime = estimate_cost(corpus, 6, questions, contexts, store)
         result = evaluate_own_corpus(corpus, 6, question_generator=questions, context_generator=contexts, store=store,
-                                     embedder=offline_embedder, mode="batch", batch_poll_interval=0.05, max_quoted_words=100)
+                                     embedder=shared_embeddings, mode="batch", batch_poll_interval=0.05, max_quoted_words=100)
     assert server.requests_to("/v1/messages") == []  # everything went through Message Batches
     assert len(server.requests_to("/v1/messages/batches", "POST")) == 2  # one for the questions, one for the contexts
     assert estimate.batch and estimate.total_cost_usd < 0.6 * realtime.total_cost_usd
@@ -222,11 +236,11 @@ def test_batch_mode_is_half_price_and_estimated_as_such(server, tmp_path, offlin
     assert paid and abs(estimate.total_cost_usd - paid) <= 0.10 * paid
 
 
-def test_with_a_reranker_every_configuration_is_also_scored_reranked(server, cohere_server, tmp_path, offline_embedder):
+def test_with_a_reranker_every_configuration_is_also_scored_reranked(server, cohere_server, tmp_path, shared_embeddings):
     questions, contexts = _gens(server)
     with ContextStore(tmp_path / "store.sqlite3") as store:
         result = evaluate_own_corpus(_corpus(tmp_path / "docs"), 4, question_generator=questions, context_generator=contexts,
-                                     store=store, embedder=offline_embedder, reranker=cohere_server.reranker())
+                                     store=store, embedder=shared_embeddings, reranker=cohere_server.reranker())
     assert [r.name for r in result.results] == ["hybrid", "hybrid+rerank", "contextual-hybrid", "contextual-hybrid+rerank"]
     assert len(cohere_server.rerank_requests()) == 2 * 4  # each reranked row reranked every query (fake Cohere)
 
@@ -295,14 +309,16 @@ def _context_requests(server) -> int:
 
 
 @pytest.mark.parametrize("first", ["eval", "index"])
-def test_eval_and_index_pay_for_each_context_once_in_either_order(server, tmp_path, monkeypatch, capsys, first):
+def test_eval_and_index_pay_for_each_context_once_in_either_order(server, tmp_path, monkeypatch, capsys, first,
+                                                                  shared_embeddings):
     """`eval --generate-questions` and `index` on one folder chunk alike and share the user's context
     store: whichever runs second pays no context request, and its dry run counts none to generate."""
     monkeypatch.setenv("ANTHROPIC_API_KEY", server.api_key)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the shared store of both commands
     docs = _corpus(tmp_path / "docs", files=3, sections=3)
-    evaluate = ["eval", "--generate-questions", "3", str(docs), "--no-progress", "--embedding-cache", "none",
+    # the module's embedding cache: what is embedded is not what this test checks
+    evaluate = ["eval", "--generate-questions", "3", str(docs), "--no-progress", "--embedding-cache", shared_embeddings.path,
                 "--out", str(tmp_path / "set"), "--max-quoted-words", "100"]
     index = ["index", str(docs), "-o", str(tmp_path / "idx"), "--contexts", "anthropic", "--embedder", "local",
              "--no-progress", "--json", str(tmp_path / "index.json")]

@@ -75,6 +75,18 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.fixture(scope="module")
+def shared_embedder(offline_embedder):
+    """The offline embedder behind an embedding cache for this module: the plain and fitted indexes
+    of `corpus` are embedded once between the tests that take it. Only for tests that neither count
+    embeddings nor turn truncation warnings into errors (a cached text never reaches the model)."""
+    from contextual_retrieval_core.embeddings.cache import CachedEmbedder
+
+    cached = CachedEmbedder(offline_embedder, ":memory:")
+    yield cached
+    cached.close()
+
+
 def test_piece_counts_add_up_to_the_whole_texts_count() -> None:
     window = window_of(LocalMiniLMEmbedder())
     assert window is not None and window.size == WINDOW and window.special == 2
@@ -153,7 +165,7 @@ def test_index_with_the_defaults_cuts_by_characters_and_embeds_every_word(corpus
     assert max(tokens([x for r in rows for x in r])) <= WINDOW
 
 
-def test_fitted_chunks_are_an_option_that_costs_more_chunks(corpus: Path, tmp_path: Path) -> None:
+def test_fitted_chunks_are_an_option_that_costs_more_chunks(corpus: Path, tmp_path: Path, shared_embedder) -> None:
     index = ContextualIndex(tmp_path / "ix", embedder=LocalMiniLMEmbedder(), fit_chunks=True)
     with warnings.catch_warnings():
         warnings.simplefilter("error", TruncationWarning)
@@ -161,19 +173,19 @@ def test_fitted_chunks_are_an_option_that_costs_more_chunks(corpus: Path, tmp_pa
     assert IndexManifest.read(tmp_path / "ix").chunk_tokens == WINDOW
     hits = index.search("rollback step of the rollout", top_k=report.chunks_total)
     assert max(tokens([f"{h.context}\n\n{h.text}" for h in hits])) <= WINDOW
-    plain = ContextualIndex(tmp_path / "plain", embedder=LocalMiniLMEmbedder()).update([corpus], show_progress=False)
+    plain = ContextualIndex(tmp_path / "plain", embedder=shared_embedder).update([corpus], show_progress=False)
     assert report.chunks_total > plain.chunks_total
 
 
 @pytest.mark.filterwarnings("ignore::contextual_retrieval_core.embeddings.minilm.TruncationWarning")
-def test_an_index_built_before_fitting_keeps_its_chunks_until_asked(corpus: Path, tmp_path: Path) -> None:
-    ContextualIndex(tmp_path / "ix", embedder=LocalMiniLMEmbedder(), fit_chunks=False).update([corpus], show_progress=False)
+def test_an_index_built_before_fitting_keeps_its_chunks_until_asked(corpus: Path, tmp_path: Path, shared_embedder) -> None:
+    ContextualIndex(tmp_path / "ix", embedder=shared_embedder, fit_chunks=False).update([corpus], show_progress=False)
     data = json.loads((tmp_path / "ix" / "manifest.json").read_text())
     data.pop("chunk_tokens")  # as an older version wrote it
     (tmp_path / "ix" / "manifest.json").write_text(json.dumps(data))
-    again = ContextualIndex(tmp_path / "ix", embedder=LocalMiniLMEmbedder()).update([corpus], show_progress=False)
+    again = ContextualIndex(tmp_path / "ix", embedder=shared_embedder).update([corpus], show_progress=False)
     assert again.files_unchanged == 2 and not again.note  # as recorded: nothing re-chunked, nothing paid
-    fitted = ContextualIndex(tmp_path / "ix", embedder=LocalMiniLMEmbedder(), fit_chunks=True).update([corpus], show_progress=False)
+    fitted = ContextualIndex(tmp_path / "ix", embedder=shared_embedder, fit_chunks=True).update([corpus], show_progress=False)
     assert "chunk token budget changed (None -> 256)" in fitted.note
 
 
