@@ -4,8 +4,8 @@ A node whose indexed text (context + chunk) is longer than the embedding model's
 embedded whole (the core's `windows` and `_window_rows`): the node's own entry in the vector
 store keeps the vector of its text as the model reads it (its first window), and each further
 overlapping window, with the node's context, is an extra entry ``<node id> + WINDOW_MARK + n`` (a TextNode with the
-node's metadata, ``window_of`` = the node id, and its source relationship, so deleting the
-document deletes its windows too). `WindowedVectorRetriever` searches deep enough to cover the
+node's metadata, ``window_of`` = the node id, ``window_model`` = the model that embedded it, and
+its source relationship, so deleting the document deletes its windows too). `WindowedVectorRetriever` searches deep enough to cover the
 extra entries and returns each node once, at its best window's score: the ranking
 `HybridSearcher(windows=...)` gives. A model that reports no window (``max_tokens`` and
 ``count_tokens``, as `LocalMiniLMEmbedding` and `ContextualVoyageEmbedding` do through their
@@ -27,12 +27,15 @@ from contextual_retrieval_core.errors import InputError, InputTypeError
 from contextual_retrieval_llamaindex._compat import index_embed_model
 from contextual_retrieval_llamaindex._convert import indexed_text
 
-__all__ = ["add_windows", "windowed_vector_retriever", "index_nodes", "WindowedVectorRetriever", "WINDOW_OF_KEY"]
+__all__ = ["add_windows", "windowed_vector_retriever", "index_nodes", "WindowedVectorRetriever", "WINDOW_OF_KEY",
+           "WINDOW_MODEL_KEY"]
 
 
 def add_windows(index: Any, nodes: Sequence[BaseNode], windows: WindowConfig) -> int:
     """Write the windows of `nodes` (already in `index`, a `VectorStoreIndex`) into its vector
-    store; returns the number of extra entries. Idempotent: a node's entries are replaced."""
+    store; returns the number of extra entries. Idempotent: a node's entries are replaced, and a
+    node whose windows the store holds already, with the same texts embedded by the same model (a
+    script run again over a server's store), is left as it is: nothing is embedded."""
     checked = max_pooling_only(windows, "the LlamaIndex path")
     assert checked is not None  # a config in, a config out
     windows = checked
@@ -43,6 +46,12 @@ def add_windows(index: Any, nodes: Sequence[BaseNode], windows: WindowConfig) ->
     long = [(n, rows) for n, rows in zip(nodes, plan_rows(model, chunks, windows)) if len(rows) > 1]
     if not long:
         return 0
+    extra = sum(len(rows) - 1 for _, rows in long)
+    model_name = str(getattr(model, "model_name", type(model).__name__))
+    written = _written_windows(index.vector_store, [r.id for _, rows in long for r in rows[1:]])
+    long = [(n, rows) for n, rows in long if any(written.get(r.id) != (r.text, model_name) for r in rows[1:])]
+    if not long:  # every window is in the store already, as this model embedded it (a script run again)
+        return extra
     texts = [r.text for _, rows in long for r in rows]
     vectors = iter(model.get_text_embedding_batch(texts))
     entries: list[BaseNode] = []
@@ -54,14 +63,28 @@ def add_windows(index: Any, nodes: Sequence[BaseNode], windows: WindowConfig) ->
         for row in rows[1:]:
             entries.append(TextNode(
                 id_=row.id, text=row.text, embedding=list(next(vectors)),
-                metadata={**node.metadata, WINDOW_OF_KEY: node.node_id},
-                excluded_embed_metadata_keys=list(node.excluded_embed_metadata_keys) + [WINDOW_OF_KEY],
-                excluded_llm_metadata_keys=list(node.excluded_llm_metadata_keys) + [WINDOW_OF_KEY],
+                metadata={**node.metadata, WINDOW_OF_KEY: node.node_id, WINDOW_MODEL_KEY: model_name},
+                excluded_embed_metadata_keys=list(node.excluded_embed_metadata_keys) + [WINDOW_OF_KEY, WINDOW_MODEL_KEY],
+                excluded_llm_metadata_keys=list(node.excluded_llm_metadata_keys) + [WINDOW_OF_KEY, WINDOW_MODEL_KEY],
                 relationships={NodeRelationship.SOURCE: source} if source is not None else {},
             ))
     index.vector_store.delete_nodes(node_ids=[e.node_id for e in entries])  # rewritten whole: idempotent
     index.insert_nodes(entries)  # embeddings set: nothing is embedded again
-    return len(entries) - len(long)
+    return extra
+
+
+#: metadata key of a window row: the embedding model that embedded it
+WINDOW_MODEL_KEY = "window_model"
+
+
+def _written_windows(store: Any, row_ids: Sequence[str]) -> dict[str, tuple[str, str | None]]:
+    """{row id: (text, embedding model)} of the window rows `store` already holds among `row_ids`
+    (none for a store that cannot give its nodes back, such as `SimpleVectorStore`)."""
+    try:
+        held = store.get_nodes(node_ids=list(row_ids))
+    except NotImplementedError:
+        return {}
+    return {n.node_id: (n.get_content(metadata_mode=MetadataMode.NONE), n.metadata.get(WINDOW_MODEL_KEY)) for n in held}
 
 
 def windowed_vector_retriever(index: Any, nodes: Sequence[BaseNode] | None, windows: WindowConfig, depth: int,

@@ -157,6 +157,40 @@ def test_the_index_embedding_model_accessor(corpus):
         add_windows(object(), corpus[0][:1], WINDOWS)
 
 
+def test_llamaindex_windows_already_in_the_store_are_not_embedded_again(corpus, shared, tmp_path):
+    """A script run again over a store that keeps its nodes (Chroma here, a server's pgvector or
+    Milvus alike): the windows the store holds with the same texts, embedded by the same model, are
+    left as they are and nothing is embedded; a different model's windows are written again."""
+    import chromadb
+    from llama_index.core import StorageContext
+    from llama_index.vector_stores.chroma import ChromaVectorStore
+
+    from contextual_retrieval_llamaindex.windows import WINDOW_MODEL_KEY, add_windows
+
+    embedded = []
+
+    class Counting(CoreEmbedding):
+        def _get_text_embeddings(self, texts):
+            embedded.extend(texts)
+            return super()._get_text_embeddings(texts)
+
+    nodes = corpus[0]
+    client = chromadb.PersistentClient(path=str(tmp_path / "chroma"), settings=chromadb.Settings(anonymized_telemetry=False))
+    collection = client.create_collection("windows-again", metadata={"hnsw:space": "cosine"})
+    store = ChromaVectorStore(chroma_collection=collection)
+    index = VectorStoreIndex(nodes, storage_context=StorageContext.from_defaults(vector_store=store), embed_model=Counting(shared))
+    embedded.clear()
+    extra = add_windows(index, nodes, WINDOWS)
+    first = len(embedded)
+    rows = collection.get(include=["metadatas"])
+    assert extra > 0 and first > extra and len(rows["ids"]) == len(nodes) + extra
+    assert {m[WINDOW_MODEL_KEY] for m in rows["metadatas"] if WINDOW_OF_KEY in m} == {shared.model_name}
+    assert add_windows(index, nodes, WINDOWS) == extra and len(embedded) == first  # nothing embedded again
+    other = VectorStoreIndex.from_vector_store(store, embed_model=Counting(shared, model_name="another-model"))
+    assert add_windows(other, nodes, WINDOWS) == extra and len(embedded) == 2 * first  # another model's: written again
+    assert len(collection.get()["ids"]) == len(nodes) + extra
+
+
 @pytest.mark.filterwarnings("ignore:Relevance scores must be between")  # cosine relevance of unrelated chunks < 0
 async def test_langchain_windowed_chroma_relevance_scores_are_each_chunks_best_row(corpus, shared):
     """`WindowedVectorStore` over Chroma: the public relevance search gives each chunk once with
