@@ -57,7 +57,9 @@ def test_a_rebuild_during_another_index_run_never_touches_the_served_version(tmp
         first = subprocess.Popen([sys.executable, "-c", CLI, *base], env=dict(os.environ), stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 120
-        while holder(ix) != str(first.pid):  # the other run holds the lock
+        # the other run holds the lock and waits on its first context request: the files it makes
+        # before generating (its disk-space reserve) are there before the listing below
+        while holder(ix) != str(first.pid) or len(server.requests_to("/v1/messages")) <= paid:
             assert first.poll() is None and time.monotonic() < deadline, first.communicate()
             time.sleep(0.05)
 
