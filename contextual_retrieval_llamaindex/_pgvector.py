@@ -74,13 +74,15 @@ def _window_filter(node_ids: Sequence[str]) -> MetadataFilters:
 
 def _vectors_statement(table: Any, node_ids: Sequence[str], windows: bool) -> Any:
     """SELECT node_id, embedding of the `node_ids`' rows (and their window rows, with `windows`)."""
-    from sqlalchemy import func, select
+    from sqlalchemy import func, or_, select
 
     ids = list(node_ids)
     # a window row's id is its node's id, WINDOW_MARK and its number (`row_id`): cutting the id
     # costs the scan less than reading each row's `window_of` from its metadata
-    owner = func.split_part(table.node_id, WINDOW_MARK, 1) if windows else table.node_id
-    return select(table.node_id, table.embedding).where(owner.in_(ids))
+    where = table.node_id.in_(ids)
+    if windows:
+        where = or_(where, func.split_part(table.node_id, WINDOW_MARK, 1).in_(ids))
+    return select(table.node_id, table.embedding).where(where)
 
 
 def stored_vectors(store: Any, node_ids: Sequence[str], windows: bool) -> dict[str, Any]:
@@ -146,29 +148,31 @@ class LeanSearch:
     nodes: Mapping[str, BaseNode]
 
     def _nearest(self, vector: Sequence[float]) -> Any:
-        """SELECT the ids and cosine distances of the `rows` rows nearest `vector`."""
+        """SELECT the node ids, cosine distances and row keys of the `rows` rows nearest `vector`."""
         from sqlalchemy import asc, select
 
         distance = self.table.embedding.cosine_distance(list(vector)).label("distance")
-        return select(self.table.node_id, distance).order_by(asc("distance")).limit(self.rows)
+        return select(self.table.node_id, distance, self.table.id).order_by(asc("distance")).limit(self.rows)
 
     def _hits(self, found: Sequence[Any]) -> list[tuple[str, float]]:
         """(id, similarity) best first; on a windowed index each node once, at its best row (a
         window row stands for its node), as `WindowedVectorRetriever` returns them."""
-        hits = [(row, 1 - float(distance)) for row, distance in found]
+        hits = [(row, 1 - float(distance)) for row, distance, _ in found]
         if self.windowed:
             hits = collapse_rows([(r, s) for r, s in hits if row_window(r) == 0 or row_owner(r) in self.nodes], self.depth)
         return hits
 
-    def _unseen(self, hits: Sequence[tuple[str, float]], known: Mapping[str, BaseNode]) -> Any:
-        """SELECT the text and metadata of the hits whose node is not at hand (None when all are:
-        always on a windowed index built from its nodes, most often otherwise)."""
+    def _unseen(self, hits: Sequence[tuple[str, float]], found: Sequence[Any], known: Mapping[str, BaseNode]) -> Any:
+        """SELECT the text and metadata of the rows of the hits whose node is not at hand, by their
+        row keys (None when all are: always on a windowed index built from its nodes, most often
+        otherwise)."""
         from sqlalchemy import select
 
-        missing = [node_id for node_id, _ in hits if node_id not in known and node_id not in self.nodes]
+        missing = {node_id for node_id, _ in hits if node_id not in known and node_id not in self.nodes}
         if not missing:
             return None
-        return select(self.table.node_id, self.table.text, self.table.metadata_).where(self.table.node_id.in_(missing))
+        keys = list({node_id: key for node_id, _, key in reversed(found) if node_id in missing}.values())  # each one's nearest row
+        return select(self.table.node_id, self.table.text, self.table.metadata_).where(self.table.id.in_(keys))
 
     def _results(self, hits: Sequence[tuple[str, float]], unseen: Sequence[Any], known: Mapping[str, BaseNode]) -> list[NodeWithScore]:
         """The hits as nodes with their similarity; a node not at hand is made from its row as the
@@ -183,18 +187,20 @@ class LeanSearch:
         the text and metadata of every row the scan passes, to skip the ones at hand, cost more
         than the scan)."""
         with self.store.client.connect() as connection:
-            hits = self._hits(connection.execute(self._nearest(vector)).all())
-            unseen = self._unseen(hits, known)
+            found = connection.execute(self._nearest(vector)).all()
+            hits = self._hits(found)
+            unseen = self._unseen(hits, found, known)
             return self._results(hits, connection.execute(unseen).all() if unseen is not None else [], known)
 
     async def asearch_again(self, vector: Sequence[float], known: Mapping[str, BaseNode]) -> list[NodeWithScore]:
         """`search_again` through the store's async engine."""
         engine: Any = pgvector_async_engine(self.store)  # made with the sync one, when the store connected
         async with engine.connect() as connection:
-            hits = self._hits((await connection.execute(self._nearest(vector))).all())
-            unseen = self._unseen(hits, known)
-            found = (await connection.execute(unseen)).all() if unseen is not None else []
-        return self._results(hits, found, known)
+            found = (await connection.execute(self._nearest(vector))).all()
+            hits = self._hits(found)
+            unseen = self._unseen(hits, found, known)
+            rows = (await connection.execute(unseen)).all() if unseen is not None else []
+        return self._results(hits, rows, known)
 
 
 def _node(node_id: str, text: str, metadata: Any) -> BaseNode:

@@ -34,8 +34,9 @@ __all__ = ["add_windows", "windowed_vector_retriever", "index_nodes", "WindowedV
 def add_windows(index: Any, nodes: Sequence[BaseNode], windows: WindowConfig) -> int:
     """Write the windows of `nodes` (already in `index`, a `VectorStoreIndex`) into its vector
     store; returns the number of extra entries. Idempotent: a node's entries are replaced, and a
-    node whose windows the store holds already, with the same texts embedded by the same model (a
-    script run again over a server's store), is left as it is: nothing is embedded."""
+    node whose rows the store holds already as they would be written (the same texts, metadata and
+    document, the windows embedded by the same model: a script run again over a server's store)
+    is left as it is: nothing is embedded."""
     checked = max_pooling_only(windows, "the LlamaIndex path")
     assert checked is not None  # a config in, a config out
     windows = checked
@@ -48,8 +49,8 @@ def add_windows(index: Any, nodes: Sequence[BaseNode], windows: WindowConfig) ->
         return 0
     extra = sum(len(rows) - 1 for _, rows in long)
     model_name = str(getattr(model, "model_name", type(model).__name__))
-    written = _written_windows(index.vector_store, [r.id for _, rows in long for r in rows[1:]])
-    long = [(n, rows) for n, rows in long if any(written.get(r.id) != (r.text, model_name) for r in rows[1:])]
+    written = _written_rows(index.vector_store, [r.id for _, rows in long for r in rows])
+    long = [(n, rows) for n, rows in long if not _current(n, rows, written, model_name)]
     if not long:  # every window is in the store already, as this model embedded it (a script run again)
         return extra
     texts = [r.text for _, rows in long for r in rows]
@@ -77,14 +78,31 @@ def add_windows(index: Any, nodes: Sequence[BaseNode], windows: WindowConfig) ->
 WINDOW_MODEL_KEY = "window_model"
 
 
-def _written_windows(store: Any, row_ids: Sequence[str]) -> dict[str, tuple[str, str | None]]:
-    """{row id: (text, embedding model)} of the window rows `store` already holds among `row_ids`
-    (none for a store that cannot give its nodes back, such as `SimpleVectorStore`)."""
+def _written_rows(store: Any, row_ids: Sequence[str]) -> dict[str, BaseNode]:
+    """The rows `store` already holds among `row_ids`, by id (none for a store that cannot give
+    its nodes back, such as `SimpleVectorStore`, or that fails to)."""
     try:
-        held = store.get_nodes(node_ids=list(row_ids))
-    except NotImplementedError:
+        return {n.node_id: n for n in store.get_nodes(node_ids=list(row_ids))}
+    except Exception:  # noqa: BLE001 - NotImplementedError, an uninitialised collection, ...: write them all
         return {}
-    return {n.node_id: (n.get_content(metadata_mode=MetadataMode.NONE), n.metadata.get(WINDOW_MODEL_KEY)) for n in held}
+
+
+def _current(node: BaseNode, rows: Sequence[Any], written: dict[str, BaseNode], model_name: str) -> bool:
+    """Whether the store holds `node`'s rows as this run would write them: its own row with the
+    node's text, metadata and document, and each window row with its text, the node's metadata
+    and document, embedded by `model_name`."""
+    own = written.get(node.node_id)
+    if own is None or own.get_content(metadata_mode=MetadataMode.NONE) != node.get_content(metadata_mode=MetadataMode.NONE):
+        return False
+    if own.metadata != node.metadata or own.ref_doc_id != node.ref_doc_id:
+        return False
+    meta = {**node.metadata, WINDOW_OF_KEY: node.node_id, WINDOW_MODEL_KEY: model_name}
+    for row in rows[1:]:
+        held = written.get(row.id)
+        if held is None or held.get_content(metadata_mode=MetadataMode.NONE) != row.text or held.metadata != meta \
+                or held.ref_doc_id != node.ref_doc_id:
+            return False
+    return True
 
 
 def windowed_vector_retriever(index: Any, nodes: Sequence[BaseNode] | None, windows: WindowConfig, depth: int,

@@ -27,15 +27,17 @@ REPO = Path(__file__).resolve().parents[1]
 COOKBOOK = Path(os.environ.get("CONTEXTUAL_RETRIEVAL_DATASET", REPO.parent / "shared" / "data" / "cookbook-codebase"))
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # a hook of pytest-xdist's: unknown without it
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """`-n auto` (the README's test command): one worker more than the cores this process may run
-    on. Several tests wait (a server restarting, a process killed and run again, a loopback API's
-    latency) while using no core, and the extra worker runs meanwhile. PYTEST_XDIST_AUTO_NUM_WORKERS,
-    when set, still decides (pytest-xdist's own reading of it)."""
+    """`-n auto` (the README's test command): one worker more than pytest-xdist's own count (the
+    physical cores). Several tests wait (a server restarting, a process killed and run again, a
+    loopback API's latency) while using no core, and the extra worker runs meanwhile.
+    PYTEST_XDIST_AUTO_NUM_WORKERS, when set, still decides."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
-    return len(os.sched_getaffinity(0)) + 1 if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1) + 1
+    from xdist.plugin import pytest_xdist_auto_num_workers as cores
+
+    return int(cores(config)) + 1
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -54,22 +54,25 @@ class WindowRow:
 def windowable(chunk_id: str, indexed: str, body: str, document_id: str = "") -> ContextualChunk:
     """The `ContextualChunk` whose indexed text is `indexed` and whose text is `body` (what the
     windows split; compared without its surrounding whitespace, which stays with the body where
-    `indexed` holds it): the rest of `indexed`, before or after `body`, is the context every
-    window carries, so the windows are the core's for the same chunk and context. When `body` is neither the end nor the
+    `indexed` holds it and a separator is left between it and the context): the rest of
+    `indexed`, before or after `body`, is the context every window carries, so the windows are
+    the core's for the same chunk and context. When `body` is neither the end nor the
     start of `indexed`, the whole indexed text is the body (windowed without a context)."""
     trimmed = body.strip()  # a framework may strip the text it renders (LlamaIndex's templates do)
     if trimmed and indexed.strip() != trimmed:
         start = indexed.rfind(trimmed)
         if start > 0 and not indexed[start + len(trimmed):].strip():
             lead = body[: len(body) - len(body.lstrip())]  # the body's own indentation stays with it
-            if lead and indexed[:start].endswith(lead) and indexed[: start - len(lead)].strip():
+            kept = indexed[: start - len(lead)]  # the context, when the indent goes with the body
+            if lead and indexed[:start].endswith(lead) and kept.strip() and kept[-1].isspace():
                 start -= len(lead)
             return ContextualChunk(Chunk(chunk_id, document_id, indexed[start:]), indexed[:start], "before", "")
         start = indexed.find(trimmed)
         if start >= 0 and not indexed[:start].strip():
             end = start + len(trimmed)
             trail = body[len(body.rstrip()):]
-            if trail and indexed[end:].startswith(trail) and indexed[end + len(trail):].strip():
+            rest = indexed[end + len(trail):]
+            if trail and indexed[end:].startswith(trail) and rest.strip() and rest[0].isspace():
                 end += len(trail)
             return ContextualChunk(Chunk(chunk_id, document_id, indexed[:end]), indexed[end:], "after", "")
     return ContextualChunk(Chunk(chunk_id, document_id, indexed), "")

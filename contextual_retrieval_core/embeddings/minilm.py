@@ -56,6 +56,26 @@ _SESSIONS: dict[tuple[Path, Path, int | None], _Loaded] = {}
 _SESSIONS_LOCK = threading.Lock()
 
 
+_TOKENIZERS: dict[Path, Any] = {}
+
+
+def _shared_tokenizer(tokenizer_path: Path) -> Any:
+    """The process-wide tokenizer of `tokenizer_path` (truncating at the window, no padding),
+    loaded on first use: counting and cutting texts need no model."""
+    with _SESSIONS_LOCK:
+        tokenizer = _TOKENIZERS.get(tokenizer_path)
+        if tokenizer is None:
+            try:
+                from tokenizers import Tokenizer
+            except ImportError as exc:
+                raise MissingDependencyError(f"tokenizers is needed; {_INSTALL_HINT}") from exc
+            tokenizer = Tokenizer.from_file(str(tokenizer_path))
+            tokenizer.enable_truncation(max_length=_MAX_TOKENS)
+            tokenizer.no_padding()
+            _TOKENIZERS[tokenizer_path] = tokenizer
+        return tokenizer
+
+
 def _shared_session(model: Path, tokenizer_path: Path, threads: int | None) -> _Loaded:
     """The process-wide session for (model, tokenizer, threads), loaded on first use.
 
@@ -68,20 +88,17 @@ def _shared_session(model: Path, tokenizer_path: Path, threads: int | None) -> _
         if loaded is None:
             try:
                 import onnxruntime as ort
-                from tokenizers import Tokenizer
             except ImportError as exc:
                 raise MissingDependencyError(f"onnxruntime and tokenizers are needed; {_INSTALL_HINT}") from exc
-            tokenizer = Tokenizer.from_file(str(tokenizer_path))
-            tokenizer.enable_truncation(max_length=_MAX_TOKENS)
-            tokenizer.no_padding()
             options = ort.SessionOptions()
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
             options.log_severity_level = 3
             if threads:
                 options.intra_op_num_threads = threads
             session = ort.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"])
-            loaded = _SESSIONS[key] = _Loaded(session, frozenset(i.name for i in session.get_inputs()), tokenizer)
-        return loaded
+            loaded = _Loaded(session, frozenset(i.name for i in session.get_inputs()), None)
+            _SESSIONS[key] = loaded
+    return _Loaded(loaded.session, loaded.inputs, _shared_tokenizer(tokenizer_path))
 
 
 #: the environment variable that sets `LocalMiniLMEmbedder`'s default `threads`
@@ -219,6 +236,15 @@ class LocalMiniLMEmbedder:
             self._tokenizer = shared.tokenizer
             self._session = shared.session
 
+    def _load_tokenizer(self) -> None:
+        """The tokenizer alone (counting and cutting texts need no model)."""
+        if self._tokenizer is not None:
+            return
+        tok = self._tokenizer_path or TOKENIZER_PATH
+        if not Path(tok).is_file():
+            raise NotFoundError(f"tokenizer.json not found at {tok}; {_INSTALL_HINT}")
+        self._tokenizer = _shared_tokenizer(Path(tok).resolve())
+
     # -- embedding --------------------------------------------------------------------------
 
     def count_truncated(self, texts: Sequence[str]) -> int:
@@ -226,7 +252,7 @@ class LocalMiniLMEmbedder:
         texts = as_texts(texts)
         if not texts:
             return 0
-        self._load()
+        self._load_tokenizer()
         return sum(1 for e in self._tokenizer.encode_batch(texts) if e.overflowing)  # type: ignore[union-attr]
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
@@ -235,7 +261,7 @@ class LocalMiniLMEmbedder:
         texts = as_texts(texts)
         if not texts:
             return []
-        self._load()
+        self._load_tokenizer()
         return [len(e.ids) for e in self._tokenizer.encode_batch(texts)]  # type: ignore[union-attr]
 
     def window_prefixes(self, texts: Sequence[str]) -> list[str]:
@@ -244,7 +270,7 @@ class LocalMiniLMEmbedder:
         texts = as_texts(texts)
         if not texts:
             return []
-        self._load()
+        self._load_tokenizer()
         out = []
         for text, e in zip(texts, self._tokenizer.encode_batch(texts)):  # type: ignore[union-attr]
             ends = [end for (_, end), special in zip(e.offsets, e.special_tokens_mask) if not special]

@@ -189,6 +189,14 @@ def test_llamaindex_windows_already_in_the_store_are_not_embedded_again(corpus, 
     other = VectorStoreIndex.from_vector_store(store, embed_model=Counting(shared, model_name="another-model"))
     assert add_windows(other, nodes, WINDOWS) == extra and len(embedded) == 2 * first  # another model's: written again
     assert len(collection.get()["ids"]) == len(nodes) + extra
+    # a node whose metadata changed in a key it is not embedded with (a filter key): its rows are
+    # written again, with the new metadata the windows' filters read
+    long = next(n for n in nodes if any(m.get(WINDOW_OF_KEY) == n.node_id for m in rows["metadatas"]))
+    moved = long.model_copy(update={"metadata": {**long.metadata, "team": "elsewhere"}})
+    before = len(embedded)
+    assert add_windows(other, [moved], WINDOWS) > 0 and before < len(embedded) < before + first
+    held = collection.get(where={WINDOW_OF_KEY: long.node_id}, include=["metadatas"])["metadatas"]
+    assert held and {m["team"] for m in held} == {"elsewhere"}
 
 
 @pytest.mark.filterwarnings("ignore:Relevance scores must be between")  # cosine relevance of unrelated chunks < 0

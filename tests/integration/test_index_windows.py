@@ -214,6 +214,12 @@ def test_windowable_gives_the_cores_windows_for_an_indented_body(position):
     embedder = TruncatingEmbedder()
     (ours,), (theirs,) = window_texts(embedder, [core], WindowConfig()), window_texts(embedder, [rebuilt], WindowConfig())
     assert len(ours) > 2 and ours == theirs
+    # a body whose whitespace is the separator itself (stripped before it was joined): the
+    # separator stays between the context and every window
+    stripped = windowable("c", "ctx\n\nfoo bar", "\n\nfoo bar")
+    assert (stripped.context, stripped.text) == ("ctx\n\n", "foo bar")
+    after = windowable("c", "foo bar\n\nctx", "foo bar\n\n")
+    assert (after.context, after.text) == ("\n\nctx", "foo bar")
 
 
 def test_stale_rows_keep_only_what_this_run_wrote_for_re_embedded_chunks():

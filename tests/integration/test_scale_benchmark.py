@@ -27,6 +27,7 @@ def test_scale_writes_the_issue_schema(scale, tmp_path, monkeypatch) -> None:
     assert scale.main(["--sizes", "300,900", "--kinds", "random", "--queries", "5", "--peers-n", "0",
                        "--no-real-recall", "--json", str(out)]) == 0
     data = json.loads(out.read_text())
+    assert not list((tmp_path / "scale-cache").glob("*.npz"))  # a random-only run embedded nothing
     assert [r["n"] for r in data["sizes"]] == [300, 900]
     for row in data["sizes"]:
         for key in ("n", "build_s", "peak_rss_mb", "disk_mb", "bm25_p50_ms", "dense_p50_ms",

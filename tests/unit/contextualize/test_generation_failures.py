@@ -269,7 +269,6 @@ def test_sustained_rate_limiting_stops_the_run_and_keeps_what_was_stored(tmp_pat
         thread = threading.Thread(target=run, daemon=True)
         thread.start()
         thread.join(60)
-        srv.clear_faults()
         assert not thread.is_alive(), "the run kept retrying 429s"
         error = outcome.get("error")
         assert isinstance(error, RateLimitedTooLong), error
@@ -278,14 +277,16 @@ def test_sustained_rate_limiting_stops_the_run_and_keeps_what_was_stored(tmp_pat
         assert later and set(later) == {429}
         # the requests still retrying in the run's worker threads end too: the server's 429s carry
         # `retry-after-ms: 1`, which the SDK waits instead of its own backoff (up to 8 s), so a
-        # thread still retrying would send again within milliseconds; with the API answering
-        # again, none of them sends another attempt in 500 times that wait
+        # thread still retrying sends again within milliseconds and the count never settles (an
+        # attempt already under way as the run gave up, on a busy machine, arrives once); then,
+        # with the API answering again, none of them sends another attempt in 500 times that wait
         sent = len(srv.requests_to("/v1/messages"))
-        for _ in range(20):  # an attempt already under way as the run gave up may still arrive (a busy machine)
+        for _ in range(20):
             time.sleep(0.1)
             if len(srv.requests_to("/v1/messages")) == sent:
                 break
             sent = len(srv.requests_to("/v1/messages"))
+        srv.clear_faults()
         time.sleep(0.5)
         assert len(srv.requests_to("/v1/messages")) == sent, "a worker thread kept retrying after the run gave up"
         assert len(ContextStore(path)) == 3  # what arrived before the run gave up, kept
