@@ -16,9 +16,9 @@ run is recorded: on a shared machine the wall times mean little without it.
 
 `--readme` measures what issue 44's acceptance names instead: the README's test command (the
 line of its set-up block that runs pytest), pasted into bash in a clean clone of the tree's HEAD
-(`git clone`, so only committed files), install included: a fresh `.venv`, `pip install -e
-'.[dev]'` (from the package index as configured, pip's own cache as the machine has it), then the
-tests. PATH, `--ci`, `--workers` and `--coverage` do not apply; the clone is deleted afterwards.
+(`git clone`, so only committed files), install included: a fresh `.venv`, the install the
+command names (from the package index as configured, the installer's own cache as the machine has
+it), then the tests. PATH, `--ci`, `--workers` and `--coverage` do not apply; the clone is deleted afterwards.
 
 With no PATH the whole suite runs (what `pytest` collects from `testpaths`). `--dataset` sets
 CONTEXTUAL_RETRIEVAL_DATASET for the runs (the cookbook tests read it).

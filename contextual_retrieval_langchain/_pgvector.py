@@ -5,8 +5,9 @@
   ``session_maker``, ``EmbeddingStore`` and ``CollectionStore`` hold);
 - `distances_by_vector`: a search by vector that selects what the ensemble reads (id, text,
   metadata, distance) in one statement. The store's own search also selects and parses every
-  hit's vector (sent as text), looks its collection up first and builds ORM objects. Ranking,
-  order and scores are the same. To keep a query's server round trips few, its searches read in
+  hit's vector (sent as text), looks its collection up first and builds ORM objects. Ranking and
+  scores are the same (rows at an equal distance may come in another order, as between any two
+  scans). To keep a query's server round trips few, its searches read in
   one statement what dense feedback needs (`Reads`): the first also the vectors of its nearest rows (the fused top chunks
   are most often among them: no read by id then), the second the text and metadata of the rows
   the query has not seen yet only;
