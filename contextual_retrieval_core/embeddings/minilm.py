@@ -13,7 +13,7 @@ import importlib.util
 import os
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,53 +52,57 @@ class _Loaded:
     tokenizer: Any
 
 
-_SESSIONS: dict[tuple[Path, Path, int | None], _Loaded] = {}
-_SESSIONS_LOCK = threading.Lock()
+#: what this process has loaded (tokenizers, onnxruntime sessions), by what it was loaded from
+_LOADED: dict[tuple[Any, ...], Any] = {}
+_LOADED_LOCK = threading.Lock()
 
 
-_TOKENIZERS: dict[Path, Any] = {}
+def _shared(key: tuple[Any, ...], load: Callable[[], Any]) -> Any:
+    """`load()`'s result, loaded once per process for `key`."""
+    with _LOADED_LOCK:
+        if key not in _LOADED:
+            _LOADED[key] = load()
+        return _LOADED[key]
+
+
+def _tokenizer_from(tokenizer_path: Path) -> Any:
+    try:
+        from tokenizers import Tokenizer
+    except ImportError as exc:
+        raise MissingDependencyError(f"tokenizers is needed; {_INSTALL_HINT}") from exc
+    tokenizer = Tokenizer.from_file(str(tokenizer_path))
+    tokenizer.enable_truncation(max_length=_MAX_TOKENS)
+    tokenizer.no_padding()
+    return tokenizer
+
+
+def _session_from(model: Path, threads: int | None) -> Any:
+    try:
+        import onnxruntime as ort
+    except ImportError as exc:
+        raise MissingDependencyError(f"onnxruntime is needed; {_INSTALL_HINT}") from exc
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3
+    if threads:
+        options.intra_op_num_threads = threads
+    return ort.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"])
 
 
 def _shared_tokenizer(tokenizer_path: Path) -> Any:
     """The process-wide tokenizer of `tokenizer_path` (truncating at the window, no padding),
     loaded on first use: counting and cutting texts need no model."""
-    with _SESSIONS_LOCK:
-        tokenizer = _TOKENIZERS.get(tokenizer_path)
-        if tokenizer is None:
-            try:
-                from tokenizers import Tokenizer
-            except ImportError as exc:
-                raise MissingDependencyError(f"tokenizers is needed; {_INSTALL_HINT}") from exc
-            tokenizer = Tokenizer.from_file(str(tokenizer_path))
-            tokenizer.enable_truncation(max_length=_MAX_TOKENS)
-            tokenizer.no_padding()
-            _TOKENIZERS[tokenizer_path] = tokenizer
-        return tokenizer
+    return _shared(("tokenizer", tokenizer_path), lambda: _tokenizer_from(tokenizer_path))
 
 
 def _shared_session(model: Path, tokenizer_path: Path, threads: int | None) -> _Loaded:
-    """The process-wide session for (model, tokenizer, threads), loaded on first use.
+    """The process-wide session for (model, threads) with the tokenizer, loaded on first use.
 
     onnxruntime's `InferenceSession.run` may be called from several threads at once, and the
     tokenizer only reads its settings, so one loaded model serves every embedder with these options.
     """
-    key = (model, tokenizer_path, threads)
-    with _SESSIONS_LOCK:
-        loaded = _SESSIONS.get(key)
-        if loaded is None:
-            try:
-                import onnxruntime as ort
-            except ImportError as exc:
-                raise MissingDependencyError(f"onnxruntime and tokenizers are needed; {_INSTALL_HINT}") from exc
-            options = ort.SessionOptions()
-            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            options.log_severity_level = 3
-            if threads:
-                options.intra_op_num_threads = threads
-            session = ort.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"])
-            loaded = _Loaded(session, frozenset(i.name for i in session.get_inputs()), None)
-            _SESSIONS[key] = loaded
-    return _Loaded(loaded.session, loaded.inputs, _shared_tokenizer(tokenizer_path))
+    session = _shared(("session", model, threads), lambda: _session_from(model, threads))
+    return _Loaded(session, frozenset(i.name for i in session.get_inputs()), _shared_tokenizer(tokenizer_path))
 
 
 #: the environment variable that sets `LocalMiniLMEmbedder`'s default `threads`
